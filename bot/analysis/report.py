@@ -1,0 +1,96 @@
+"""The analysis report: the stable, documented JSON that ``asap why --json`` prints.
+
+Other tools read ``diagnosis.bottleneck``, ``diagnosis.confidence``, ``kpis`` and ``top_ops``; the schema
+is documented in ``docs/json-output.md`` and versioned by ``schema_version``. Fields are only ever added.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+Bottleneck = Literal["compute", "hbm", "communication", "host"]
+BoundByName = Literal["compute", "hbm", "ici", "dcn", "host", "unknown"]
+
+SCHEMA_VERSION = 1
+
+
+class _Out(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class RunSummary(_Out):
+    id: str
+    name: str | None
+    chip: str = Field(description="catalog key of the chip")
+    chip_name: str
+    num_chips: int
+    num_slices: int
+    mesh: dict[str, dict[str, int]] | None = Field(description="{'ici': {...}, 'dcn': {...}} or null when no config")
+    mesh_short: str | None
+    config_format: str | None = Field(description="maxtext | ici_mesh | megatron | null")
+    model: str | None
+    params: float | None
+    profile_sources: list[str]
+
+
+class Kpis(_Out):
+    step_time_ms: float | None = Field(description="average step time")
+    step_time_source: str | None = Field(description="profile | measured | op-sum")
+    device_duty_cycle_percent: float | None = Field(description="share of the step the device was busy")
+    collective_percent: float | None = Field(description="share of step time in collectives (exposed on device)")
+    host_wait_percent: float | None = Field(description="share of step time waiting on input/host")
+    compute_bound_percent: float | None = Field(description="share of step in compute-bound ops")
+    hbm_bound_percent: float | None = Field(description="share of step in HBM-bound ops")
+    idle_percent: float | None = Field(description="share of step the device was idle")
+    mfu_percent: float | None = Field(description="model FLOPs utilization; null when the model is unknown")
+    achieved_tflops_per_chip: float | None
+    hbm_used_bytes: float | None
+    hbm_capacity_bytes: float
+    hbm_use_percent: float | None
+    tokens_per_second: float | None
+
+
+class TopOp(_Out):
+    name: str
+    category: str
+    kind: str = Field(description="compute | collective | memory | host | idle | other")
+    time_percent: float = Field(description="share of step time")
+    time_per_step_ms: float | None
+    occurrences: int
+    flops: float | None = Field(description="FLOPs per step")
+    bytes_accessed: float | None = Field(description="HBM bytes per step")
+    arithmetic_intensity: float | None = Field(description="FLOPs per HBM byte")
+    bound_by: BoundByName
+    bound_by_source: Literal["profile", "computed", "kind"] = Field(
+        description="profile: the profiler's roofline; computed: from FLOPs, bytes and the chip's peaks; kind: from what the op is"
+    )
+    roofline_efficiency: float | None = Field(description="achieved / attainable at this intensity, 0..1")
+
+
+class Evidence(_Out):
+    signal: str = Field(description="KPI or op the statement rests on, e.g. kpis.collective_percent")
+    value: float | str | None
+    statement: str
+
+
+class Diagnosis(_Out):
+    bottleneck: Bottleneck
+    secondary: list[Bottleneck]
+    summary: str
+    evidence: list[Evidence]
+    conflicts: list[str] = Field(description="where KPIs and ops disagree, and how it was resolved")
+    confidence: float = Field(ge=0, le=1)
+    confidence_reasons: list[str]
+    scores: dict[str, float] = Field(description="share of step attributed to each resource, 0..1")
+
+
+class AnalysisReport(_Out):
+    schema_version: int = SCHEMA_VERSION
+    run: RunSummary
+    kpis: Kpis
+    top_ops: list[TopOp]
+    diagnosis: Diagnosis
+    unavailable: list[str] = Field(description="what could not be computed, and what input would unlock it")
+    warnings: list[str]

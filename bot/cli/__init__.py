@@ -1,0 +1,52 @@
+"""The ``asap`` command line.
+
+Each command group lives in its own module and registers itself on :data:`cli`; :func:`main` turns every
+:class:`~bot.errors.AsapError` into one clear message on stderr and exit status 2 (never a traceback).
+"""
+
+from __future__ import annotations
+
+import sys
+
+import click
+from rich.console import Console
+
+from bot.errors import AsapError
+
+err_console = Console(stderr=True, highlight=False)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option(
+    "--runs-dir",
+    envvar="ASAP_RUNS_DIR",
+    type=click.Path(file_okay=False, path_type=str),
+    default=None,
+    help="Folder of runs (<runs dir>/<run id>/run.yaml). Default: the bundled examples/runs.",
+)
+@click.pass_context
+def cli(ctx: click.Context, runs_dir: str | None) -> None:
+    """ASAP: why is this training run slow, and what sharding should it use instead?"""
+    ctx.ensure_object(dict)
+    ctx.obj["runs_dir"] = runs_dir
+
+
+def _register() -> None:
+    from bot.cli import analyze  # noqa: F401  (registers why/runs/show)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Entry point: run the CLI, printing user errors without a traceback."""
+    _register()
+    try:
+        cli.main(args=argv, prog_name="asap", standalone_mode=False)
+    except AsapError as exc:
+        err_console.print(f"[bold red]error:[/] {exc.render()}", markup=True, soft_wrap=True)
+        sys.exit(2)
+    except click.exceptions.Abort:
+        sys.exit(130)
+    except click.ClickException as exc:
+        exc.show()
+        sys.exit(exc.exit_code)
+    except click.exceptions.Exit as exc:
+        sys.exit(exc.exit_code)

@@ -1,0 +1,122 @@
+"""The run record: ``<runs dir>/<run id>/run.yaml``, documented in ``docs/run-format.md``.
+
+A run names the hardware (chip, chip count, slices), optionally the model and training shape, the
+sharding config file, and the profile files beside it. Everything about the model is optional: with
+only the mesh, chip and profile known the analysis still runs and says what it could not compute.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt, model_validator
+
+
+class ModelSpec(BaseModel):
+    """The model being trained. Every field is optional; give what you know."""
+
+    model_config = ConfigDict(extra="forbid")
+    name: str | None = Field(default=None, description="free-form model name, e.g. llama3-8b")
+    params: PositiveFloat | None = Field(
+        default=None, description="total parameter count; derived from the dimensions when omitted"
+    )
+    layers: PositiveInt | None = Field(default=None, description="transformer blocks")
+    d_model: PositiveInt | None = Field(default=None, description="hidden size")
+    d_ff: PositiveInt | None = Field(default=None, description="MLP intermediate size (per expert for MoE)")
+    heads: PositiveInt | None = Field(default=None, description="attention (query) heads")
+    kv_heads: PositiveInt | None = Field(default=None, description="key/value heads (GQA); defaults to heads")
+    head_dim: PositiveInt | None = Field(default=None, description="per-head size; defaults to d_model / heads")
+    vocab: PositiveInt | None = Field(default=None, description="vocabulary size")
+    mlp_matrices: Literal[2, 3] = Field(default=3, description="3 for gated MLPs (SwiGLU), 2 for plain")
+    experts: PositiveInt | None = Field(default=None, description="MoE experts per layer (omit for dense)")
+    experts_per_token: PositiveInt | None = Field(default=None, description="MoE top-k")
+
+    @property
+    def is_moe(self) -> bool:
+        return bool(self.experts and self.experts > 1)
+
+    def derived_params(self) -> float | None:
+        """Parameter count from the dimensions (attention + MLP + embeddings), or ``params`` if given."""
+        if self.params:
+            return float(self.params)
+        if not (self.layers and self.d_model and self.d_ff and self.heads):
+            return None
+        head_dim = self.head_dim or self.d_model // self.heads
+        kv = self.kv_heads or self.heads
+        attn = self.d_model * head_dim * (2 * self.heads + 2 * kv)
+        mlp = self.mlp_matrices * self.d_model * self.d_ff * (self.experts or 1)
+        emb = 2 * (self.vocab or 0) * self.d_model
+        return float(self.layers * (attn + mlp) + emb)
+
+    def active_params(self) -> float | None:
+        """Parameters touched per token (MoE: only the routed experts' MLPs)."""
+        total = self.derived_params()
+        if total is None or not self.is_moe:
+            return total
+        if not (self.layers and self.d_model and self.d_ff and self.experts):
+            return None
+        k = self.experts_per_token or 1
+        mlp_all = self.layers * self.mlp_matrices * self.d_model * self.d_ff * self.experts
+        return total - mlp_all + mlp_all * k / self.experts
+
+
+class TrainingSpec(BaseModel):
+    """The training shape. Optional fields unlock MFU, memory and cost predictions."""
+
+    model_config = ConfigDict(extra="forbid")
+    global_batch: PositiveInt | None = Field(default=None, description="sequences per optimizer step")
+    seq_len: PositiveInt | None = Field(default=None, description="tokens per sequence")
+    micro_batch: PositiveInt | None = Field(default=None, description="sequences per micro-batch per data-parallel rank")
+    dtype: Literal["bf16", "fp16", "fp32", "fp8"] = Field(default="bf16", description="compute dtype")
+    remat: Literal["none", "minimal", "dots", "full"] | None = Field(
+        default=None, description="activation rematerialization policy"
+    )
+    optimizer: Literal["adamw", "adam", "adafactor", "sgd", "lion"] = Field(default="adamw")
+
+    @property
+    def tokens_per_step(self) -> int | None:
+        if self.global_batch and self.seq_len:
+            return self.global_batch * self.seq_len
+        return None
+
+
+class Measured(BaseModel):
+    """Numbers recorded by the training job itself (logs, metrics), used when the profile lacks them."""
+
+    model_config = ConfigDict(extra="forbid")
+    step_time_ms: PositiveFloat | None = Field(default=None, description="average step time, milliseconds")
+    tokens_per_second: PositiveFloat | None = Field(default=None, description="global throughput")
+    hbm_peak_bytes: PositiveFloat | None = Field(default=None, description="peak HBM in use per chip, bytes")
+    mfu_percent: float | None = Field(default=None, ge=0, le=100, description="as reported by the job")
+
+
+class RunRecord(BaseModel):
+    """One training run as stored in ``run.yaml``."""
+
+    model_config = ConfigDict(extra="forbid")
+    id: str = Field(min_length=1, description="run ID as people refer to it (\"123\", \"llama-8b-v5p\")")
+    name: str | None = Field(default=None, description="short human title")
+    description: str | None = None
+    framework: Literal["maxtext", "megatron", "jax", "other"] = Field(default="other")
+    chip: str = Field(description="hardware catalog name or alias, e.g. tpu-v5p, h100")
+    num_chips: PositiveInt = Field(description="total chips in the job")
+    num_slices: PositiveInt = Field(default=1, description="TPU slices / GPU node groups joined by DCN")
+    config: str | None = Field(default=None, description="sharding config file, relative to the run folder")
+    profile: list[str] | None = Field(
+        default=None, description="profile files/folders relative to the run folder; discovered when omitted"
+    )
+    model: ModelSpec | None = None
+    training: TrainingSpec | None = None
+    measured: Measured | None = None
+    links: dict[str, str] = Field(default_factory=dict, description="name -> URL (dashboard, job, PR)")
+    tags: list[str] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _slices_divide(self) -> RunRecord:
+        if self.num_chips % self.num_slices:
+            raise ValueError(f"num_chips {self.num_chips} is not divisible by num_slices {self.num_slices}")
+        return self
+
+    @property
+    def chips_per_slice(self) -> int:
+        return self.num_chips // self.num_slices

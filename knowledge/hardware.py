@@ -1,0 +1,130 @@
+"""The hardware catalog: per-chip peaks (HBM, FLOP/s, interconnect) with their public sources.
+
+The figures live in ``knowledge/data/hardware.yaml`` so they can be reviewed and extended without code;
+this module validates that file and looks chips up by any of their common names.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from functools import lru_cache
+from pathlib import Path
+from typing import Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt, ValidationError
+
+from bot.errors import AsapError, UnknownChip
+
+CATALOG_PATH = Path(__file__).parent / "data" / "hardware.yaml"
+
+
+class IntraInterconnect(BaseModel):
+    """The fast network inside a slice or node (TPU ICI, GPU NVLink)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    name: str = Field(description="ICI, NVLink, ...")
+    link_bandwidth: PositiveFloat = Field(description="one-way bytes/s per link (TPU) or per GPU (NVLink)")
+    links_per_chip: PositiveInt = Field(description="links leaving one chip; 1 for NVSwitch GPUs")
+    topology: Literal["torus2d", "torus3d", "switch"] = Field(description="how chips are wired")
+    max_domain_chips: PositiveInt = Field(description="largest slice / NVLink domain")
+    chips_per_host: PositiveInt = Field(description="chips attached to one host")
+    wraparound_rule: str | None = Field(default=None, description="when torus axes have wraparound")
+
+
+class InterInterconnect(BaseModel):
+    """The slow network between slices or nodes (TPU DCN, GPU InfiniBand)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    name: str
+    bandwidth_per_chip: PositiveFloat = Field(description="one-way bytes/s available to each chip")
+
+
+class Chip(BaseModel):
+    """One accelerator type with the public figures the analysis uses."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    key: str = Field(description="catalog key, e.g. tpu-v5p")
+    display_name: str
+    family: Literal["tpu", "gpu", "cpu"]
+    aliases: tuple[str, ...] = ()
+    hbm_bytes: PositiveFloat = Field(description="HBM capacity per chip, bytes")
+    hbm_bandwidth: PositiveFloat = Field(description="HBM bandwidth per chip, bytes/s")
+    peak_bf16_flops: PositiveFloat = Field(description="dense bf16 FLOP/s per chip")
+    intra: IntraInterconnect
+    inter: InterInterconnect
+    sources: tuple[str, ...] = Field(min_length=1, description="where the figures come from")
+
+    @property
+    def ridge_point(self) -> float:
+        """Arithmetic intensity (FLOP/byte) above which an op is compute-bound on this chip."""
+        return self.peak_bf16_flops / self.hbm_bandwidth
+
+
+class _CatalogFile(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    schema_version: Literal[1]
+    chips: dict[str, dict[str, object]]
+
+
+def _normalize(name: str) -> str:
+    return re.sub(r"[\s_]+", "-", name.strip().lower())
+
+
+@lru_cache(maxsize=4)
+def load_catalog(path: Path = CATALOG_PATH) -> dict[str, Chip]:
+    """Read and validate the catalog file; errors name the chip and field that is wrong."""
+    try:
+        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError) as exc:
+        raise AsapError(f"cannot read hardware catalog: {exc}", source=str(path)) from None
+    try:
+        catalog = _CatalogFile.model_validate(raw)
+    except ValidationError as exc:
+        raise AsapError(f"invalid hardware catalog: {exc.errors()[0]['msg']}", source=str(path)) from None
+    chips: dict[str, Chip] = {}
+    for key, body in catalog.chips.items():
+        try:
+            chips[key] = Chip.model_validate({"key": key, **body})
+        except ValidationError as exc:
+            err = exc.errors()[0]
+            loc = ".".join(str(p) for p in err["loc"])
+            raise AsapError(f"{err['msg']}", source=str(path), field=f"chips.{key}.{loc}") from None
+    return chips
+
+
+def _alias_index(chips: dict[str, Chip]) -> dict[str, str]:
+    index: dict[str, str] = {}
+    for key, chip in chips.items():
+        for name in (key, chip.display_name, *chip.aliases):
+            index[_normalize(name)] = key
+    return index
+
+
+def get_chip(name: str) -> Chip:
+    """Look a chip up by key, display name or alias ("v5p", "TPU v5p", "H100").
+
+    An unknown name raises :class:`UnknownChip` listing the closest known names.
+    """
+    chips = load_catalog()
+    index = _alias_index(chips)
+    norm = _normalize(name)
+    if norm in index:
+        return chips[index[norm]]
+    # Device kinds reported by runtimes carry extra words ("TPU v5p chip", "NVIDIA H100 80GB HBM3").
+    for alias, key in sorted(index.items(), key=lambda kv: -len(kv[0])):
+        if len(alias) >= 3 and re.search(rf"(^|-){re.escape(alias)}($|-)", norm):
+            return chips[key]
+    near = difflib.get_close_matches(norm, list(index), n=3, cutoff=0.5)
+    hint = f"did you mean {', '.join(sorted({index[n] for n in near}))}?" if near else None
+    raise UnknownChip(
+        f"unknown chip {name!r}; known chips: {', '.join(sorted(chips))}",
+        field="chip",
+        hint=hint,
+    )
+
+
+def known_chips() -> list[Chip]:
+    """All catalog chips, in file order."""
+    return list(load_catalog().values())
