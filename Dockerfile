@@ -11,7 +11,7 @@ COPY integrations ./integrations
 COPY knowledge ./knowledge
 RUN pip wheel --no-cache-dir --wheel-dir /wheels .
 
-FROM python:3.11-slim AS runtime
+FROM python:3.11-slim AS base
 RUN useradd --create-home --uid 10001 asap
 COPY --from=build /wheels /wheels
 RUN pip install --no-cache-dir /wheels/*.whl && rm -rf /wheels
@@ -26,8 +26,13 @@ USER asap
 ENTRYPOINT ["asap"]
 CMD ["runs"]
 
+HEALTHCHECK --interval=30s --timeout=5s --retries=3 CMD ["asap", "--help"]
+
 # Optional target with jax for real sample runs: docker build --target with-jax .
-FROM runtime AS with-jax
+FROM base AS with-jax
 USER root
 RUN pip install --no-cache-dir "jax[cpu]>=0.4.30"
 USER asap
+
+# Default target (last stage): the bot without jax.
+FROM base AS runtime
