@@ -1,0 +1,1 @@
+"""Generators of sample runs: ``jaxrun`` writes a run folder from a real JAX training job on CPU."""
