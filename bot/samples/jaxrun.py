@@ -355,14 +355,16 @@ def _describe(
     wall_ms: list[float],
     warm_ms: list[float],
     xplane_note: str,
+    jax_version: str,
 ) -> str:
+    platform_text = f"JAX {jax_version}"
     counts = ", ".join(f"{v} {k}" for k, v in collectives.items()) or "none"
     top = ", ".join(f"{name} {ms:.1f} ms" for name, ms in summary.top_collectives[:3]) or "none"
     tool_text = "; ".join(f"{k}: {v}" for k, v in tools.items())
     return (
         f"Produced by scripts/jax_sample_run.py: {opts.layers}-layer decoder-only transformer (d_model {opts.d_model}, "
         f"{opts.heads} heads, gated MLP d_ff {opts.d_ff}, vocab {opts.vocab}, fp32 params and compute, AdamW) trained "
-        f"on {opts.devices} XLA:CPU virtual devices of one host, mesh {opts.mesh_short()}: batch over (data, fsdp), "
+        f"on {opts.devices} XLA:CPU virtual devices of one host ({os.cpu_count()} CPU cores, {platform_text}), mesh {opts.mesh_short()}: batch over (data, fsdp), "
         f"weights over fsdp and Megatron-style over tensor. {opts.warmup_steps} warm-up steps "
         f"(unprofiled wall-clock after compile: {', '.join(f'{t:.1f}' for t in warm_ms) or 'n/a'} ms), then "
         f"{opts.profile_steps} profiled steps (wall-clock {', '.join(f'{t:.1f}' for t in wall_ms)} ms; "
@@ -387,9 +389,9 @@ def _find_profile_files(profile_dir: Path) -> tuple[Path, Path | None]:
 
 def run(opts: SampleRunOptions, *, log: Callable[[str], None] = print) -> RunRecord:
     """Train, profile and write the run folder; returns the record as loaded back by the run store."""
-    from bot.samples import jaxmodel  # imports JAX: configure_xla() must have run
-
     import jax
+
+    from bot.samples import jaxmodel  # imports JAX: configure_xla() must have run
 
     if jax.device_count() < opts.devices:
         raise AsapError(
@@ -459,7 +461,7 @@ def run(opts: SampleRunOptions, *, log: Callable[[str], None] = print) -> RunRec
         summary = summarize_trace(folder / session_rel / trace.name)
         collectives = count_collectives(hlo)
         step_ms = sum(wall_ms) / len(wall_ms)
-        description = _describe(opts, summary, collectives, tools, wall_ms, warm_ms, xplane_note)
+        description = _describe(opts, summary, collectives, tools, wall_ms, warm_ms, xplane_note, jax.__version__)
         record = build_record(opts, step_ms=step_ms, profile_files=profile_files, description=description)
         data = record.model_dump(mode="json", exclude_none=True, exclude_defaults=False)
         (folder / "run.yaml").write_text(
