@@ -155,3 +155,26 @@ def test_summarize_trace_unions_overlaps_and_splits_collectives(tmp_path: Path) 
     assert summary.collective_ms_per_device == pytest.approx((0.2 + 0.6) / 2)
     assert summary.collective_share == pytest.approx(0.8 / 1.4)
     assert summary.top_collectives[0] == ("all-gather.1", pytest.approx(0.3))
+
+
+def test_configure_xla_replaces_an_old_device_count_and_keeps_other_flags(monkeypatch: pytest.MonkeyPatch) -> None:
+    from bot.samples.jaxrun import configure_xla
+
+    monkeypatch.delitem(sys.modules, "jax", raising=False)
+    monkeypatch.setenv("XLA_FLAGS", "--xla_force_host_platform_device_count=2 --xla_dump_to=/tmp/x")
+    monkeypatch.delenv("JAX_PLATFORMS", raising=False)
+    configure_xla(8)
+    import os
+
+    assert os.environ["XLA_FLAGS"].split() == ["--xla_dump_to=/tmp/x", "--xla_force_host_platform_device_count=8"]
+    assert os.environ["JAX_PLATFORMS"] == "cpu"
+
+
+def test_configure_xla_refuses_once_jax_is_imported(monkeypatch: pytest.MonkeyPatch) -> None:
+    from bot.errors import AsapError
+    from bot.samples.jaxrun import configure_xla
+
+    monkeypatch.setitem(sys.modules, "jax", object())
+    monkeypatch.setenv("XLA_FLAGS", "")
+    with pytest.raises(AsapError, match="jax was imported before the virtual device count could be set"):
+        configure_xla(8)
