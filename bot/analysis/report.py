@@ -45,6 +45,9 @@ class Kpis(_Out):
     hbm_bound_percent: float | None = Field(description="share of step in HBM-bound ops")
     idle_percent: float | None = Field(description="share of step the device was idle")
     mfu_percent: float | None = Field(description="model FLOPs utilization; null when the model is unknown")
+    mfu_source: Literal["computed", "measured"] | None = Field(
+        default=None, description="computed: from the model shape and step time; measured: run.yaml measured.mfu_percent"
+    )
     achieved_tflops_per_chip: float | None
     hbm_used_bytes: float | None
     hbm_capacity_bytes: float
@@ -84,6 +87,9 @@ class Diagnosis(_Out):
     confidence: float = Field(ge=0, le=1)
     confidence_reasons: list[str]
     scores: dict[str, float] = Field(description="share of step attributed to each resource, 0..1")
+    near_optimal: bool = Field(
+        default=False, description="compute-bound and running close to the chip's peak: little left for sharding to win"
+    )
 
 
 class AnalysisReport(_Out):

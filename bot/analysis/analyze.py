@@ -1,0 +1,174 @@
+"""One entry point from a run to its :class:`AnalysisReport`.
+
+:func:`analyze` is pure (record, profile, mesh in; report out) so tests and agents can call it on
+constructed inputs; :func:`analyze_run` loads the profile and sharding config of a stored run first.
+"""
+
+from __future__ import annotations
+
+import statistics
+
+from bot.analysis.diagnosis import DiagnosisInputs, diagnose, op_leaders
+from bot.analysis.kpis import compute_kpis, step_basis
+from bot.analysis.report import AnalysisReport, RunSummary
+from bot.analysis.roofline import NetworkContext, attribute, top_ops
+from bot.configs.mesh import Mesh
+from bot.errors import AsapError, UnknownChip
+from bot.profiles.model import Profile
+from bot.runs.record import RunRecord
+from bot.runs.store import RUN_FILE, Run
+from knowledge.hardware import Chip, get_chip
+
+DEFAULT_TOP_N = 10
+
+
+def _device_check(profile: Profile, chip: Chip, record: RunRecord) -> tuple[list[str], bool]:
+    warnings: list[str] = []
+    mismatch = False
+    if profile.device_kind:
+        try:
+            seen = get_chip(profile.device_kind)
+        except UnknownChip:
+            warnings.append(f"profile device kind {profile.device_kind!r} is not in the hardware catalog")
+        else:
+            if seen.key != chip.key:
+                mismatch = True
+                warnings.append(
+                    f"the profile was recorded on {seen.display_name} but run.yaml says {chip.display_name}; "
+                    f"the roofline uses {chip.display_name}'s peaks"
+                )
+    if profile.num_devices and profile.num_devices != record.num_chips:
+        warnings.append(
+            f"the profile covers {profile.num_devices} devices but run.yaml has num_chips {record.num_chips}"
+        )
+    return warnings, mismatch
+
+
+def _summary(record: RunRecord, chip: Chip, profile: Profile, mesh: Mesh | None, config_format: str | None) -> RunSummary:
+    model = record.model
+    return RunSummary(
+        id=record.id,
+        name=record.name,
+        chip=chip.key,
+        chip_name=chip.display_name,
+        num_chips=record.num_chips,
+        num_slices=record.num_slices,
+        mesh={"ici": dict(mesh.ici), "dcn": dict(mesh.dcn)} if mesh is not None else None,
+        mesh_short=mesh.short() if mesh is not None else None,
+        config_format=config_format,
+        model=model.name if model else None,
+        params=model.derived_params() if model else None,
+        profile_sources=list(profile.sources),
+    )
+
+
+def analyze(
+    record: RunRecord,
+    profile: Profile,
+    mesh: Mesh | None,
+    config_format: str | None,
+    *,
+    top_n: int = DEFAULT_TOP_N,
+    warnings: list[str] | None = None,
+) -> AnalysisReport:
+    """KPIs, top ops with their roofline position, and the diagnosis for one run.
+
+    Pure: no file access. ``warnings`` are carried into the report (e.g. a config that could not be read).
+    Raises :class:`UnknownChip` when ``record.chip`` is not in the catalog.
+    """
+    chip = get_chip(record.chip)
+    notes: list[str] = list(profile.warnings) + list(warnings or [])
+    if mesh is not None and mesh.num_devices != record.num_chips:
+        notes.append(
+            f"the sharding config's mesh covers {mesh.num_devices} devices but the run has {record.num_chips}; "
+            "the mesh is not used to place collectives"
+        )
+        mesh = None
+    net = NetworkContext.for_run(chip, record.num_chips, record.num_slices, mesh)
+    att, verdicts = attribute(profile, chip, net)
+    basis = step_basis(record, profile, att.total_us)
+    kres = compute_kpis(record, profile, chip, att, basis)
+    notes.extend(kres.warnings)
+
+    device_notes, mismatch = _device_check(profile, chip, record)
+    notes.extend(device_notes)
+    if att.efficiency_clamped:
+        notes.append(
+            f"{len(att.efficiency_clamped)} op(s) ran faster than the {chip.display_name} roofline allows "
+            f"(e.g. {att.efficiency_clamped[0]}); their efficiency is capped at 1 — check the chip or the op counts"
+        )
+    if att.ambiguous_network:
+        notes.append(
+            "collectives whose replica-group size matches both an ICI and a DCN mesh axis were counted as ICI: "
+            + ", ".join(att.ambiguous_network)
+        )
+    if att.collective_unknown_net_us > 0:
+        notes.append(
+            "some collectives have no replica-group size on a run spanning several slices/nodes, so ICI vs DCN "
+            "is unknown for them (include the compiled HLO to resolve it)"
+        )
+
+    good_steps = [t for t in profile.step_times_us if t > 0]
+    cv = statistics.pstdev(good_steps) / statistics.fmean(good_steps) if len(good_steps) >= 2 else None
+    window = basis.num_steps * basis.step_time_us if basis.step_time_us else None
+    overlap = bool(window and att.total_us > 1.05 * window)
+
+    leaders, largest = op_leaders(profile, verdicts, basis.share_denominator_us)
+    diagnosis = diagnose(
+        DiagnosisInputs(
+            kpis=kres.kpis,
+            att=att,
+            basis=basis,
+            chip=chip,
+            leaders=leaders,
+            largest=largest,
+            profile_communication_percent=profile.communication_time_percent,
+            step_time_cv=cv,
+            chip_mismatch=mismatch,
+            ops_overlap=overlap,
+        )
+    )
+    return AnalysisReport(
+        run=_summary(record, chip, profile, mesh, config_format),
+        kpis=kres.kpis,
+        top_ops=top_ops(
+            profile.ops,
+            verdicts,
+            n=top_n,
+            num_steps=basis.num_steps,
+            share_denominator_us=basis.share_denominator_us,
+        ),
+        diagnosis=diagnosis,
+        unavailable=kres.unavailable,
+        warnings=list(dict.fromkeys(notes)),
+    )
+
+
+def load_mesh(run: Run) -> tuple[Mesh | None, str | None, list[str]]:
+    """The run's sharding config as a mesh, its format, and warnings (a broken config is reported, not fatal)."""
+    if not run.record.config:
+        return None, None, []
+    from bot.configs.detect import load_config  # lazy: the config readers are optional for analysis
+
+    path = run.path(run.record.config, field="config")
+    try:
+        config = load_config(path)
+        return config.mesh(run.record.num_chips, run.record.num_slices), config.format, []
+    except AsapError as exc:
+        return None, None, [f"sharding config not used: {exc.render()}"]
+
+
+def analyze_run(run: Run, profile: Profile | None = None, *, top_n: int = DEFAULT_TOP_N) -> AnalysisReport:
+    """Load a stored run's profile (unless given) and config, then :func:`analyze` it."""
+    if profile is None:
+        from bot.profiles.loader import load_profile  # lazy: keeps `asap runs` fast
+
+        profile = load_profile(run)
+    mesh, config_format, notes = load_mesh(run)
+    try:
+        return analyze(run.record, profile, mesh, config_format, top_n=top_n, warnings=notes)
+    except UnknownChip as exc:
+        if exc.source is None:
+            exc.source = str(run.folder / RUN_FILE)
+            exc.args = (exc.render(),)
+        raise

@@ -1,0 +1,445 @@
+"""From KPIs and the op attribution to a diagnosis: which resource bounds the step, why, how sure.
+
+The method is attribution of the step's time. Every op's device time goes to the resource that bounds it
+(:mod:`bot.analysis.roofline`): compute-bound ops to *compute*, HBM-bound ops and memory formatting to
+*hbm*, device time in collectives (exposed communication) to *communication*, and time the device is idle
+or waiting on input to *host*. The resource with the largest share is the bottleneck, with two rules of
+thumb from XProf layered on top, because exposed communication and input stalls are pure overhead while
+compute time is the work itself:
+
+* collective-bound when collectives take >= 30% of the step (XProf's rule, DESIGN.md);
+* input-bound when input wait takes >= 20% of the step (XProf input-pipeline analyzer,
+  ``kHighlyInfeedBoundThresholdInPercent``).
+
+The per-op verdict is the XProf rule of thumb made precise: an op is compute-bound when its arithmetic
+intensity is above the chip's ridge point (MXU busy, HBM not saturated) and HBM-bound below it.
+
+A busy device is not a compute-bound device: the duty cycle says whether the device is idle, the ops say
+what it is busy with. Where the two (or any other KPI and the ops) disagree, the disagreement is reported
+in ``conflicts`` with how it was resolved, and costs confidence.
+"""
+
+from __future__ import annotations
+
+import heapq
+from dataclasses import dataclass, field
+
+from bot.analysis.kpis import StepBasis
+from bot.analysis.report import Bottleneck, Diagnosis, Evidence, Kpis
+from bot.analysis.roofline import Attribution, OpRoofline, resource_of
+from bot.profiles.model import Profile
+from knowledge.hardware import Chip
+
+RESOURCES: tuple[Bottleneck, ...] = ("compute", "hbm", "communication", "host")
+LABEL = {
+    "compute": "compute-bound",
+    "hbm": "HBM-bandwidth-bound",
+    "communication": "communication-bound",
+    "host": "host/input-bound",
+}
+
+COLLECTIVE_BOUND_SHARE = 0.30  # XProf: collective-bound at >= 30% of the step
+INPUT_BOUND_SHARE = 0.20  # XProf input-pipeline analyzer: "highly input-bound" at >= 20%
+SECONDARY_SHARE = 0.10  # a resource taking >= 10% of the step is worth naming
+BUSY_DUTY_CYCLE = 90.0  # "the device is never idle"
+NEAR_OPTIMAL_MFU = 50.0  # well-tuned LLM training publishes 40-60% MFU (PaLM 46%, MaxText 55-65% on v5p)
+NEAR_OPTIMAL_EFFICIENCY = 0.70
+LOW_MFU = 25.0
+CONFLICT_TOP_OP_SHARE = 15.0
+
+
+@dataclass
+class OpLeader:
+    name: str
+    share: float  # percent of the step
+    bound_by: str
+    source: str
+
+
+@dataclass
+class DiagnosisInputs:
+    """Everything the diagnosis reads; built by :func:`bot.analysis.analyze.analyze`."""
+
+    kpis: Kpis
+    att: Attribution
+    basis: StepBasis
+    chip: Chip
+    leaders: dict[str, list[OpLeader]]  # resource -> its largest ops
+    largest: tuple[OpLeader, str] | None  # the single largest op and its resource
+    profile_communication_percent: float | None = None
+    step_time_cv: float | None = None  # coefficient of variation of the step times
+    chip_mismatch: bool = False
+    ops_overlap: bool = False
+    extra_reasons: list[str] = field(default_factory=list)
+
+
+def op_leaders(profile: Profile, verdicts: list[OpRoofline], denominator_us: float, per: int = 3) -> tuple[
+    dict[str, list[OpLeader]], tuple[OpLeader, str] | None
+]:
+    """The ``per`` largest ops of each resource, and the single largest op overall."""
+    buckets: dict[str, list[tuple[float, int]]] = {r: [] for r in RESOURCES}
+    best: tuple[float, int, str] | None = None
+    for i, (op, v) in enumerate(zip(profile.ops, verdicts, strict=True)):
+        res = resource_of(v.bound_by, op.kind)
+        if res is None:
+            continue
+        t = op.total_time_us
+        heap = buckets[res]
+        if len(heap) < per:
+            heapq.heappush(heap, (t, i))
+        elif t > heap[0][0]:
+            heapq.heapreplace(heap, (t, i))
+        if best is None or t > best[0]:
+            best = (t, i, res)
+
+    def leader(i: int) -> OpLeader:
+        op, v = profile.ops[i], verdicts[i]
+        share = 100.0 * op.total_time_us / denominator_us if denominator_us > 0 else 0.0
+        return OpLeader(op.name, round(share, 2), v.bound_by, v.source)
+
+    leaders = {r: [leader(i) for _, i in sorted(h, reverse=True)] for r, h in buckets.items()}
+    largest = (leader(best[1]), best[2]) if best is not None else None
+    return leaders, largest
+
+
+def _scores(inp: DiagnosisInputs) -> tuple[dict[str, float], list[str]]:
+    """Share of the step (0..1) attributed to each resource, and notes on how it was split."""
+    att, denom, k = inp.att, inp.basis.share_denominator_us, inp.kpis
+    notes: list[str] = []
+    s = dict.fromkeys(RESOURCES, 0.0)
+    if att.total_us > 0 and denom > 0:
+        s["compute"] = att.compute_us / denom
+        s["hbm"] = att.hbm_us / denom
+        s["communication"] = att.collective_us / denom
+        uncl = att.unclassified_compute_us / denom
+        if uncl > 0:
+            known = s["compute"] + s["hbm"]
+            if known > 0:
+                s["compute"] += uncl * att.compute_us / (att.compute_us + att.hbm_us)
+                s["hbm"] += uncl * att.hbm_us / (att.compute_us + att.hbm_us)
+                notes.append(
+                    f"{100 * uncl:.1f}% of the step is in ops with no FLOPs/bytes; split between compute and "
+                    "HBM in the proportion of the classified ops"
+                )
+            else:
+                s["compute"] += uncl
+                notes.append(
+                    f"{100 * uncl:.1f}% of the step is in ops with no FLOPs/bytes; counted as compute (the device "
+                    "is busy on its own work), but compute vs HBM cannot be told apart"
+                )
+        host_ops = att.host_us / denom
+    else:
+        # No op rows: only the profiler's own breakdown.
+        if k.collective_percent is not None:
+            s["communication"] = k.collective_percent / 100.0
+        if k.device_duty_cycle_percent is not None:
+            s["compute"] = max(0.0, k.device_duty_cycle_percent / 100.0 - s["communication"])
+            notes.append("no op-level data: busy time outside collectives counted as compute (HBM cannot be separated)")
+        host_ops = 0.0
+    idle = (k.idle_percent / 100.0) if k.idle_percent is not None else (att.idle_us / denom if denom > 0 else 0.0)
+    wait = (k.host_wait_percent or 0.0) / 100.0
+    s["host"] = max(idle, wait, host_ops)
+    total = sum(s.values())
+    if total > 1.02:
+        notes.append(f"attributed shares summed to {100 * total:.0f}% (ops overlap); scaled to 100%")
+        s = {r: v / total for r, v in s.items()}
+    return {r: round(v, 4) for r, v in s.items()}, notes
+
+
+def _pick_primary(scores: dict[str, float]) -> tuple[Bottleneck, str | None]:
+    ranked = sorted(RESOURCES, key=lambda r: -scores[r])
+    primary = ranked[0]
+    if primary != "compute":
+        return primary, None
+    overhead = [
+        r
+        for r, threshold in (("communication", COLLECTIVE_BOUND_SHARE), ("host", INPUT_BOUND_SHARE))
+        if scores[r] >= threshold
+    ]
+    if not overhead:
+        return primary, None
+    chosen = max(overhead, key=lambda r: scores[r])
+    mark = "collectives >= 30%" if chosen == "communication" else "input wait >= 20%"
+    why = (
+        f"{LABEL[chosen]} although compute-bound ops take more of the step ({100 * scores['compute']:.0f}% vs "
+        f"{100 * scores[chosen]:.0f}%): compute time is the work itself, {chosen} time is overhead on top of "
+        f"it, and it crosses XProf's mark ({mark})"
+    )
+    return chosen, why  # type: ignore[return-value]
+
+
+def _fmt(v: float | None, unit: str = "%") -> str:
+    return "n/a" if v is None else f"{v:.1f}{unit}"
+
+
+def diagnose(inp: DiagnosisInputs) -> Diagnosis:
+    """Primary bottleneck, secondary signals, evidence, conflicts and confidence."""
+    k, att, chip = inp.kpis, inp.att, inp.chip
+    scores, score_notes = _scores(inp)
+    primary, override = _pick_primary(scores)
+    others = sorted((r for r in RESOURCES if r != primary), key=lambda r: -scores[r])
+    secondary: list[Bottleneck] = [r for r in others if scores[r] >= SECONDARY_SHARE]
+    denom = inp.basis.share_denominator_us
+    ici_pct = 100.0 * att.ici_us / denom if denom > 0 else 0.0
+    dcn_pct = 100.0 * att.dcn_us / denom if denom > 0 else 0.0
+
+    evidence: list[Evidence] = []
+    conflicts: list[str] = []
+    reasons: list[str] = []
+
+    # --- evidence for the primary -------------------------------------------------------------------
+    if primary == "communication":
+        split = f" (ICI/NVLink {ici_pct:.1f}%, DCN/inter-node {dcn_pct:.1f}%)" if att.total_us > 0 else ""
+        evidence.append(
+            Evidence(
+                signal="kpis.collective_percent",
+                value=k.collective_percent,
+                statement=f"{_fmt(k.collective_percent)} of the step is device time in collectives{split}"
+                + (" — at or above XProf's 30% collective-bound mark" if scores["communication"] >= COLLECTIVE_BOUND_SHARE else ""),
+            )
+        )
+    elif primary == "compute":
+        evidence.append(
+            Evidence(
+                signal="kpis.compute_bound_percent",
+                value=k.compute_bound_percent,
+                statement=f"{_fmt(k.compute_bound_percent)} of the step is in ops above the ridge point "
+                f"({chip.ridge_point:.0f} FLOP/byte on {chip.display_name}): limited by arithmetic throughput",
+            )
+        )
+    elif primary == "hbm":
+        evidence.append(
+            Evidence(
+                signal="kpis.hbm_bound_percent",
+                value=k.hbm_bound_percent,
+                statement=f"{_fmt(k.hbm_bound_percent)} of the step is in ops below the ridge point "
+                f"({chip.ridge_point:.0f} FLOP/byte on {chip.display_name}): limited by HBM bandwidth",
+            )
+        )
+    else:
+        if k.idle_percent is not None:
+            evidence.append(
+                Evidence(
+                    signal="kpis.idle_percent",
+                    value=k.idle_percent,
+                    statement=f"the device is idle {_fmt(k.idle_percent)} of the step "
+                    f"(duty cycle {_fmt(k.device_duty_cycle_percent)})",
+                )
+            )
+        if k.host_wait_percent:
+            evidence.append(
+                Evidence(
+                    signal="kpis.host_wait_percent",
+                    value=k.host_wait_percent,
+                    statement=f"{_fmt(k.host_wait_percent)} of the step waits on input from the host"
+                    + (" — at or above XProf's 20% 'highly input-bound' mark" if k.host_wait_percent >= 20 else ""),
+                )
+            )
+        elif k.idle_percent is not None and k.idle_percent >= 10:
+            reasons.append(
+                "idle time is not explained by input wait: it may be host-side dispatch, synchronization or "
+                "checkpointing rather than the input pipeline"
+            )
+    for lead in inp.leaders.get(primary, []):
+        evidence.append(
+            Evidence(
+                signal=f"op:{lead.name}",
+                value=lead.share,
+                statement=f"{lead.name} takes {lead.share:.1f}% of the step, bound by {lead.bound_by} ({lead.source})",
+            )
+        )
+    if k.device_duty_cycle_percent is not None and primary != "host":
+        evidence.append(
+            Evidence(
+                signal="kpis.device_duty_cycle_percent",
+                value=k.device_duty_cycle_percent,
+                statement=f"device duty cycle {k.device_duty_cycle_percent:.1f}%: the device is "
+                + ("almost never idle" if k.device_duty_cycle_percent >= BUSY_DUTY_CYCLE else "idle part of the step"),
+            )
+        )
+    if k.mfu_percent is not None:
+        evidence.append(
+            Evidence(
+                signal="kpis.mfu_percent",
+                value=k.mfu_percent,
+                statement=f"model FLOPs utilization is {k.mfu_percent:.1f}% of the {chip.display_name} bf16 peak"
+                + (" (as reported in run.yaml)" if k.mfu_source == "measured" else ""),
+            )
+        )
+    for r in secondary:
+        evidence.append(
+            Evidence(
+                signal=f"diagnosis.scores.{r}",
+                value=scores[r],
+                statement=f"secondary: {100 * scores[r]:.1f}% of the step is {r} time",
+            )
+        )
+    if k.hbm_use_percent is not None and k.hbm_use_percent >= 90:
+        evidence.append(
+            Evidence(
+                signal="kpis.hbm_use_percent",
+                value=k.hbm_use_percent,
+                statement=f"peak HBM use is {k.hbm_use_percent:.0f}% of capacity: little headroom for a mesh that "
+                "shards weights or activations less",
+            )
+        )
+
+    # --- conflicts between KPIs and ops ---------------------------------------------------------------
+    if k.device_duty_cycle_percent is not None and k.device_duty_cycle_percent >= BUSY_DUTY_CYCLE and primary in (
+        "communication",
+        "hbm",
+    ):
+        what = "waiting on collectives" if primary == "communication" else "moving data to and from HBM"
+        conflicts.append(
+            f"device duty cycle is {k.device_duty_cycle_percent:.0f}%, which looks compute-bound, but "
+            f"{100 * scores[primary]:.0f}% of the step is {primary} time. Resolved as {LABEL[primary]}: a busy "
+            f"device is not a compute-bound device — the duty cycle says it is never idle, the ops say it is "
+            f"busy {what}."
+        )
+    if (
+        k.device_duty_cycle_percent is not None
+        and k.device_duty_cycle_percent >= BUSY_DUTY_CYCLE
+        and k.host_wait_percent is not None
+        and k.host_wait_percent >= INPUT_BOUND_SHARE * 100
+    ):
+        conflicts.append(
+            f"device duty cycle is {k.device_duty_cycle_percent:.0f}% yet {k.host_wait_percent:.0f}% of the step "
+            "waits on input: the profiler counts infeed/transfer ops as busy. Resolved in favour of the input "
+            "wait: time spent waiting for data is not useful work."
+        )
+    if inp.largest is not None:
+        lead, res = inp.largest
+        if res != primary and lead.share >= CONFLICT_TOP_OP_SHARE:
+            conflicts.append(
+                f"the single largest op, {lead.name} ({lead.share:.1f}% of the step), is {res} time, but in total "
+                f"{100 * scores[primary]:.0f}% of the step is {primary} vs {100 * scores[res]:.0f}% {res}. "
+                f"Resolved by the totals: the step is {LABEL[primary]}; {lead.name} is still the largest single "
+                "target."
+            )
+    if inp.profile_communication_percent is not None and k.collective_percent is not None and att.total_us > 0:
+        diff = abs(inp.profile_communication_percent - k.collective_percent)
+        if diff > 15:
+            conflicts.append(
+                f"the profiler's own step breakdown puts communication at {inp.profile_communication_percent:.1f}% "
+                f"but collective ops take {k.collective_percent:.1f}% of the step. Resolved in favour of the op "
+                "times, which are measured per op; the breakdown may count overlapped or host-side time differently."
+            )
+    if k.mfu_percent is not None:
+        if k.mfu_percent >= NEAR_OPTIMAL_MFU and primary != "compute":
+            conflicts.append(
+                f"MFU is {k.mfu_percent:.0f}%, which means most of the step is useful math, yet the ops attribute "
+                f"{100 * scores[primary]:.0f}% of it to {primary}. Kept {LABEL[primary]} from the op times; check "
+                "the model shape, batch and step time in run.yaml, which MFU rests on."
+            )
+        elif k.mfu_percent < LOW_MFU and primary == "compute" and scores["compute"] >= 0.5:
+            eff = att.compute_efficiency
+            eff_txt = f" (time-weighted roofline efficiency {100 * eff:.0f}%)" if eff is not None else ""
+            conflicts.append(
+                f"{100 * scores['compute']:.0f}% of the step is in compute-bound ops, yet MFU is only "
+                f"{k.mfu_percent:.0f}%{eff_txt}. Kept compute-bound: the ops are limited by arithmetic, but much "
+                "of it is not model math (rematerialization, padding, or unfused small matmuls) or runs below peak."
+            )
+
+    # --- near-optimal ----------------------------------------------------------------------------------
+    near_optimal = False
+    if primary == "compute" and scores["communication"] < 0.15 and scores["host"] < 0.10:
+        eff = att.compute_efficiency
+        if k.mfu_percent is not None and k.mfu_percent >= NEAR_OPTIMAL_MFU:
+            near_optimal = True
+        elif k.mfu_percent is None and scores["compute"] >= 0.7 and eff is not None and eff >= NEAR_OPTIMAL_EFFICIENCY:
+            near_optimal = True
+
+    # --- confidence --------------------------------------------------------------------------------------
+    confidence = 0.95
+    reasons = list(inp.extra_reasons) + reasons
+    drops: list[tuple[float, str]] = []
+    if att.total_us <= 0:
+        drops.append((0.3, "no op-level data: the diagnosis rests on the profiler's step breakdown alone"))
+    else:
+        roofline_us = att.compute_us + att.hbm_us + att.unclassified_compute_us
+        if roofline_us > 0 and att.profile_bound_us < 0.5 * roofline_us:
+            amount = 0.1 if primary in ("compute", "hbm") else 0.04
+            drops.append((amount, "no roofline data in the profile: compute- vs HBM-bound computed from op FLOPs, bytes "
+                          f"and the {chip.display_name} peaks"))
+        if roofline_us > 0 and att.unclassified_compute_us / roofline_us > 0.2:
+            u = att.unclassified_compute_us / roofline_us
+            drops.append((round(0.25 * u, 3), f"{100 * u:.0f}% of compute-op time has no FLOPs or byte counts"))
+        if att.collective_unknown_net_us > 0.05 * att.total_us:
+            drops.append((0.05, "some collectives have no replica-group size: ICI vs DCN could not be told"))
+    if k.mfu_percent is None:
+        drops.append((0.05, "model unknown: no MFU to cross-check the op attribution"))
+    if not inp.basis.num_steps_known:
+        drops.append((0.1, "the profile does not state how many steps it covers"))
+    elif inp.basis.num_steps < 3:
+        drops.append((0.1, f"only {inp.basis.num_steps:g} step(s) profiled: step-to-step variation is not covered"))
+    if inp.step_time_cv is not None and inp.step_time_cv > 0.2:
+        drops.append((0.05, f"step time varies {100 * inp.step_time_cv:.0f}% between steps"))
+    if k.step_time_source == "op-sum":
+        drops.append((0.1, "step time is the sum of op times (no measured step time)"))
+    elif k.step_time_source is None:
+        drops.append((0.15, "no step time: shares are of the profiled op time"))
+    best_other = others[0]
+    margin = scores[primary] - scores[best_other]
+    if override:
+        drops.append((0.05, override))
+    elif margin < 0.15:
+        drops.append(
+            (
+                round(0.2 * (1 - max(margin, 0.0) / 0.15), 3),
+                f"close call: {primary} {100 * scores[primary]:.0f}% vs {best_other} {100 * scores[best_other]:.0f}% of the step",
+            )
+        )
+    if scores[primary] < 0.3:
+        drops.append((0.1, f"the bottleneck accounts for only {100 * scores[primary]:.0f}% of the step"))
+    if sum(scores.values()) < 0.5:
+        drops.append((0.15, f"only {100 * sum(scores.values()):.0f}% of the step could be attributed to a resource"))
+    if conflicts:
+        drops.append((min(0.15, 0.05 * len(conflicts)), f"{len(conflicts)} disagreement(s) between KPIs and ops (see conflicts)"))
+    if inp.ops_overlap:
+        drops.append((0.1, "ops overlap in time (op time exceeds the step window): collective time may be partly "
+                      "hidden behind compute, so the communication share is an upper bound"))
+    if inp.chip_mismatch:
+        drops.append((0.1, "the profile was recorded on a different device than run.yaml names"))
+    for amount, why in drops:
+        confidence -= amount
+        reasons.append(f"-{amount:.2f}: {why}")
+    reasons.extend(score_notes)
+    confidence = round(min(0.99, max(0.05, confidence)), 2)
+
+    # --- summary ------------------------------------------------------------------------------------------
+    share = 100 * scores[primary]
+    if primary == "communication":
+        net = ""
+        if att.total_us > 0 and (ici_pct or dcn_pct):
+            net = " (mostly DCN/inter-node)" if dcn_pct > ici_pct else " (mostly ICI/NVLink)"
+        summary = f"communication-bound: {share:.0f}% of the step is exposed collective time{net}"
+    elif primary == "compute":
+        summary = f"compute-bound: {share:.0f}% of the step is in compute-bound ops"
+        if k.mfu_percent is not None:
+            summary += f" at {k.mfu_percent:.0f}% MFU"
+        if near_optimal:
+            summary += (
+                "; near-optimal: the chips run close to their peak, so a sharding change has little to win — "
+                "gains come from doing fewer FLOPs (rematerialization policy, fusion) or more chips"
+            )
+    elif primary == "hbm":
+        summary = f"HBM-bandwidth-bound: {share:.0f}% of the step is in ops below the ridge point"
+    else:
+        summary = f"host/input-bound: the device is idle or waiting on input for {share:.0f}% of the step"
+    if secondary:
+        summary += "; also " + ", ".join(f"{r} {100 * scores[r]:.0f}%" for r in secondary)
+
+    return Diagnosis(
+        bottleneck=primary,
+        secondary=secondary,
+        summary=summary,
+        evidence=evidence,
+        conflicts=conflicts,
+        confidence=confidence,
+        confidence_reasons=reasons,
+        scores=scores,
+        near_optimal=near_optimal,
+    )
+
+
+__all__ = ["DiagnosisInputs", "OpLeader", "diagnose", "op_leaders", "RESOURCES", "LABEL"]

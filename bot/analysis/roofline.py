@@ -1,0 +1,321 @@
+"""Roofline position of every op: which ceiling (compute, HBM, ICI, DCN, host) bounds it.
+
+Order of trust, per op:
+
+1. ``profile`` — the profiler's own roofline verdict (XProf ``roofline_model``/``op_profile``
+   ``bound_by``), with its ``roofline_efficiency``. It saw the hardware counters; we did not.
+2. ``kind`` for collectives and host ops — a collective is bounded by the network it crosses (ICI/NVLink
+   inside a slice or node, DCN/InfiniBand across them), a host transfer by the host; memory-formatting
+   ops (copies, transposes) with no byte count are HBM-bound by nature.
+3. ``computed`` — from the op's FLOPs and HBM bytes against the chip's peaks: arithmetic intensity
+   ``I = FLOPs / bytes`` versus the ridge point ``peak FLOP/s / HBM B/s``; attainable rate
+   ``min(peak, I x HBM B/s)``; roofline efficiency = achieved FLOP rate / attainable rate.
+
+Anything else (a fusion with no FLOPs or byte count) is ``unknown`` and is reported as such.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from bot.analysis.report import TopOp
+from bot.configs.mesh import Axis, Mesh
+from bot.profiles.model import BoundBy, OpKind, OpStat, Profile
+from knowledge.hardware import Chip
+
+# Innermost (neighbouring devices) to outermost: the layout MaxText and Megatron both use in practice —
+# tensor parallelism inside a node / nearest neighbours, data and pipeline stages outermost.
+AXIS_ORDER_INNER_FIRST: tuple[Axis, ...] = ("tensor", "expert", "sequence", "fsdp", "data", "pipeline")
+
+_RESOURCE_OF_BOUND = {
+    "compute": "compute",
+    "hbm": "hbm",
+    "ici": "communication",
+    "dcn": "communication",
+    "host": "host",
+}
+
+
+@dataclass(frozen=True)
+class NetworkContext:
+    """What decides whether a collective's replica group crosses the slow network.
+
+    ``fast_domain`` is the number of chips one fast network reaches: the slice for TPUs (ICI), the NVLink
+    domain for GPUs, whichever is smaller of the run's chips per slice and the chip's largest domain.
+    """
+
+    num_chips: int
+    num_slices: int
+    fast_domain: int
+    mesh: Mesh | None = None
+    _cache: dict[int | None, tuple[str | None, bool]] = field(default_factory=dict, compare=False, repr=False)
+
+    @classmethod
+    def for_run(cls, chip: Chip, num_chips: int, num_slices: int, mesh: Mesh | None) -> NetworkContext:
+        per_slice = max(1, num_chips // max(1, num_slices))
+        return cls(
+            num_chips=num_chips,
+            num_slices=num_slices,
+            fast_domain=min(per_slice, chip.intra.max_domain_chips),
+            mesh=mesh,
+        )
+
+    def _axis_spans(self) -> list[tuple[int, bool]]:
+        """(size, crosses the slow network) for every mesh axis with size > 1."""
+        if self.mesh is None:
+            return []
+        spans: list[tuple[int, bool]] = []
+        stride = 1
+        for axis in AXIS_ORDER_INNER_FIRST:
+            size = self.mesh.ici.get(axis, 1)
+            if size > 1:
+                # Members of an ICI axis group are `stride` devices apart; the group stays inside one fast
+                # domain when its whole extent fits in it.
+                spans.append((size, stride * size > self.fast_domain))
+                stride *= size
+        for axis in AXIS_ORDER_INNER_FIRST:
+            size = self.mesh.dcn.get(axis, 1)
+            if size > 1:
+                spans.append((size, True))
+        return spans
+
+    def network_for_group(self, group_size: int | None) -> tuple[str | None, bool]:
+        """``("ici" | "dcn" | None, ambiguous)`` for a replica group of ``group_size`` devices.
+
+        ``None`` when the group size is unknown on a run whose chips span several fast domains;
+        ``ambiguous`` when the group could be either (the mesh has ICI and DCN axes of that size).
+        """
+        hit = self._cache.get(group_size)
+        if hit is None:
+            hit = self._cache[group_size] = self._network_for_group(group_size)
+        return hit
+
+    def _network_for_group(self, group_size: int | None) -> tuple[str | None, bool]:
+        if self.num_chips <= self.fast_domain:
+            return "ici", False  # every chip shares one fast network
+        if group_size is None or group_size < 1:
+            return None, False
+        if group_size > self.fast_domain:
+            return "dcn", False
+        spans = self._axis_spans()
+        if spans:
+            verdicts: set[bool] = set()
+            for r in range(1, len(spans) + 1):
+                for combo in itertools.combinations(spans, r):
+                    if math.prod(s for s, _ in combo) == group_size:
+                        verdicts.add(any(crosses for _, crosses in combo))
+            if len(verdicts) == 1:
+                return ("dcn" if verdicts.pop() else "ici"), False
+            if len(verdicts) > 1:
+                return "ici", True
+        # Fits inside one fast domain and the mesh cannot place it: the usual layout keeps it there.
+        return "ici", self.num_slices > 1
+
+
+@dataclass(slots=True)
+class OpRoofline:
+    """The roofline verdict for one op."""
+
+    bound_by: str
+    source: str  # profile | computed | kind
+    intensity: float | None
+    efficiency: float | None
+
+
+@dataclass
+class Attribution:
+    """Profiled device time (whole window, microseconds) split by what bounds it."""
+
+    compute_us: float = 0.0
+    hbm_us: float = 0.0
+    ici_us: float = 0.0
+    dcn_us: float = 0.0
+    host_us: float = 0.0
+    idle_us: float = 0.0
+    unclassified_compute_us: float = 0.0  # compute/other ops with no roofline data at all
+    collective_unknown_net_us: float = 0.0  # collectives whose network could not be told
+    total_us: float = 0.0
+    profile_bound_us: float = 0.0  # time whose verdict came from the profiler
+    computed_bound_us: float = 0.0  # time whose verdict was computed from the chip's peaks
+    compute_eff_weighted: float = 0.0  # sum(time x efficiency) over compute-bound ops with an efficiency
+    compute_eff_time_us: float = 0.0
+    total_flops: float = 0.0
+    ops_with_flops_us: float = 0.0
+    efficiency_clamped: list[str] = field(default_factory=list)
+    ambiguous_network: list[str] = field(default_factory=list)
+
+    @property
+    def collective_us(self) -> float:
+        return self.ici_us + self.dcn_us + self.collective_unknown_net_us
+
+    @property
+    def busy_us(self) -> float:
+        """Time the device spent executing ops (not idle, not waiting on the host)."""
+        return self.total_us - self.idle_us - self.host_us
+
+    @property
+    def compute_efficiency(self) -> float | None:
+        """Time-weighted roofline efficiency of the compute-bound ops, when known."""
+        if self.compute_eff_time_us <= 0:
+            return None
+        return self.compute_eff_weighted / self.compute_eff_time_us
+
+
+def _clamp01(value: float) -> float:
+    return 0.0 if value < 0 else 1.0 if value > 1 else value
+
+
+def classify(op: OpStat, chip: Chip, net: NetworkContext, group_size: int | None = None) -> OpRoofline:
+    """The roofline verdict for one op (see the module docstring for the order of trust)."""
+    flops = op.flops
+    nbytes = op.bytes_accessed
+    intensity = flops / nbytes if flops is not None and nbytes and nbytes > 0 else None
+    profile_eff = _clamp01(op.roofline_efficiency) if op.roofline_efficiency is not None else None
+    if op.kind is OpKind.COLLECTIVE:
+        # A collective waits on the network it crosses. A profiler verdict of "HBM" or "compute" for one
+        # describes its local reduction, not what it waits on, so only an ICI/DCN verdict is taken.
+        if op.bound_by in (BoundBy.ICI, BoundBy.DCN):
+            return OpRoofline(op.bound_by.value, "profile", intensity, profile_eff)
+        network, _ = net.network_for_group(op.group_size if op.group_size is not None else group_size)
+        return OpRoofline(network or "unknown", "kind", intensity, None)
+    if op.kind is OpKind.HOST:
+        return OpRoofline("host", "kind", intensity, None)
+    if op.bound_by is not None and op.bound_by is not BoundBy.UNKNOWN:
+        return OpRoofline(op.bound_by.value, "profile", intensity, profile_eff)
+    if op.kind is OpKind.IDLE:
+        return OpRoofline("unknown", "kind", None, None)
+    seconds = op.total_time_us * 1e-6
+    if nbytes is not None and nbytes > 0 and flops is not None and flops >= 0:
+        ridge = chip.ridge_point
+        assert intensity is not None
+        eff: float | None = None
+        if intensity < ridge:
+            if seconds > 0:
+                eff = (nbytes / seconds) / chip.hbm_bandwidth
+            return OpRoofline("hbm", "computed", intensity, eff)
+        if seconds > 0:
+            eff = (flops / seconds) / chip.peak_bf16_flops
+        return OpRoofline("compute", "computed", intensity, eff)
+    if flops is not None and flops > 0 and nbytes == 0:
+        eff = (flops / seconds) / chip.peak_bf16_flops if seconds > 0 else None
+        return OpRoofline("compute", "computed", None, eff)
+    if op.kind is OpKind.MEMORY:
+        return OpRoofline("hbm", "kind", intensity, None)
+    return OpRoofline("unknown", "computed", intensity, None)
+
+
+def attribute(profile: Profile, chip: Chip, net: NetworkContext) -> tuple[Attribution, list[OpRoofline]]:
+    """Classify every op and add its time to the resource that bounds it.
+
+    Returns the totals and the per-op verdicts (parallel to ``profile.ops``).
+    """
+    groups = {c.name: c.group_size for c in profile.collectives if c.group_size}
+    att = Attribution()
+    verdicts: list[OpRoofline] = []
+    append = verdicts.append
+    for op in profile.ops:
+        t = op.total_time_us if op.total_time_us > 0 else 0.0
+        group = groups.get(op.name) if op.kind is OpKind.COLLECTIVE and op.group_size is None else None
+        v = classify(op, chip, net, group)
+        append(v)
+        att.total_us += t
+        if op.flops:
+            att.total_flops += op.flops
+            att.ops_with_flops_us += t
+        if v.efficiency is not None and v.source == "computed" and v.efficiency > 1.0:
+            att.efficiency_clamped.append(op.name)
+            v.efficiency = 1.0
+        if v.source == "profile":
+            att.profile_bound_us += t
+        elif v.source == "computed" and v.bound_by != "unknown":
+            att.computed_bound_us += t
+        if op.kind is OpKind.IDLE:
+            att.idle_us += t
+            continue
+        if op.kind is OpKind.COLLECTIVE:
+            # Device time in a collective is exposed communication, whatever else the profiler says.
+            if v.bound_by == "dcn":
+                att.dcn_us += t
+            elif v.bound_by == "ici":
+                att.ici_us += t
+            else:
+                att.collective_unknown_net_us += t
+            if v.source == "kind":
+                _, ambiguous = net.network_for_group(op.group_size if op.group_size is not None else group)
+                if ambiguous and len(att.ambiguous_network) < 5:
+                    att.ambiguous_network.append(op.name)
+            continue
+        if op.kind is OpKind.HOST:
+            att.host_us += t
+            continue
+        b = v.bound_by
+        if b == "compute":
+            att.compute_us += t
+            if v.efficiency is not None:
+                att.compute_eff_weighted += t * v.efficiency
+                att.compute_eff_time_us += t
+        elif b == "hbm":
+            att.hbm_us += t
+        elif b == "ici":
+            att.ici_us += t
+        elif b == "dcn":
+            att.dcn_us += t
+        elif b == "host":
+            att.host_us += t
+        else:
+            att.unclassified_compute_us += t
+    return att, verdicts
+
+
+def resource_of(bound_by: str, kind: OpKind) -> str | None:
+    """The bottleneck resource (compute | hbm | communication | host) an op's time counts towards."""
+    if kind is OpKind.COLLECTIVE:
+        return "communication"
+    if kind is OpKind.HOST:
+        return "host"
+    if kind is OpKind.IDLE:
+        return None
+    return _RESOURCE_OF_BOUND.get(bound_by)
+
+
+def top_ops(
+    ops: list[OpStat],
+    verdicts: list[OpRoofline],
+    *,
+    n: int,
+    num_steps: float,
+    share_denominator_us: float,
+) -> list[TopOp]:
+    """The ``n`` ops with the most time, with their per-step figures and roofline position.
+
+    ``num_steps`` converts window totals to per-step figures; ``share_denominator_us`` is the window the
+    time shares are taken of (steps x step time, or the profiled device time when that is unknown).
+    """
+    if n <= 0 or not ops:
+        return []
+    idx: Iterable[int] = heapq.nlargest(n, range(len(ops)), key=lambda i: ops[i].total_time_us)
+    out: list[TopOp] = []
+    for i in idx:
+        op, v = ops[i], verdicts[i]
+        share = 100.0 * op.total_time_us / share_denominator_us if share_denominator_us > 0 else 0.0
+        out.append(
+            TopOp(
+                name=op.name,
+                category=op.category,
+                kind=op.kind.value,
+                time_percent=round(share, 2),
+                time_per_step_ms=round(op.total_time_us / num_steps / 1000.0, 6) if num_steps > 0 else None,
+                occurrences=op.occurrences,
+                flops=op.flops / num_steps if op.flops is not None and num_steps > 0 else None,
+                bytes_accessed=op.bytes_accessed / num_steps if op.bytes_accessed is not None and num_steps > 0 else None,
+                arithmetic_intensity=round(v.intensity, 4) if v.intensity is not None else None,
+                bound_by=v.bound_by,  # type: ignore[arg-type]
+                bound_by_source=v.source,  # type: ignore[arg-type]
+                roofline_efficiency=round(v.efficiency, 4) if v.efficiency is not None else None,
+            )
+        )
+    return out
