@@ -1,0 +1,105 @@
+"""Read a sharding config file and recognise its format from the keys it holds.
+
+Public API::
+
+    load_config(path: Path) -> ShardingConfig
+    parse_config(text: str, source: str = "<config>") -> ShardingConfig
+
+Formats (``docs/config-formats.md``): ``maxtext`` (``ici_*_parallelism`` / ``dcn_*_parallelism``),
+``ici_mesh`` (``ici_mesh:`` / ``dcn_mesh:`` mappings) and ``megatron`` (``tensor_model_parallel_size``
+and friends, top level or nested). Every problem is a :class:`ConfigError`: unreadable or non-UTF-8
+files, files over 1 MiB, malformed YAML (with line and column), no known keys (listing the expected
+ones), keys of two formats at once, duplicate keys, and sizes that are not integers.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from yaml.nodes import MappingNode
+
+from bot.configs import maxtext, megatron, plainmesh
+from bot.configs.sharding import Format, ShardingConfig
+from bot.configs.yamlscan import MAX_CONFIG_BYTES, compose, walk
+from bot.errors import ConfigError
+
+FORMAT_KEYS: dict[Format, tuple[str, ...]] = {
+    "maxtext": maxtext.KEYS,
+    "ici_mesh": plainmesh.KEYS,
+    "megatron": megatron.KEYS,
+}
+_READERS = {"maxtext": maxtext.read, "ici_mesh": plainmesh.read, "megatron": megatron.read}
+
+
+def expected_keys() -> str:
+    """A short list of the keys that identify each format, for error messages."""
+    return (
+        "MaxText: ici_<axis>_parallelism / dcn_<axis>_parallelism (e.g. ici_fsdp_parallelism); "
+        "plain mesh: ici_mesh / dcn_mesh; "
+        "Megatron: tensor_model_parallel_size, pipeline_model_parallel_size, context_parallel_size, "
+        "expert_model_parallel_size"
+    )
+
+
+def parse_config(text: str, source: str = "<config>") -> ShardingConfig:
+    """Parse config ``text`` (``source`` names it in messages), detecting its format from its keys."""
+    if not isinstance(text, str):
+        raise ConfigError(f"expected config text, got {type(text).__name__}", source=source)
+    root = compose(text, source)
+    if root is None:
+        raise ConfigError(f"the file is empty; expected a YAML mapping with one of: {expected_keys()}", source=source)
+    if not isinstance(root, MappingNode):
+        kind = "a list" if root.id == "sequence" else "a single value"
+        raise ConfigError(
+            f"expected a YAML mapping (key: value lines) at the top level, got {kind} (line {root.start_mark.line + 1})",
+            source=source,
+        )
+    hits = {fmt: next(iter(walk(root, names)), None) for fmt, names in FORMAT_KEYS.items()}
+    present = {fmt: hit for fmt, hit in hits.items() if hit is not None}
+    if not present:
+        raise ConfigError(f"no sharding keys found; expected one of: {expected_keys()}", source=source)
+    if len(present) > 1:
+        which = "; ".join(f"{fmt} ({hit.dotted}, line {hit.line})" for fmt, hit in present.items())
+        raise ConfigError(
+            f"the file mixes sharding formats: {which}",
+            source=source,
+            hint="keep the keys of one format; ASAP cannot tell which one the training job reads",
+        )
+    fmt = next(iter(present))
+    return _READERS[fmt](root, text, source)
+
+
+def load_config(path: Path) -> ShardingConfig:
+    """Read and parse a config file: UTF-8 text up to 1 MiB, line endings kept exactly as on disk."""
+    path = Path(path)
+    source = str(path)
+    try:
+        size = path.stat().st_size
+    except FileNotFoundError:
+        raise ConfigError("config file not found", source=source) from None
+    except OSError as exc:
+        raise ConfigError(f"cannot read the config file: {exc.strerror or exc}", source=source) from None
+    if path.is_dir():
+        raise ConfigError("is a directory; expected a YAML config file", source=source)
+    if size > MAX_CONFIG_BYTES:
+        raise ConfigError(
+            f"config is {size:,} bytes; sharding configs larger than {MAX_CONFIG_BYTES:,} bytes (1 MiB) are refused",
+            source=source,
+            hint="point ASAP at the YAML file holding the parallelism settings, not a log or checkpoint",
+        )
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise ConfigError(f"cannot read the config file: {exc.strerror or exc}", source=source) from None
+    if len(data) > MAX_CONFIG_BYTES:  # grew between stat and read
+        raise ConfigError(f"config is larger than {MAX_CONFIG_BYTES:,} bytes (1 MiB); refused", source=source)
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise ConfigError(
+            f"not UTF-8 text: byte 0x{data[exc.start]:02x} at offset {exc.start} (line {line}) cannot be decoded",
+            source=source,
+            hint="save the file as UTF-8",
+        ) from None
+    return parse_config(text, source)

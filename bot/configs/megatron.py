@@ -1,0 +1,207 @@
+"""Megatron-style settings: tensor / pipeline / context / expert model-parallel sizes (+ batch, recompute).
+
+The keys may sit at the top level (Megatron-LM YAML) or nested (NeMo and Megatron-Bridge put them under
+``model:``); each must occur once. Megatron has no data-parallel key: data parallelism is what is left,
+``dp = world / (tp x pp x cp)``. Expert parallelism is carved out of the data-parallel ranks, so ASAP's
+mesh has ``expert = ep`` and ``data = dp / ep`` (which needs ``dp % ep == 0``). Ranks are laid out in
+Megatron's default order ``tp-cp-ep-dp-pp`` (tensor fastest), which decides which axes stay inside a
+node (ICI/NVLink in the mesh) and which cross nodes (DCN/InfiniBand).
+"""
+
+from __future__ import annotations
+
+import math
+
+from yaml.nodes import Node
+
+from bot.configs.common import Splice, config_key, insert_after_entry, is_flow, replace_value, settings, size_value, unique
+from bot.configs.mesh import Axis, Mesh
+from bot.configs.sharding import ConfigKey, ShardingConfig
+from bot.configs.yamlscan import walk
+from bot.errors import ConfigError
+
+AXIS_OF: dict[str, Axis] = {
+    "tensor_model_parallel_size": "tensor",
+    "pipeline_model_parallel_size": "pipeline",
+    "context_parallel_size": "sequence",
+    "expert_model_parallel_size": "expert",
+}
+KEY_OF: dict[Axis, str] = {axis: key for key, axis in AXIS_OF.items()}
+KEYS: tuple[str, ...] = tuple(AXIS_OF)
+SHORT = {"tensor_model_parallel_size": "tp", "pipeline_model_parallel_size": "pp",
+         "context_parallel_size": "cp", "expert_model_parallel_size": "ep"}
+LAYOUT: tuple[Axis, ...] = ("tensor", "sequence", "expert", "data", "pipeline")  # Megatron 'tp-cp-ep-dp-pp'
+NVLINK_DOMAIN = 8  # GPUs joined by NVLink in one HGX/DGX node
+
+SETTINGS: tuple[str, ...] = (
+    "micro_batch_size",
+    "global_batch_size",
+    "virtual_pipeline_model_parallel_size",
+    "num_layers_per_virtual_pipeline_stage",
+    "sequence_parallel",
+    "recompute_granularity",
+    "recompute_method",
+    "recompute_num_layers",
+    "activations_checkpoint_granularity",  # NeMo 1.x names for recompute
+    "activations_checkpoint_method",
+    "activations_checkpoint_num_layers",
+    "use_distributed_optimizer",
+    "expert_tensor_parallel_size",
+    "num_moe_experts",
+    "num_layers",
+    "seq_length",
+    "encoder_seq_length",
+    "devices",
+    "num_nodes",
+)
+
+
+def read(root: Node, text: str, source: str) -> ShardingConfig:
+    """Parse the Megatron parallel sizes (positive integers; Megatron has no -1)."""
+    found = unique(root, KEYS, source)
+    keys: list[ConfigKey] = []
+    for name, hit in sorted(found.items(), key=lambda kv: kv[1].key_node.start_mark.index):
+        value = size_value(hit, source, allow_rest=False)
+        keys.append(config_key(hit, group="world", axis=AXIS_OF[name], value=value, text=text))
+    return ShardingConfig(format="megatron", source=source, text=text, keys=keys, settings=settings(root, SETTINGS))
+
+
+def sizes(config: ShardingConfig) -> dict[str, int]:
+    """tp, pp, cp, ep as set (1 where absent), by full key name."""
+    present = {k.key: k.value for k in config.keys}
+    return {key: present.get(key, 1) for key in KEYS}
+
+
+def parallel_sizes(config: ShardingConfig, num_devices: int) -> dict[Axis, int]:
+    """Total size per canonical axis, with dp derived; ConfigError with the arithmetic when impossible."""
+    s = sizes(config)
+    tp, pp, cp, ep = (s[k] for k in KEYS)
+    model = tp * pp * cp
+    if num_devices % model:
+        parts = " x ".join(f"{k}={v}" for k, v in s.items() if v != 1 and k != "expert_model_parallel_size")
+        raise ConfigError(
+            f"{parts} = {model} GPUs per model replica, but the world size {num_devices} is not a multiple of it "
+            f"(data parallel size = {num_devices} / {model} is not an integer)",
+            source=config.source,
+            field=_path(config, next(k for k, v in s.items() if v != 1 and k != "expert_model_parallel_size")),
+        )
+    dp = num_devices // model
+    if dp % ep:
+        raise ConfigError(
+            f"expert_model_parallel_size={ep} does not divide the data parallel size {dp} "
+            f"(= {num_devices} GPUs / (tp x pp x cp = {model})): experts are placed across data-parallel ranks",
+            source=config.source,
+            field=_path(config, "expert_model_parallel_size"),
+            hint="newer Megatron-Core can also fold experts over context-parallel ranks; one mesh cannot describe "
+            "that layout, so ASAP needs ep to divide dp",
+        )
+    return {"tensor": tp, "sequence": cp, "expert": ep, "data": dp // ep, "pipeline": pp}
+
+
+def _path(config: ShardingConfig, key: str) -> str:
+    k = config.key(key)
+    return k.path if k is not None else key
+
+
+def layout(total: dict[Axis, int], num_devices: int, num_slices: int) -> tuple[Mesh, list[Axis]]:
+    """Split each axis between inside-node (ici) and across-node (dcn) in Megatron's rank order.
+
+    Returns the mesh and the axes that straddle node boundaries unevenly (placed wholly on dcn).
+    """
+    room = num_devices // num_slices
+    ici: dict[Axis, int] = {}
+    dcn: dict[Axis, int] = {}
+    straddling: list[Axis] = []
+    for axis in LAYOUT:
+        v = total[axis]
+        if v == 1:
+            continue
+        if room % v == 0:  # fits inside the node's remaining room
+            ici[axis] = v
+            room //= v
+            continue
+        inside = room if v % room == 0 else math.gcd(v, room)
+        if v % room:
+            straddling.append(axis)
+        if inside > 1:
+            ici[axis] = inside
+        dcn[axis] = v // inside
+        room = 1  # every later (slower-varying) axis is across nodes
+    return Mesh(ici=ici, dcn=dcn), straddling
+
+
+def mesh(config: ShardingConfig, num_devices: int, num_slices: int) -> Mesh:
+    """The canonical mesh, axes split over nodes in Megatron's rank order."""
+    return layout(parallel_sizes(config, num_devices), num_devices, num_slices)[0]
+
+
+def notes(config: ShardingConfig, num_devices: int, num_slices: int) -> list[str]:
+    """Legal but notable: TP beyond one NVLink domain, axes across nodes, settings that do nothing."""
+    total = parallel_sizes(config, num_devices)
+    m, straddling = layout(total, num_devices, num_slices)
+    out: list[str] = []
+    tp = total["tensor"]
+    if tp > NVLINK_DOMAIN:
+        out.append(
+            f"tensor_model_parallel_size={tp} spans more than one {NVLINK_DOMAIN}-GPU NVLink domain: its per-layer "
+            f"all-reduces cross the slower node network (legal, rarely fast)"
+        )
+    for axis in ("tensor", "sequence", "expert"):
+        if m.dcn.get(axis, 1) > 1 and not (axis == "tensor" and tp > NVLINK_DOMAIN):
+            out.append(f"{KEY_OF[axis]}={total[axis]} crosses nodes ({m.dcn[axis]} nodes): per-layer traffic on the network")
+    for axis in straddling:
+        out.append(f"{axis} parallelism ({total[axis]}) does not split evenly over nodes of {num_devices // num_slices} GPUs")
+    st = config.setting
+    if st("sequence_parallel") is True and tp == 1:
+        out.append("sequence_parallel is on but tensor_model_parallel_size=1: it has no effect")
+    vpp = st("virtual_pipeline_model_parallel_size")
+    if isinstance(vpp, int) and not isinstance(vpp, bool) and vpp > 1 and total["pipeline"] == 1:
+        out.append("virtual_pipeline_model_parallel_size is set but pipeline_model_parallel_size=1: no interleaving")
+    etp = st("expert_tensor_parallel_size")
+    if isinstance(etp, int) and not isinstance(etp, bool) and etp != tp and total["expert"] > 1:
+        out.append(f"expert_tensor_parallel_size={etp} differs from tp={tp}: the mesh describes the dense layers")
+    mbs, gbs = st("micro_batch_size"), st("global_batch_size")
+    dp = total["data"] * total["expert"]
+    if _pos_int(mbs) and _pos_int(gbs) and gbs % (mbs * dp):  # type: ignore[operator]
+        out.append(
+            f"global_batch_size={gbs} is not a multiple of micro_batch_size={mbs} x data parallel size {dp} "
+            f"= {mbs * dp}: Megatron refuses to start"  # type: ignore[operator]
+        )
+    return out
+
+
+def _pos_int(v: object) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and v > 0
+
+
+def plan(config: ShardingConfig, root: Node, target: Mesh) -> list[Splice]:
+    """Set tp/pp/cp/ep to the target's sizes; dp stays implicit and must equal world / (tp x pp x cp)."""
+    t = target.sizes()
+    if t["fsdp"] != 1:
+        raise ConfigError(
+            f"the mesh has fsdp={t['fsdp']}, but Megatron settings have no FSDP axis",
+            source=config.source,
+            field="mesh",
+            hint="express it as data parallelism with use_distributed_optimizer: true",
+        )
+    world = target.num_devices
+    dp = world // (t["tensor"] * t["pipeline"] * t["sequence"])
+    if dp != t["data"] * t["expert"]:  # cannot happen for a valid mesh; kept as the stated invariant
+        raise ConfigError(f"mesh data x expert = {t['data'] * t['expert']}, but world / (tp x pp x cp) = {dp}",
+                          source=config.source, field="mesh")
+    present = {k.key: k for k in config.keys}
+    hits = {h.key: h for h in walk(root, KEYS)}
+    splices: list[Splice] = []
+    new_entries: list[tuple[str, int]] = []
+    for key, axis in AXIS_OF.items():
+        want = t[axis]
+        if key in present:
+            if present[key].value != want:
+                splices.append(replace_value(config.text, present[key], want))
+        elif want != 1:
+            new_entries.append((key, want))
+    if new_entries:
+        anchor = hits[max(config.keys, key=lambda k: k.start).key]
+        splices.append(insert_after_entry(config.text, anchor.key_node, anchor.value_node, is_flow(anchor.parent),
+                                          new_entries))
+    return splices

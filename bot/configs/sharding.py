@@ -1,0 +1,102 @@
+"""The parsed sharding config: one model for all three formats (MaxText keys, ``ici_mesh``, Megatron).
+
+A :class:`ShardingConfig` remembers where it came from (format, source, the raw text) and every mesh
+key it found with its canonical axis, value and exact position, so that it can both resolve to a
+:class:`~bot.configs.mesh.Mesh` for a given device count and be edited in place byte-for-byte
+(:mod:`bot.configs.edit`). Format-specific rules live in :mod:`bot.configs.maxtext`,
+:mod:`bot.configs.plainmesh` and :mod:`bot.configs.megatron`; this module only dispatches to them.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from bot.configs.mesh import Axis, Mesh
+from bot.errors import ConfigError
+
+Format = Literal["maxtext", "ici_mesh", "megatron"]
+Group = Literal["ici", "dcn", "world"]
+Scalar = str | int | float | bool | None
+
+
+class ConfigKey(BaseModel):
+    """One mesh value found in the file: the key as written, its canonical axis, value and position."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    key: str = Field(description="the key as written, e.g. ici_fsdp_parallelism, model (inside ici_mesh)")
+    path: str = Field(description="dotted location in the file, e.g. model.tensor_model_parallel_size")
+    group: Group = Field(description="ici (inside a slice/node), dcn (across slices) or world (Megatron)")
+    axis: Axis = Field(description="the canonical mesh axis this key sizes")
+    value: int = Field(description="the size as written; -1 means 'the rest' (MaxText, ici_mesh only)")
+    raw: str = Field(description="the exact source text of the value, quotes included")
+    line: int = Field(description="1-based line of the key")
+    column: int = Field(description="1-based column of the key")
+    start: int = Field(description="character offset where the value's text starts")
+    end: int = Field(description="character offset just past the value's text")
+
+
+class ShardingConfig(BaseModel):
+    """A sharding config file, parsed: format, origin, raw text, mesh keys and extra settings."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    format: Format = Field(description="maxtext | ici_mesh | megatron")
+    source: str = Field(description="the path (or label) the text came from, used in every message")
+    text: str = Field(description="the file's full text, exactly as read (line endings included)")
+    keys: list[ConfigKey] = Field(description="every mesh key found, in file order")
+    settings: dict[str, Scalar] = Field(
+        default_factory=dict,
+        description="other recognised settings (remat_policy, micro_batch_size, ...), dotted path -> value",
+    )
+    mappings: list[str] = Field(
+        default_factory=list,
+        description="ici_mesh format only: which of ici_mesh / dcn_mesh the file has (an empty one counts)",
+    )
+
+    def key(self, name: str) -> ConfigKey | None:
+        """The mesh key written as ``name`` (e.g. ``ici_tensor_parallelism`` or ``ici_mesh.model``)."""
+        for k in self.keys:
+            if k.key == name or k.path == name:
+                return k
+        return None
+
+    def setting(self, name: str) -> Scalar:
+        """An extra setting by key name wherever it sits (``micro_batch_size`` finds ``model.micro_batch_size``)."""
+        for path, value in self.settings.items():
+            if path == name or path.rsplit(".", 1)[-1] == name:
+                return value
+        return None
+
+    def mesh(self, num_devices: int, num_slices: int = 1) -> Mesh:
+        """Resolve this config to a mesh for a run of ``num_devices`` chips in ``num_slices`` slices/nodes.
+
+        ``-1`` values take "the rest"; the result is validated (axes multiply to the device count) and
+        normalized (size-1 axes dropped). Raises :class:`ConfigError` naming the key and the arithmetic.
+        """
+        _check_counts(num_devices, num_slices, self.source)
+        return _module(self.format).mesh(self, num_devices, num_slices)
+
+    def notes(self, num_devices: int, num_slices: int = 1) -> list[str]:
+        """Legal-but-notable facts about this config on that run (e.g. tensor parallelism across nodes)."""
+        _check_counts(num_devices, num_slices, self.source)
+        return _module(self.format).notes(self, num_devices, num_slices)
+
+
+def _check_counts(num_devices: int, num_slices: int, source: str) -> None:
+    if isinstance(num_devices, bool) or not isinstance(num_devices, int) or num_devices < 1:
+        raise ConfigError(f"the device count must be a positive integer, got {num_devices!r}", source=source)
+    if isinstance(num_slices, bool) or not isinstance(num_slices, int) or num_slices < 1:
+        raise ConfigError(f"the slice count must be a positive integer, got {num_slices!r}", source=source)
+    if num_devices % num_slices:
+        raise ConfigError(
+            f"{num_devices} devices cannot be split evenly into {num_slices} slices "
+            f"({num_devices} / {num_slices} is not an integer)",
+            source=source,
+        )
+
+
+def _module(fmt: Format):  # noqa: ANN202 - returns one of the format modules
+    from bot.configs import maxtext, megatron, plainmesh
+
+    return {"maxtext": maxtext, "ici_mesh": plainmesh, "megatron": megatron}[fmt]
