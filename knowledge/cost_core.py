@@ -1,0 +1,302 @@
+"""The cost model's formulas, vectorized over many meshes with numpy.
+
+One function, :func:`evaluate`, computes every term (compute, HBM, each axis' collectives, pipeline
+bubble, memory per chip) for an ``[M, 6]`` batch of meshes. ``predict`` calls it with one mesh and
+``score_meshes`` with thousands, so the two can never disagree.
+
+Units: seconds and bytes per chip per optimizer step. Sources are cited next to each formula:
+  [SB]  "How to Scale Your Model" (the JAX scaling book, Austin et al., 2025), parts "How to Think About
+        Collectives", "Sharded Matrices", "How to Parallelize a Transformer for Training".
+  [PaLM] Chowdhery et al., 2022, Appendix B (model FLOPs incl. attention).
+  [MLM] Shoeybi et al., 2019, Megatron-LM §3 (tensor-parallel all-reduces per layer).
+  [PTD] Narayanan et al., 2021, Efficient Large-Scale Training on GPU Clusters (pipeline bubble, 1F1B).
+  [KOR] Korthikanti et al., 2022, Reducing Activation Recomputation in Large Transformer Models
+        (activation bytes per layer, sequence parallelism, recompute cost).
+  [ZeRO] Rajbhandari et al., 2019 (model-state bytes per parameter, ZeRO-3 communication volume).
+  [GPipe] Huang et al., 2019 (bubble negligible when micro-batches M >= 4 x stages).
+  [GS]  Lepikhin et al., 2020, GShard (two all-to-alls per MoE layer forward).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from knowledge.cost_network import (
+    AxisNetwork,
+    allreduce_time,
+    alltoall_time,
+    axis_networks,
+    gather_time,
+    p2p_bandwidth,
+)
+from knowledge.cost_shapes import OPTIMIZER_BYTES_PER_PARAM, Shape
+from knowledge.hardware import Chip
+
+DATA, FSDP, TENSOR, SEQUENCE, EXPERT, PIPELINE = range(6)
+AXIS_KEYS = ("data", "fsdp", "tensor", "sequence", "expert", "pipeline")
+
+BF16 = 2.0  # bytes per bf16 value
+
+# Uncalibrated defaults; calibration on the run's own profile replaces them.
+DEFAULT_EFFICIENCY = 0.55  # achieved / peak FLOP/s of well-shaped matmul work in a training step
+# Share of the overlappable-but-not-forced-exposed collective time that still shows up in the step:
+# 0 = perfect overlap (the lower bound), 1 = none (the upper bound). A middle-low guess; calibrated.
+DEFAULT_OVERLAP_MISS = 0.25
+
+# Extra FLOPs from rematerialization, as multipliers on (matmul, attention-core) FLOPs.
+#   full: the forward pass is recomputed in backward: 8/6 of the 6N training FLOPs [KOR §5, "full
+#         activation recomputation ... 33% overhead"].
+#   minimal: MaxText 'minimal' saves matmul outputs without batch dims; the attention core (QK^T, AV,
+#         which have batch dims) is recomputed: attention FLOPs x 4/3 [KOR §4.2 selective recompute].
+#   dots: all matmul outputs saved; only elementwise ops recomputed (negligible FLOPs).
+REMAT_FLOP_FACTORS: dict[str, tuple[float, float]] = {
+    "none": (1.0, 1.0),
+    "dots": (1.0, 1.0),
+    "minimal": (1.0, 4.0 / 3.0),
+    "full": (4.0 / 3.0, 4.0 / 3.0),
+}
+
+
+@dataclass(frozen=True)
+class Terms:
+    """All modelled terms for M meshes (arrays of shape [M])."""
+
+    compute_s: np.ndarray
+    hbm_s: np.ndarray
+    comm_s: dict[str, np.ndarray]  # raw collective seconds per axis (before overlap)
+    exposed_s: dict[str, np.ndarray]  # exposed seconds per axis at the point estimate
+    exposed_low_s: np.ndarray
+    exposed_high_s: np.ndarray
+    nonoverlap_s: np.ndarray  # part of exposed that sits on the critical path (tensor, expert a2a)
+    bubble_frac: np.ndarray  # (p-1)/m: bubble time per unit of per-stage busy time [PTD eq. 1]
+    micro_batches: np.ndarray
+    micro_batch: np.ndarray
+    memory: dict[str, np.ndarray]  # bytes per chip: weights, gradients, optimizer, activations
+    model_flops_per_chip: np.ndarray
+    notes: tuple[str, ...]
+
+    def step_s(
+        self, compute_scale: float = 1.0, comm_scale: float = 1.0, fixed_s: float = 0.0
+    ) -> np.ndarray:
+        """Step time: scaled device work + scaled exposed comm + pipeline bubble + fixed time."""
+        device = compute_scale * (self.compute_s + self.hbm_s)
+        exposed = comm_scale * sum(self.exposed_s.values())
+        bubble = self.bubble_frac * (device + comm_scale * self.nonoverlap_s)
+        return device + exposed + bubble + fixed_s
+
+
+def _intensity(tokens: np.ndarray, d_in: float, d_out: np.ndarray) -> np.ndarray:
+    """FLOPs per HBM byte of a bf16 matmul [tokens, d_in] x [d_in, d_out].
+
+    FLOPs 2·t·a·b over bytes 2·(t·a + a·b + t·b) = 1 / (1/t + 1/a + 1/b): with few tokens per chip the
+    weight load dominates and intensity ~ tokens [SB "All About Rooflines": bf16 matmul intensity ~ B].
+    """
+    t = np.maximum(tokens, 1e-9)
+    return 1.0 / (1.0 / t + 1.0 / d_in + 1.0 / np.maximum(d_out, 1e-9))
+
+
+def activation_bytes_per_token_layer(shape: Shape) -> dict[str, float]:
+    """Activation bytes kept per token per layer for each remat policy, before tensor/sequence sharding.
+
+    [KOR §4.1] counts 34·h bytes per token per layer for a GPT layer (attention 11h, MLP 19h with
+    d_ff = 4h, layer norms 4h) plus 5·a·s for the attention scores. We assume fused/flash attention (the
+    default in MaxText on TPU and in Megatron via Transformer Engine), so the 5·a·s score term is not
+    stored. The MLP part generalizes to 3h + 2·d_ff·mlp_matrices (input, per-matrix outputs, mask) and
+    to top-k routed copies for MoE.
+      none:    everything above.
+      dots:    only matmul outputs + layer input: x (2h), q/k/v (2·hd·(H+2KV)), attention context
+               (2·H·hd), out-proj (2h), MLP in (2·d_ff·(mats-1)·k), MLP out (2h).
+      minimal: as dots without the attention context (dots with batch dims are not saved).
+      full:    only the layer input, 2h [KOR §4: "2sbh per layer"]; one layer's full set is re-created
+               during its backward (added once by the caller).
+    """
+    h, f, k = float(shape.d_model), float(shape.d_ff), float(shape.top_k)
+    hd, nh, nkv = float(shape.head_dim), float(shape.heads), float(shape.kv_heads)
+    mats = float(shape.mlp_matrices)
+    attn = 11.0 * h
+    norms = 4.0 * h
+    mlp = (3.0 * h + 2.0 * f * mats) * k
+    qkv = BF16 * hd * (nh + 2 * nkv)
+    minimal = BF16 * h + qkv + BF16 * h + BF16 * f * (mats - 1) * k + BF16 * h
+    return {
+        "none": attn + norms + mlp,
+        "dots": minimal + BF16 * nh * hd,
+        "minimal": minimal,
+        "full": BF16 * h,
+    }
+
+
+def evaluate(
+    shape: Shape,
+    chip: Chip,
+    chips_per_slice: int,
+    ici: np.ndarray,
+    dcn: np.ndarray,
+    *,
+    efficiency: float = DEFAULT_EFFICIENCY,
+    overlap_miss: float = DEFAULT_OVERLAP_MISS,
+) -> Terms:
+    """Every cost term for each mesh in ``ici``/``dcn`` (int arrays [M, 6] in AXES order)."""
+    ici = np.atleast_2d(np.asarray(ici, dtype=np.int64))
+    dcn = np.atleast_2d(np.asarray(dcn, dtype=np.int64))
+    net: AxisNetwork = axis_networks(chip, chips_per_slice, ici, dcn)
+    n = (ici * dcn).astype(np.float64)
+    nd, nf, nt, ns, ne, npp = (n[:, i] for i in range(6))
+    chips = n.prod(axis=1)
+
+    L, D, F = float(shape.layers), float(shape.d_model), float(shape.d_ff)
+    S, B = float(shape.seq_len), float(shape.global_batch)
+    V = float(shape.vocab)
+    E, K = float(shape.experts), float(shape.top_k)
+
+    # --- batch, micro-batches ------------------------------------------------------------------
+    # The batch is split over data x fsdp (x expert: expert-parallel ranks are data-parallel for the
+    # dense layers, as in GShard/MaxText). Sequences per data-parallel rank per step:
+    dp = nd * nf * ne
+    per_rank = B / dp
+    if shape.micro_batch is not None:
+        mb = np.minimum(float(shape.micro_batch), per_rank)
+    else:
+        m_guess = np.where(npp > 1, np.minimum(per_rank, 4.0 * npp), 1.0)  # [GPipe] M >= 4K
+        mb = per_rank / np.maximum(m_guess, 1.0)
+    m = np.maximum(per_rank / np.maximum(mb, 1e-12), 1.0)
+    tok_mb = mb * S / ns  # tokens one chip processes per micro-batch (tensor ranks share them)
+
+    # --- compute -------------------------------------------------------------------------------
+    # Training FLOPs = 6 x active params x tokens + attention 12·L·H·hd·S per token [PaLM App. B].
+    # The input embedding is a lookup, not a matmul, so V·d is left out of the 6N term.
+    tokens = B * S
+    matmul_params = max(shape.params_active - V * D, 0.0)
+    expert_active = shape.params_expert * K / E if shape.is_moe else 0.0
+    dense_params = matmul_params - expert_active
+    attn_flops = 12.0 * L * shape.heads * shape.head_dim * S * tokens
+    mm_factor, attn_factor = REMAT_FLOP_FACTORS[shape.remat]
+    dense_flops = 6.0 * dense_params * tokens * mm_factor
+    expert_flops = 6.0 * expert_active * tokens * mm_factor
+    attn_hw = attn_flops * attn_factor
+    model_flops = 6.0 * matmul_params * tokens + attn_flops
+    peak = chip.peak_bf16_flops * efficiency
+    bw = chip.hbm_bandwidth * efficiency
+
+    # Roofline per matmul group: time = max(FLOPs / peak, bytes / HBM BW) with bytes = FLOPs / intensity.
+    # Intensity follows tokens per chip per micro-batch (weights re-read every micro-batch) [SB rooflines].
+    i_dense = _intensity(tok_mb, D, F / nt)
+    tok_expert = tok_mb * K * ne / E  # tokens each local expert sees per micro-batch
+    i_expert = _intensity(tok_expert, D, F / nt)
+    t_dense_c = dense_flops / chips / peak
+    t_expert_c = expert_flops / chips / peak
+    t_attn = attn_hw / chips / peak  # flash attention: compute-bound at any practical S
+    compute_s = t_dense_c + t_expert_c + t_attn
+    hbm_s = np.maximum(0.0, dense_flops / chips / (i_dense * bw) - t_dense_c) + np.maximum(
+        0.0, expert_flops / chips / (i_expert * bw) - t_expert_c
+    )
+
+    # --- collectives ---------------------------------------------------------------------------
+    P_ne, P_e = shape.params_dense, shape.params_expert
+    local_layers = L / npp
+    full = shape.remat == "full"
+    zeros = np.zeros_like(nd)
+    comm_ovl = {k: zeros.copy() for k in AXIS_KEYS}  # overlappable with compute
+    comm_crit = {k: zeros.copy() for k in AXIS_KEYS}  # on the critical path
+
+    # FSDP: per micro-batch, all-gather the weights in forward and again in backward, reduce-scatter
+    # the gradients: 3 x (gathered bytes) [ZeRO §7.2.2: 1.5x the 2Ψ of data parallelism; SB
+    # "FSDP": AllGather fwd + AllGather bwd + ReduceScatter, each V/W]. Prefetch overlaps with compute.
+    gathered = BF16 * (P_ne / (nt * npp) + P_e / (nt * npp * ne))
+    comm_ovl["fsdp"] = m * 3.0 * gather_time(gathered, net, FSDP)
+
+    # Data: one gradient all-reduce per step of the (FSDP-sharded) bf16 gradient, 2V/W [SB; DESIGN.md].
+    # Sequence ranks hold replicated weights (Megatron context parallel), so their gradients are
+    # all-reduced too; expert ranks replicate the dense weights, so dense gradients reduce over them.
+    grad_shard = BF16 * (P_ne / (nf * nt * npp) + P_e / (nf * nt * npp * ne))
+    comm_ovl["data"] = allreduce_time(grad_shard, net, DATA)
+    comm_ovl["sequence"] = allreduce_time(grad_shard, net, SEQUENCE)
+    comm_ovl["expert"] = allreduce_time(BF16 * P_ne / (nf * nt * npp), net, EXPERT)
+
+    # Tensor: 2 all-reduces of the [tokens, d_model] activations in forward and 2 in backward per
+    # layer [MLM §3, Fig. 4]; with sequence parallelism each becomes AG + RS of the same cost [KOR §4.2.2];
+    # full remat re-runs the forward's two [KOR §5]. Hard to overlap: on the critical path.
+    n_ar = 6.0 if full else 4.0
+    act = BF16 * tok_mb * D
+    comm_crit["tensor"] = m * local_layers * n_ar * allreduce_time(act, net, TENSOR)
+
+    # Sequence/context: attention needs every chip's K and V: all-gather (or ring-pass) K,V in forward,
+    # again in backward, reduce-scatter dK,dV: 3 gathers of the full-sequence K,V for the local KV heads
+    # per layer (ring attention / Megatron context parallel). Overlaps with blockwise attention compute.
+    kv_local = np.maximum(shape.kv_heads / nt, 1.0)  # KV heads replicate when tensor > kv_heads
+    kv_bytes = 2.0 * BF16 * mb * S * kv_local * shape.head_dim
+    comm_ovl["sequence"] = comm_ovl["sequence"] + m * local_layers * (4.0 if full else 3.0) * gather_time(
+        kv_bytes, net, SEQUENCE
+    )
+
+    # Expert: dispatch + combine all-to-all per MoE layer in forward and their transposes in backward
+    # (4 per layer) [GS §2; SB "MoE"], each chip sending its routed tokens (top-k copies).
+    if shape.is_moe:
+        a2a = BF16 * tok_mb * K * D
+        comm_crit["expert"] = m * local_layers * (6.0 if full else 4.0) * alltoall_time(a2a, net, EXPERT)
+
+    # Pipeline: send activations forward and gradients back at each stage boundary, (m + p - 1) steps
+    # each way on the critical schedule; Megatron's scatter/gather sends 1/t of the activation per
+    # tensor rank [PTD §4.1]. Async sends overlap with the next micro-batch's compute.
+    p2p = BF16 * tok_mb * D / nt
+    comm_ovl["pipeline"] = np.where(
+        npp > 1, 2.0 * (m + npp - 1.0) * p2p / p2p_bandwidth(chip, net, PIPELINE), 0.0
+    )
+
+    # --- overlap bounds --------------------------------------------------------------------------
+    device = compute_s + hbm_s
+    ovl = sum(comm_ovl.values())
+    crit = sum(comm_crit.values())
+    # Lower bound: overlappable traffic hides behind compute up to the compute time; the data-parallel
+    # gradient all-reduce can only hide behind the backward pass (~2/3 of the step's compute).
+    low_ovl = np.maximum(np.maximum(0.0, ovl - device), comm_ovl["data"] - 2.0 / 3.0 * device)
+    point_ovl = low_ovl + overlap_miss * (ovl - low_ovl)
+    share = np.divide(point_ovl, ovl, out=np.zeros_like(ovl), where=ovl > 0)
+    exposed = {k: comm_ovl[k] * share + comm_crit[k] for k in AXIS_KEYS}
+
+    # Pipeline bubble: (p-1)/m of the per-stage busy time [PTD eq. 1: bubble fraction (p-1)/m of ideal].
+    bubble_frac = (npp - 1.0) / m
+
+    # --- memory per chip -------------------------------------------------------------------------
+    # Model state [ZeRO §3.1]: bf16 weights 2 B + gradients 2 B (Megatron: fp32 main_grad, 4 B) +
+    # optimizer (fp32 master + moments, OPTIMIZER_BYTES_PER_PARAM), divided by the axes that shard them:
+    # fsdp, tensor, pipeline, and expert for expert weights. data/sequence replicate.
+    w_shard = P_ne / (nf * nt * npp) + P_e / (nf * nt * npp * ne)
+    grad_bytes = 4.0 if shape.framework == "megatron" else BF16
+    opt_shard = w_shard / (nd * ns) if shape.distributed_optimizer else w_shard
+    # FSDP keeps ~2 layers' gathered weights live (current + prefetched next).
+    gathered_layer = BF16 * ((P_ne - 2.0 * V * D) / L / nt + P_e / L / (nt * ne))
+    weights = BF16 * w_shard + np.where(nf > 1, 2.0 * gathered_layer, 0.0)
+    per_tok = activation_bytes_per_token_layer(shape)
+    # Activations: per token per layer bytes x tokens per chip per micro-batch / tensor (sequence already
+    # in tok_mb) x local layers x micro-batches in flight (1F1B keeps up to p on the first stage, so
+    # pipelining does not shrink this below one micro-batch for all layers [PTD §2.2; KOR §4.2.3]).
+    in_flight = np.minimum(m, npp)
+    acts = per_tok[shape.remat] * tok_mb / nt * local_layers * in_flight
+    if full:
+        acts = acts + per_tok["none"] * tok_mb / nt  # one layer re-materialized during its backward
+    # Logits: bf16 logits + fp32 softmax/loss per token per vocab entry, vocab sharded over tensor.
+    acts = acts + 6.0 * tok_mb * V / nt
+    memory = {
+        "weights": weights,
+        "gradients": grad_bytes * w_shard,
+        "optimizer": OPTIMIZER_BYTES_PER_PARAM.get(shape.optimizer, 12.0) * opt_shard,
+        "activations": acts,
+    }
+    return Terms(
+        compute_s=compute_s,
+        hbm_s=hbm_s,
+        comm_s={k: comm_ovl[k] + comm_crit[k] for k in AXIS_KEYS},
+        exposed_s=exposed,
+        exposed_low_s=low_ovl + crit,
+        exposed_high_s=ovl + crit,
+        nonoverlap_s=crit,
+        bubble_frac=bubble_frac,
+        micro_batches=m,
+        micro_batch=mb,
+        memory=memory,
+        model_flops_per_chip=model_flops / chips,
+        notes=net.notes,
+    )

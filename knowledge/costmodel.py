@@ -1,0 +1,294 @@
+"""Predict step time and memory per chip for any mesh, calibrated on the run's own measurement.
+
+Public interface (fixed; the proposals code builds on it): :class:`Calibration`, :class:`Prediction`,
+:func:`model_known`, :func:`predict`, :func:`calibrate`. The formulas live in
+:mod:`knowledge.cost_core` (vectorized, with their sources), the shape defaults in
+:mod:`knowledge.cost_shapes`, the per-axis networks in :mod:`knowledge.cost_network`.
+
+How a prediction is made: the model computes compute, HBM, exposed-collective and pipeline-bubble time
+for the mesh from public chip figures. ``calibrate`` fits two scales on the baseline mesh: device work
+(``compute_scale`` = measured device time / modelled) and collectives (``comm_scale`` = measured
+collective time / modelled exposed collectives), and keeps host/idle time the mesh does not change as
+``fixed_ms``. A calibrated prediction for the baseline mesh reproduces the measurement; for another mesh
+it moves the modelled terms by the modelled ratios, i.e. it is relative to what was measured.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field
+
+from bot.analysis.report import AnalysisReport
+from bot.configs.mesh import AXES, Mesh
+from bot.errors import AsapError
+from bot.runs.record import RunRecord
+from knowledge.cost_core import (
+    AXIS_KEYS,
+    DEFAULT_EFFICIENCY,
+    DEFAULT_OVERLAP_MISS,
+    Terms,
+    evaluate,
+)
+from knowledge.cost_shapes import Shape, missing_for_prediction, resolve_shape
+from knowledge.hardware import Chip, get_chip
+
+DEFAULT_HEADROOM = 0.1  # keep 10% of HBM free for XLA/NCCL workspace and fragmentation
+
+# Uncertainty budget (relative half-width), added up from what had to be assumed.
+U_CALIBRATED = 0.05  # calibrated on this run: the fit reproduces the baseline; formulas still approximate
+U_UNCALIBRATED = 0.30  # absolute prediction from public peaks and a default efficiency
+U_GUESSED = {"remat": 0.10, "micro_batch": 0.05, "d_ff": 0.05, "vocab": 0.03}
+U_PER_MOVE = 0.04  # per factor-of-2 moved between axes away from the calibrated baseline mesh
+U_MAX = 0.9
+
+
+class Calibration(BaseModel):
+    """Scales fitted on the baseline mesh so predictions are relative to the run's measurement."""
+
+    model_config = ConfigDict(extra="forbid")
+    measured_step_ms: float = Field(description="what the profile/run measured for the baseline mesh")
+    compute_scale: float = Field(default=1.0, description="measured / modelled device compute time")
+    comm_scale: float = Field(default=1.0, description="measured / modelled exposed-collective time")
+    fixed_ms: float = Field(default=0.0, description="per-step time the mesh does not change (host/input, idle)")
+    residual_ms: float = Field(default=0.0, description="what the fit could not explain (kept as fixed time)")
+    notes: list[str] = Field(default_factory=list)
+    # Additive (optional) field: the mesh the calibration was fitted on, so uncertainty can grow with
+    # the distance of a candidate from it.
+    baseline_mesh: Mesh | None = Field(default=None, description="mesh the scales were fitted on")
+
+
+class Prediction(BaseModel):
+    """Predicted step time (with a band) and memory per chip for one mesh."""
+
+    model_config = ConfigDict(extra="forbid")
+    mesh: Mesh
+    step_time_ms: float
+    step_time_low_ms: float
+    step_time_high_ms: float
+    uncertainty: float = Field(description="relative half-width of the band, e.g. 0.2 = +-20%")
+    breakdown_ms: dict[str, float] = Field(
+        description="compute, hbm, comm.<axis> (exposed), pipeline_bubble, fixed; sums to step_time_ms"
+    )
+    exposed_comm_ms: float = Field(description="collectives not hidden behind compute (overlap bounds applied)")
+    memory_per_chip_bytes: float
+    memory_breakdown_bytes: dict[str, float] = Field(description="weights, gradients, optimizer, activations")
+    memory_capacity_bytes: float
+    fits_memory: bool = Field(description="memory_per_chip <= capacity * (1 - headroom)")
+    assumptions: list[str]
+
+
+def model_known(run: RunRecord) -> bool:
+    """True when the run gives enough model and training shape for absolute predictions."""
+    return not missing_for_prediction(run)
+
+
+def mesh_arrays(meshes: list[Mesh]) -> tuple[np.ndarray, np.ndarray]:
+    """``[M, 6]`` ICI and DCN size arrays in AXES order."""
+    ici = np.array([[m.ici.get(a, 1) for a in AXES] for m in meshes], dtype=np.int64).reshape(-1, 6)
+    dcn = np.array([[m.dcn.get(a, 1) for a in AXES] for m in meshes], dtype=np.int64).reshape(-1, 6)
+    return ici, dcn
+
+
+def _mesh_distance(mesh: Mesh, base: Mesh) -> float:
+    """Factor-of-2 moves between the meshes: half the summed |log2| ratio of every ICI and DCN axis."""
+    total = 0.0
+    for part in ("ici", "dcn"):
+        a, b = getattr(mesh, part), getattr(base, part)
+        for axis in AXES:
+            total += abs(math.log2(a.get(axis, 1) / b.get(axis, 1)))
+    return total / 2.0
+
+
+def _evaluate_one(run: RunRecord, shape: Shape, chip: Chip, mesh: Mesh) -> Terms:
+    ici, dcn = mesh_arrays([mesh])
+    return evaluate(shape, chip, run.num_chips // max(mesh.num_slices, 1), ici, dcn)
+
+
+def _scales(calibration: Calibration | None) -> tuple[float, float, float]:
+    if calibration is None:
+        return 1.0, 1.0, 0.0
+    return calibration.compute_scale, calibration.comm_scale, (calibration.fixed_ms + calibration.residual_ms) / 1e3
+
+
+def predict(
+    run: RunRecord, mesh: Mesh, *, calibration: Calibration | None = None, chip: Chip | None = None
+) -> Prediction:
+    """Step time, band and memory per chip for ``mesh`` on this run.
+
+    Raises :class:`AsapError` when the model/training shape is unknown (see :func:`model_known`) and
+    :class:`~bot.errors.ConfigError` when the mesh does not cover the run's chips.
+    """
+    shape = resolve_shape(run)
+    chip = chip or get_chip(run.chip)
+    mesh.validate_against(run.num_chips, source=f"mesh {mesh.short()}")
+    terms = _evaluate_one(run, shape, chip, mesh)
+    cs, ks, fixed_s = _scales(calibration)
+
+    device = cs * (terms.compute_s[0] + terms.hbm_s[0])
+    exposed_axes = {k: ks * float(v[0]) for k, v in terms.exposed_s.items()}
+    exposed = sum(exposed_axes.values())
+    bubble = float(terms.bubble_frac[0]) * (device + ks * float(terms.nonoverlap_s[0]))
+    step = float(device + exposed + bubble + fixed_s)
+    band_low = step - (exposed - ks * float(terms.exposed_low_s[0]))
+    band_high = step + (ks * float(terms.exposed_high_s[0]) - exposed)
+
+    assumptions = list(shape.assumptions)
+    assumptions.extend(terms.notes)
+    assumptions.append(
+        "fused/flash attention assumed (attention scores not stored); gradients reduced in bf16"
+    )
+    assumptions.append(
+        f"overlap: hideable collectives (data, fsdp, sequence, pipeline sends) hidden behind compute up to "
+        f"{100 * (1 - DEFAULT_OVERLAP_MISS):.0f}% of what the compute time allows; tensor-parallel and "
+        "expert all-to-all traffic fully exposed"
+    )
+    u = 0.0
+    if calibration is None:
+        u += U_UNCALIBRATED
+        assumptions.append(
+            f"not calibrated on a measured step: absolute prediction at {100 * DEFAULT_EFFICIENCY:.0f}% of peak "
+            "FLOP/s from public chip figures"
+        )
+    else:
+        u += U_CALIBRATED + min(0.3, abs(calibration.residual_ms) / max(calibration.measured_step_ms, 1e-9))
+        if calibration.baseline_mesh is not None:
+            u += min(0.4, U_PER_MOVE * _mesh_distance(mesh, calibration.baseline_mesh))
+        else:
+            u += 0.1
+            assumptions.append("calibration does not name its baseline mesh: distance from it not counted")
+    for key, cost in U_GUESSED.items():
+        if key in shape.guessed:
+            u += cost
+    if mesh.num_slices != run.num_slices:
+        assumptions.append(
+            f"mesh spans {mesh.num_slices} DCN groups but the run has num_slices={run.num_slices}: "
+            "costed with the mesh's own ICI/DCN split"
+        )
+        u += 0.1
+    u = min(u, U_MAX)
+    low = max(band_low * (1 - u), fixed_s) * 1e3
+    high = band_high * (1 + u) * 1e3
+    step_ms = step * 1e3
+    half_width = (high - low) / 2.0 / step_ms if step_ms > 0 else u
+
+    breakdown = {
+        "compute": cs * float(terms.compute_s[0]) * 1e3,
+        "hbm": cs * float(terms.hbm_s[0]) * 1e3,
+    }
+    for k in AXIS_KEYS:
+        if terms.comm_s[k][0] > 0:
+            breakdown[f"comm.{k}"] = exposed_axes[k] * 1e3
+    if mesh.size("pipeline") > 1:
+        breakdown["pipeline_bubble"] = bubble * 1e3
+    breakdown["fixed"] = fixed_s * 1e3
+
+    memory = {k: float(v[0]) for k, v in terms.memory.items()}
+    total_mem = sum(memory.values())
+    capacity = chip.hbm_bytes
+    return Prediction(
+        mesh=mesh,
+        step_time_ms=step_ms,
+        step_time_low_ms=low,
+        step_time_high_ms=high,
+        uncertainty=half_width,
+        breakdown_ms=breakdown,
+        exposed_comm_ms=exposed * 1e3,
+        memory_per_chip_bytes=total_mem,
+        memory_breakdown_bytes=memory,
+        memory_capacity_bytes=capacity,
+        fits_memory=total_mem <= capacity * (1 - DEFAULT_HEADROOM),
+        assumptions=assumptions,
+    )
+
+
+def _measured_step_ms(run: RunRecord, report: AnalysisReport) -> float:
+    step = report.kpis.step_time_ms
+    if step is None and run.measured is not None:
+        step = run.measured.step_time_ms
+    if step is None or step <= 0:
+        raise AsapError(
+            "cannot calibrate the cost model: no measured step time",
+            source="run.yaml",
+            field="measured.step_time_ms",
+            hint="a profile with step markers or measured.step_time_ms in run.yaml gives one",
+        )
+    return float(step)
+
+
+def calibrate(run: RunRecord, mesh: Mesh, report: AnalysisReport) -> Calibration:
+    """Fit the model's scales to the baseline mesh's measured step time and collective share.
+
+    device time measured = step x (1 - collective% - host_wait% - idle%) -> compute_scale;
+    collectives measured = step x collective% -> comm_scale (against modelled exposed collectives);
+    host wait + idle (minus the modelled pipeline bubble, which idles the device too) -> fixed_ms.
+    Whatever the scales cannot reproduce (clamping, unmodelled terms) is ``residual_ms``, carried as
+    fixed time so the baseline prediction equals the measurement.
+    """
+    shape = resolve_shape(run)
+    chip = get_chip(run.chip)
+    mesh.validate_against(run.num_chips, source=f"mesh {mesh.short()}")
+    step_ms = _measured_step_ms(run, report)
+    terms = _evaluate_one(run, shape, chip, mesh)
+    k = report.kpis
+    notes: list[str] = []
+    T = step_ms / 1e3
+    host = (k.host_wait_percent or 0.0) / 100.0 * T
+    idle = (k.idle_percent or 0.0) / 100.0 * T
+    dev_model = float(terms.compute_s[0] + terms.hbm_s[0])
+    exp_model = float(sum(v[0] for v in terms.exposed_s.values()))
+    bf = float(terms.bubble_frac[0])
+
+    if k.collective_percent is None:
+        notes.append("profile gives no collective share: collectives kept at the model's estimate, compute fitted")
+        comm_meas = exp_model
+        comm_scale = 1.0
+    else:
+        comm_meas = k.collective_percent / 100.0 * T
+        if exp_model > 1e-9:
+            comm_scale = comm_meas / exp_model
+        else:
+            comm_scale = 1.0
+            if comm_meas > 0:
+                notes.append(
+                    f"profile shows {comm_meas * 1e3:.2f} ms of collectives the model does not predict for "
+                    f"{mesh.short()}; kept as fixed time"
+                )
+    device_meas = max(T - comm_meas - host - idle, 0.0)
+    # Pipeline bubble shows as device idle; take it out of the idle that counts as fixed.
+    bubble_meas = min(idle, bf * device_meas) if bf > 0 else 0.0
+    fixed = host + idle - bubble_meas
+    if device_meas <= 0 or dev_model <= 0:
+        compute_scale = 1.0
+        notes.append("profile leaves no device compute time to fit: compute kept at the model's estimate")
+    else:
+        compute_scale = device_meas / dev_model
+    for name, value, lo, hi in (("compute_scale", compute_scale, 0.2, 20.0), ("comm_scale", comm_scale, 0.05, 50.0)):
+        if not lo <= value <= hi:
+            notes.append(
+                f"{name} {value:.3g} is outside [{lo}, {hi}]: the model and the profile disagree on this "
+                "term; clamped, the rest carried as residual"
+            )
+    compute_scale = min(max(compute_scale, 0.2), 20.0)
+    comm_scale = min(max(comm_scale, 0.05), 50.0)
+    notes.append(
+        f"baseline runs at ~{100 * DEFAULT_EFFICIENCY / compute_scale:.0f}% of peak on modelled device work; "
+        f"collectives at {comm_scale:.2f}x the modelled exposed time"
+    )
+    predicted = (
+        compute_scale * dev_model
+        + comm_scale * exp_model
+        + bf * (compute_scale * dev_model + comm_scale * float(terms.nonoverlap_s[0]))
+        + fixed
+    )
+    residual = T - predicted
+    return Calibration(
+        measured_step_ms=step_ms,
+        compute_scale=compute_scale,
+        comm_scale=comm_scale,
+        fixed_ms=fixed * 1e3,
+        residual_ms=residual * 1e3,
+        notes=notes,
+        baseline_mesh=mesh,
+    )
