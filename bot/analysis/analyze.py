@@ -113,7 +113,7 @@ def analyze(
     window = basis.num_steps * basis.step_time_us if basis.step_time_us else None
     overlap = bool(window and att.total_us > 1.05 * window)
 
-    leaders, largest = op_leaders(profile, verdicts, basis.share_denominator_us)
+    leaders = op_leaders(profile, verdicts, basis.share_denominator_us)
     diagnosis = diagnose(
         DiagnosisInputs(
             kpis=kres.kpis,
@@ -121,7 +121,6 @@ def analyze(
             basis=basis,
             chip=chip,
             leaders=leaders,
-            largest=largest,
             profile_communication_percent=profile.communication_time_percent,
             step_time_cv=cv,
             chip_mismatch=mismatch,

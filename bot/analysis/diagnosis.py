@@ -45,7 +45,6 @@ BUSY_DUTY_CYCLE = 90.0  # "the device is never idle"
 NEAR_OPTIMAL_MFU = 50.0  # well-tuned LLM training publishes 40-60% MFU (PaLM 46%, MaxText 55-65% on v5p)
 NEAR_OPTIMAL_EFFICIENCY = 0.70
 LOW_MFU = 25.0
-CONFLICT_TOP_OP_SHARE = 15.0
 
 
 @dataclass
@@ -65,7 +64,6 @@ class DiagnosisInputs:
     basis: StepBasis
     chip: Chip
     leaders: dict[str, list[OpLeader]]  # resource -> its largest ops
-    largest: tuple[OpLeader, str] | None  # the single largest op and its resource
     profile_communication_percent: float | None = None
     step_time_cv: float | None = None  # coefficient of variation of the step times
     chip_mismatch: bool = False
@@ -73,12 +71,9 @@ class DiagnosisInputs:
     extra_reasons: list[str] = field(default_factory=list)
 
 
-def op_leaders(profile: Profile, verdicts: list[OpRoofline], denominator_us: float, per: int = 3) -> tuple[
-    dict[str, list[OpLeader]], tuple[OpLeader, str] | None
-]:
-    """The ``per`` largest ops of each resource, and the single largest op overall."""
+def op_leaders(profile: Profile, verdicts: list[OpRoofline], denominator_us: float, per: int = 3) -> dict[str, list[OpLeader]]:
+    """The ``per`` largest ops of each resource (the evidence cites them)."""
     buckets: dict[str, list[tuple[float, int]]] = {r: [] for r in RESOURCES}
-    best: tuple[float, int, str] | None = None
     for i, (op, v) in enumerate(zip(profile.ops, verdicts, strict=True)):
         res = resource_of(v.bound_by, op.kind)
         if res is None:
@@ -89,17 +84,13 @@ def op_leaders(profile: Profile, verdicts: list[OpRoofline], denominator_us: flo
             heapq.heappush(heap, (t, i))
         elif t > heap[0][0]:
             heapq.heapreplace(heap, (t, i))
-        if best is None or t > best[0]:
-            best = (t, i, res)
 
     def leader(i: int) -> OpLeader:
         op, v = profile.ops[i], verdicts[i]
         share = 100.0 * op.total_time_us / denominator_us if denominator_us > 0 else 0.0
         return OpLeader(op.name, round(share, 2), v.bound_by, v.source)
 
-    leaders = {r: [leader(i) for _, i in sorted(h, reverse=True)] for r, h in buckets.items()}
-    largest = (leader(best[1]), best[2]) if best is not None else None
-    return leaders, largest
+    return {r: [leader(i) for _, i in sorted(h, reverse=True)] for r, h in buckets.items()}
 
 
 def _scores(inp: DiagnosisInputs) -> tuple[dict[str, float], list[str]]:
@@ -307,15 +298,6 @@ def diagnose(inp: DiagnosisInputs) -> Diagnosis:
             "waits on input: the profiler counts infeed/transfer ops as busy. Resolved in favour of the input "
             "wait: time spent waiting for data is not useful work."
         )
-    if inp.largest is not None:
-        lead, res = inp.largest
-        if res != primary and lead.share >= CONFLICT_TOP_OP_SHARE:
-            conflicts.append(
-                f"the single largest op, {lead.name} ({lead.share:.1f}% of the step), is {res} time, but in total "
-                f"{100 * scores[primary]:.0f}% of the step is {primary} vs {100 * scores[res]:.0f}% {res}. "
-                f"Resolved by the totals: the step is {LABEL[primary]}; {lead.name} is still the largest single "
-                "target."
-            )
     if inp.profile_communication_percent is not None and k.collective_percent is not None and att.total_us > 0:
         diff = abs(inp.profile_communication_percent - k.collective_percent)
         if diff > 15:

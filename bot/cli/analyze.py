@@ -1,0 +1,295 @@
+"""``asap runs``, ``asap show RUN`` and ``asap why RUN``: the analyst commands.
+
+Readable rich output by default; ``--json`` prints machine-readable JSON only (for ``why`` the stable
+:class:`~bot.analysis.report.AnalysisReport` schema documented in ``docs/json-output.md``). Errors are
+:class:`~bot.errors.AsapError`, which :func:`bot.cli.main` prints as one line with exit status 2.
+"""
+
+from __future__ import annotations
+
+import json
+
+import click
+import yaml
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from bot.analysis.analyze import DEFAULT_TOP_N, analyze_run, load_mesh
+from bot.analysis.diagnosis import LABEL
+from bot.analysis.report import AnalysisReport
+from bot.cli import cli
+from bot.errors import AsapError
+from bot.runs.store import RUN_FILE, LocalRunStore, Run
+
+_MAX_LISTED_FILES = 200
+
+
+def _store(ctx: click.Context) -> LocalRunStore:
+    obj = ctx.find_root().obj or {}
+    return LocalRunStore(obj.get("runs_dir"))
+
+
+def _console() -> Console:
+    return Console(highlight=False, soft_wrap=False)
+
+
+def _params(value: float | None) -> str:
+    if value is None:
+        return "?"
+    for scale, suffix in ((1e12, "T"), (1e9, "B"), (1e6, "M"), (1e3, "K")):
+        if value >= scale:
+            return f"{value / scale:.1f}{suffix}"
+    return f"{value:.0f}"
+
+
+def _model_label(run: Run) -> str:
+    model = run.record.model
+    if model is None:
+        return "unknown"
+    params = model.derived_params()
+    parts = [p for p in (model.name, _params(params) if params else None) if p]
+    return " ".join(parts) if parts else "unknown"
+
+
+# --------------------------------------------------------------------------------------------- runs
+@cli.command("runs")
+@click.option("--json", "as_json", is_flag=True, help="Print the list as JSON.")
+@click.pass_context
+def runs_cmd(ctx: click.Context, as_json: bool) -> None:
+    """List the runs in the runs folder: ID, name, chips, mesh, model."""
+    store = _store(ctx)
+    rows: list[dict[str, str | int | None]] = []
+    for run_id in store.list_ids():
+        try:
+            run = store.get(run_id)
+        except AsapError as exc:  # a broken run.yaml is shown, never silently skipped
+            rows.append({"id": run_id, "error": exc.render()})
+            continue
+        mesh, _, problems = load_mesh(run)
+        rec = run.record
+        rows.append(
+            {
+                "id": rec.id,
+                "name": rec.name,
+                "chip": rec.chip,
+                "num_chips": rec.num_chips,
+                "num_slices": rec.num_slices,
+                "mesh": mesh.short() if mesh is not None else None,
+                "model": _model_label(run),
+                "error": problems[0] if problems else None,
+            }
+        )
+    if as_json:
+        click.echo(json.dumps({"runs_dir": str(store.root), "runs": rows}, indent=2))
+        return
+    console = _console()
+    if not rows:
+        console.print(f"No runs in {escape(str(store.root))} (each run is <run id>/{RUN_FILE}).")
+        return
+    table = Table(title=f"Runs in {escape(str(store.root))}", title_justify="left")
+    for col in ("ID", "Name", "Chips", "Mesh", "Model"):
+        table.add_column(col, overflow="fold")
+    for row in rows:
+        if "chip" not in row:
+            table.add_row(escape(str(row["id"])), f"[red]unreadable: {escape(str(row['error']))}[/]", "", "", "")
+            continue
+        chips = f"{row['chip']} x {row['num_chips']}"
+        if row["num_slices"] and int(row["num_slices"]) > 1:
+            chips += f" ({row['num_slices']} slices)"
+        mesh = escape(str(row["mesh"])) if row["mesh"] else ("[red]config error[/]" if row["error"] else "-")
+        table.add_row(escape(str(row["id"])), escape(str(row["name"] or "")), escape(chips), mesh, escape(str(row["model"])))
+    console.print(table)
+
+
+# --------------------------------------------------------------------------------------------- show
+def _run_files(run: Run) -> list[dict[str, object]]:
+    """Profile entries named in run.yaml (with whether they exist), else the files in the run folder."""
+    rec = run.record
+    out: list[dict[str, object]] = []
+    if rec.profile:
+        for i, rel in enumerate(rec.profile):
+            path = run.path(rel, field=f"profile[{i}]")
+            entry: dict[str, object] = {"path": rel, "exists": path.exists()}
+            if path.is_file():
+                entry["bytes"] = path.stat().st_size
+            elif path.is_dir():
+                entry["files"] = sum(1 for p in path.rglob("*") if p.is_file())
+            out.append(entry)
+        return out
+    skip = {RUN_FILE, rec.config or ""}
+    root = run.folder.resolve()
+    for path in sorted(run.folder.rglob("*")):
+        if len(out) >= _MAX_LISTED_FILES:
+            out.append({"path": "...", "exists": True, "note": f"more than {_MAX_LISTED_FILES} files"})
+            break
+        if not path.is_file() or path.is_symlink():
+            continue
+        rel = path.resolve().relative_to(root).as_posix() if root in path.resolve().parents else None
+        if rel is None or rel in skip:
+            continue
+        out.append({"path": rel, "exists": True, "bytes": path.stat().st_size})
+    return out
+
+
+@cli.command("show")
+@click.argument("run_id", metavar="RUN")
+@click.option("--json", "as_json", is_flag=True, help="Print the run record, config and files as JSON.")
+@click.pass_context
+def show_cmd(ctx: click.Context, run_id: str, as_json: bool) -> None:
+    """Show a run: its record (run.yaml), sharding config and the profile files found."""
+    run = _store(ctx).get(run_id)
+    rec = run.record
+    record = rec.model_dump(mode="json", exclude_none=True)
+    config: dict[str, object] | None = None
+    if rec.config:
+        mesh, fmt, problems = load_mesh(run)
+        config = {
+            "path": rec.config,
+            "exists": run.path(rec.config, field="config").is_file(),
+            "format": fmt,
+            "mesh": {"ici": dict(mesh.ici), "dcn": dict(mesh.dcn)} if mesh is not None else None,
+            "mesh_short": mesh.short() if mesh is not None else None,
+            "error": problems[0] if problems else None,
+        }
+    files = _run_files(run)
+    if as_json:
+        click.echo(json.dumps({"folder": str(run.folder), "record": record, "config": config, "profile_files": files}, indent=2))
+        return
+    console = _console()
+    console.print(f"[bold]Run {escape(rec.id)}[/]" + (f" — {escape(rec.name)}" if rec.name else ""))
+    console.print(f"folder: {escape(str(run.folder))}")
+    console.print()
+    console.print(f"[bold]{RUN_FILE}[/]")
+    console.print(escape(yaml.safe_dump(record, sort_keys=False, width=100, allow_unicode=True).rstrip()), soft_wrap=True)
+    console.print()
+    console.print("[bold]sharding config[/]")
+    if config is None:
+        console.print("  none (run.yaml has no `config:`)")
+    else:
+        console.print(f"  file: {escape(str(config['path']))}" + ("" if config["exists"] else " [red](missing)[/]"))
+        if config["error"]:
+            console.print(f"  [red]{escape(str(config['error']))}[/]")
+        else:
+            console.print(f"  format: {escape(str(config['format']))}")
+            console.print(f"  mesh: {escape(str(config['mesh_short']))}")
+    console.print()
+    origin = "named in run.yaml" if rec.profile else "found in the run folder"
+    console.print(f"[bold]profile files[/] ({origin})")
+    if not files:
+        console.print("  none")
+    for f in files:
+        size = f" ({_bytes(f['bytes'])})" if "bytes" in f else (f" ({f['files']} files)" if "files" in f else "")
+        missing = "" if f["exists"] else " [red](missing)[/]"
+        console.print(f"  {escape(str(f['path']))}{size}{missing}")
+
+
+def _bytes(n: object) -> str:
+    value = float(n)  # type: ignore[arg-type]
+    for scale, suffix in ((1 << 30, "GiB"), (1 << 20, "MiB"), (1 << 10, "KiB")):
+        if value >= scale:
+            return f"{value / scale:.1f} {suffix}"
+    return f"{value:.0f} B"
+
+
+# ---------------------------------------------------------------------------------------------- why
+def _num(v: float | None, fmt: str = "{:.1f}", unit: str = "") -> str:
+    return "—" if v is None else fmt.format(v) + unit
+
+
+def render_report(report: AnalysisReport, console: Console) -> None:
+    """The human-readable form of a report: headline, KPIs, top ops, evidence, conflicts, gaps."""
+    d, k, r = report.diagnosis, report.kpis, report.run
+    label = LABEL[d.bottleneck]
+    colour = {"compute": "green", "hbm": "yellow", "communication": "magenta", "host": "cyan"}[d.bottleneck]
+    head = f"[bold]Run {escape(r.id)} is [{colour}]{label}[/{colour}][/] (confidence {d.confidence:.2f})"
+    if d.near_optimal:
+        head += " — [green]near-optimal[/]"
+    console.print(head)
+    console.print(escape(d.summary))
+    mesh = f", mesh {escape(r.mesh_short)}" if r.mesh_short else ""
+    model = f", model {escape(r.model or '')} ({_params(r.params)} params)" if (r.model or r.params) else ", model unknown"
+    console.print(f"[dim]{escape(r.chip_name)} x {r.num_chips}" + (f" in {r.num_slices} slices" if r.num_slices > 1 else "") + f"{mesh}{model}[/]")
+    console.print()
+
+    kt = Table(title="KPIs", title_justify="left", show_header=True)
+    kt.add_column("KPI")
+    kt.add_column("value", justify="right")
+    hbm_used = None
+    if k.hbm_used_bytes is not None:
+        hbm_used = f"{k.hbm_used_bytes / 1e9:.1f} / {k.hbm_capacity_bytes / 1e9:.0f} GB ({_num(k.hbm_use_percent)}%)"
+    rows = [
+        ("step time", _num(k.step_time_ms, "{:.3f}", " ms") + (f"  [dim]({k.step_time_source})[/]" if k.step_time_source else "")),
+        ("device duty cycle", _num(k.device_duty_cycle_percent, unit="%")),
+        ("collectives (exposed)", _num(k.collective_percent, unit="%")),
+        ("compute-bound ops", _num(k.compute_bound_percent, unit="%")),
+        ("HBM-bound ops", _num(k.hbm_bound_percent, unit="%")),
+        ("host/input wait", _num(k.host_wait_percent, unit="%")),
+        ("idle", _num(k.idle_percent, unit="%")),
+        ("MFU", _num(k.mfu_percent, unit="%") + (f"  [dim]({k.mfu_source})[/]" if k.mfu_source else "")),
+        ("achieved TFLOP/s per chip", _num(k.achieved_tflops_per_chip)),
+        ("tokens/s", _num(k.tokens_per_second, "{:,.0f}")),
+        ("HBM use", hbm_used or "—"),
+    ]
+    for name, value in rows:
+        kt.add_row(name, value)
+    console.print(kt)
+
+    if report.top_ops:
+        ot = Table(title=f"Top {len(report.top_ops)} ops by time (roofline)", title_justify="left")
+        for col, just in (("#", "right"), ("op", "left"), ("kind", "left"), ("% step", "right"), ("ms/step", "right"),
+                          ("GFLOP/step", "right"), ("FLOP/B", "right"), ("bound by", "left"), ("eff.", "right")):
+            ot.add_column(col, justify=just, overflow="fold")  # type: ignore[arg-type]
+        for i, op in enumerate(report.top_ops, 1):
+            ot.add_row(
+                str(i),
+                escape(op.name if len(op.name) <= 60 else op.name[:57] + "..."),
+                op.kind,
+                f"{op.time_percent:.1f}",
+                _num(op.time_per_step_ms, "{:.3f}"),
+                _num(op.flops / 1e9 if op.flops is not None else None, "{:,.1f}"),
+                _num(op.arithmetic_intensity, "{:.1f}"),
+                f"{op.bound_by} [dim]({op.bound_by_source})[/]",
+                _num(op.roofline_efficiency * 100 if op.roofline_efficiency is not None else None, "{:.0f}", "%"),
+            )
+        console.print(ot)
+
+    console.print("[bold]Evidence[/]")
+    for e in d.evidence:
+        console.print(f"  • {escape(e.statement)}  [dim]\\[{escape(e.signal)}][/]")
+    if d.secondary:
+        console.print(f"[bold]Secondary[/]: {', '.join(d.secondary)}")
+    if d.conflicts:
+        console.print("[bold]Conflicts[/]")
+        for c in d.conflicts:
+            console.print(f"  • {escape(c)}")
+    console.print(f"[bold]Confidence {d.confidence:.2f}[/]")
+    for reason in d.confidence_reasons:
+        console.print(f"  • {escape(reason)}")
+    if report.unavailable:
+        console.print("[bold]Unavailable[/]")
+        for u in report.unavailable:
+            console.print(f"  • {escape(u)}")
+    if report.warnings:
+        console.print("[bold yellow]Warnings[/]")
+        for w in report.warnings:
+            console.print(f"  • {escape(w)}")
+
+
+@cli.command("why")
+@click.argument("run_id", metavar="RUN")
+@click.option("--json", "as_json", is_flag=True, help="Print the AnalysisReport JSON only (docs/json-output.md).")
+@click.option("--top", "top_n", type=click.IntRange(0, 1000), default=DEFAULT_TOP_N, show_default=True,
+              help="How many top ops to list.")
+@click.pass_context
+def why_cmd(ctx: click.Context, run_id: str, as_json: bool, top_n: int) -> None:
+    """Diagnose why RUN is slow: bottleneck, KPIs, top ops on the roofline, evidence, confidence."""
+    run = _store(ctx).get(run_id)
+    report = analyze_run(run, top_n=top_n)
+    if as_json:
+        click.echo(report.model_dump_json(indent=2))
+        return
+    render_report(report, _console())
+
+
+__all__ = ["render_report", "runs_cmd", "show_cmd", "why_cmd"]
