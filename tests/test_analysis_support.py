@@ -30,10 +30,13 @@ LLAMA_8B = {
 }
 
 
-def record(*, chip: str = "tpu-v5p", num_chips: int = 8, num_slices: int = 1, model: bool = True, **extra: Any) -> RunRecord:
+def record(
+    *, chip: str = "tpu-v5p", num_chips: int = 8, num_slices: int = 1, model: bool | dict[str, Any] = True, **extra: Any
+) -> RunRecord:
+    """A run record; ``model=False`` leaves the model unknown, a dict gives its shape (default: Llama-3 8B)."""
     body: dict[str, Any] = {"id": "r1", "chip": chip, "num_chips": num_chips, "num_slices": num_slices, **extra}
     if model:
-        body.setdefault("model", LLAMA_8B)
+        body["model"] = model if isinstance(model, dict) else LLAMA_8B
         body.setdefault("training", {"global_batch": 3, "seq_len": 1024})
     return RunRecord.model_validate(body)
 
