@@ -1,0 +1,294 @@
+"""The Critic: deterministic checks on any mesh before a person sees it.
+
+``critique(run, mesh)`` works on a mesh from anywhere — the search, a playbook move, a person's PR, a
+language model's suggestion — and returns every check with a reason that names the numbers:
+
+* ``product``       — ICI axes multiply to the chips per slice/node, DCN axes to the number of slices;
+* ``divisibility``  — axis sizes divide heads, KV heads, batch, sequence, layers, experts
+                      (:func:`knowledge.meshsearch.divisibility_problems`);
+* ``memory``        — the predicted memory per chip fits the chip's HBM with headroom
+                      (:class:`knowledge.costmodel.Prediction`); skipped, with the reason, when the model
+                      is unknown;
+* ``diagnosis``     — the change from the baseline mesh does not work against the diagnosed bottleneck
+                      (more tensor/sequence parallelism or a heavy axis onto DCN for a communication-bound
+                      run; more tensor parallelism or more predicted HBM traffic for an HBM-bound run). A
+                      host-bound run gets a soft failure: a mesh change cannot fix it;
+* ``known_failure`` — the mesh is not recorded as failed (OOM, invalid, crash) for this model and chip.
+
+Hard failures keep a mesh from ever being proposed; soft ones are shown as warnings.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING, Any
+
+from bot.configs.mesh import AXES, Mesh
+from bot.errors import AsapError
+from bot.proposals.failures import HARD_OUTCOMES, FailureHistory, load_failures
+from bot.proposals.kinds import describe_change, mesh_dict
+from bot.proposals.models import Check, CriticResult
+from bot.runs.record import RunRecord
+
+if TYPE_CHECKING:
+    from bot.analysis.report import AnalysisReport
+    from bot.runs.store import Run
+
+HEAVY_ON_DCN = ("tensor", "sequence", "fsdp", "expert")
+"""Axes whose collectives run every layer; on the slow DCN they stall the step (MaxText's Sharding guide
+recommends only data, and pipeline, across slices)."""
+
+HBM_TERM_TOLERANCE = 0.10
+"""A predicted rise of the HBM term beyond this share counts as working against an HBM-bound run."""
+
+
+def record_of(run: Run | RunRecord) -> RunRecord:
+    """The run record of a :class:`Run` or a bare :class:`RunRecord`."""
+    return run if isinstance(run, RunRecord) else run.record
+
+
+def gb(x: float) -> str:
+    return f"{x / 1e9:.1f} GB"
+
+
+def baseline_from_report(report: AnalysisReport | None) -> Mesh | None:
+    """The mesh the analysed run used, from the report's run summary."""
+    if report is None or not report.run.mesh:
+        return None
+    return Mesh(ici=dict(report.run.mesh.get("ici", {})), dcn=dict(report.run.mesh.get("dcn", {})))  # type: ignore[arg-type]
+
+
+def check_product(record: RunRecord, mesh: Mesh) -> Check:
+    bad = [f"{net}.{a}={v}" for net, d in (("ici", mesh.ici), ("dcn", mesh.dcn)) for a, v in d.items() if v < 1]
+    if bad:
+        return Check(name="product", passed=False, reason=f"axis sizes must be positive integers: {', '.join(bad)}")
+    ici = math.prod(mesh.ici.values(), start=1)
+    dcn = math.prod(mesh.dcn.values(), start=1)
+    per_slice, slices = record.chips_per_slice, record.num_slices
+    ici_txt = " x ".join(f"{a}={mesh.ici[a]}" for a in AXES if a in mesh.ici) or "1"
+    dcn_txt = " x ".join(f"{a}={mesh.dcn[a]}" for a in AXES if a in mesh.dcn) or "1"
+    problems = []
+    if ici != per_slice:
+        problems.append(f"ICI axes {ici_txt} = {ici}, but each slice/node has {per_slice} chips")
+    if dcn != slices:
+        problems.append(f"DCN axes {dcn_txt} = {dcn}, but the run has {slices} slice(s)")
+    if problems:
+        return Check(name="product", passed=False, reason="; ".join(problems))
+    return Check(
+        name="product",
+        passed=True,
+        reason=f"ICI {ici_txt} = {per_slice} chips per slice, DCN {dcn_txt} = {slices} slice(s): {record.num_chips} chips",
+    )
+
+
+def check_divisibility(record: RunRecord, mesh: Mesh) -> Check:
+    from knowledge.meshsearch import divisibility_problems
+
+    problems = divisibility_problems(record, mesh)
+    if problems:
+        return Check(name="divisibility", passed=False, reason="; ".join(problems))
+    known = []
+    m, t = record.model, record.training
+    if m and m.heads:
+        known.append("heads")
+    if m and (m.kv_heads or m.heads):
+        known.append("KV heads")
+    if t and t.global_batch:
+        known.append("batch")
+    if t and t.seq_len:
+        known.append("sequence")
+    if m and m.layers:
+        known.append("layers")
+    if m and m.is_moe:
+        known.append("experts")
+    what = ", ".join(known) if known else "nothing known to divide (model and training shape unknown)"
+    return Check(name="divisibility", passed=True, reason=f"axis sizes divide {what}")
+
+
+def check_memory(record: RunRecord, mesh: Mesh, prediction: Any | None) -> Check:
+    if prediction is None:
+        return Check(
+            name="memory",
+            passed=True,
+            skipped=True,
+            reason="skipped: the model is unknown, so memory per chip cannot be computed "
+            "(give model layers, d_model, d_ff, heads, vocab and training global_batch, seq_len in run.yaml)",
+        )
+    used, cap = prediction.memory_per_chip_bytes, prediction.memory_capacity_bytes
+    parts = ", ".join(f"{k} {gb(v)}" for k, v in prediction.memory_breakdown_bytes.items() if v > 0)
+    headroom = _headroom()
+    usable = cap * (1 - headroom)
+    if not prediction.fits_memory:
+        return Check(
+            name="memory",
+            passed=False,
+            reason=f"out of memory: needs {gb(used)} per chip ({parts}), but only {gb(usable)} of {gb(cap)} HBM "
+            f"is usable with {headroom:.0%} headroom",
+        )
+    return Check(
+        name="memory",
+        passed=True,
+        reason=f"fits: {gb(used)} per chip ({parts}) of {gb(usable)} usable ({gb(cap)} HBM, {headroom:.0%} headroom)",
+    )
+
+
+def _headroom() -> float:
+    try:
+        from knowledge import costmodel
+
+        return float(getattr(costmodel, "DEFAULT_HEADROOM", 0.1))
+    except ImportError:  # pragma: no cover - the cost model ships with the package
+        return 0.1
+
+
+def check_diagnosis(
+    bottleneck: str | None,
+    baseline: Mesh | None,
+    mesh: Mesh,
+    *,
+    prediction: Any | None = None,
+    baseline_prediction: Any | None = None,
+) -> Check:
+    """Does the change from ``baseline`` to ``mesh`` work against the diagnosed bottleneck?"""
+    if bottleneck is None:
+        return Check(name="diagnosis", passed=True, skipped=True, reason="skipped: no diagnosis (no profile analysed)")
+    if baseline is None:
+        return Check(
+            name="diagnosis", passed=True, skipped=True, reason="skipped: the run's current mesh is unknown (no config)"
+        )
+    change = describe_change(baseline, mesh)
+    if bottleneck == "host":
+        if change == "no change":
+            return Check(name="diagnosis", passed=True, reason="host-bound run, mesh unchanged")
+        return Check(
+            name="diagnosis",
+            passed=False,
+            hard=False,
+            reason=f"the run is host/input-bound: a mesh change ({change}) cannot fix that; at most it shortens the "
+            "device part of the step. Look at the input pipeline instead",
+        )
+    contradictions: list[str] = []
+    grew = {a: mesh.size(a) > baseline.size(a) for a in AXES}
+    if bottleneck == "communication":
+        if grew["tensor"]:
+            contradictions.append(
+                f"more tensor parallelism ({baseline.size('tensor')}->{mesh.size('tensor')}) adds per-layer activation "
+                "collectives to a communication-bound run"
+            )
+        if grew["sequence"]:
+            contradictions.append(
+                f"more sequence parallelism ({baseline.size('sequence')}->{mesh.size('sequence')}) adds per-layer "
+                "key/value exchanges to a communication-bound run"
+            )
+        for axis in HEAVY_ON_DCN:
+            if mesh.dcn.get(axis, 1) > baseline.dcn.get(axis, 1):  # type: ignore[call-overload]
+                contradictions.append(
+                    f"moves {axis} onto DCN ({baseline.dcn.get(axis, 1)}->{mesh.dcn.get(axis, 1)}): its per-layer "  # type: ignore[call-overload]
+                    "collectives would cross the slowest network of a communication-bound run"
+                )
+    elif bottleneck == "hbm":
+        if grew["tensor"]:
+            contradictions.append(
+                f"more tensor parallelism ({baseline.size('tensor')}->{mesh.size('tensor')}) replicates activation "
+                "traffic on every chip of the tensor group and thins each matmul: the opposite of what an HBM-bound run needs"
+            )
+        if prediction is not None and baseline_prediction is not None:
+            new_hbm = prediction.breakdown_ms.get("hbm", 0.0)
+            old_hbm = baseline_prediction.breakdown_ms.get("hbm", 0.0)
+            if old_hbm > 0 and new_hbm > old_hbm * (1 + HBM_TERM_TOLERANCE):
+                contradictions.append(
+                    f"predicted HBM time per step rises {old_hbm:.1f} -> {new_hbm:.1f} ms on an HBM-bound run"
+                )
+    if contradictions:
+        return Check(name="diagnosis", passed=False, reason="; ".join(contradictions))
+    if change == "no change":
+        return Check(name="diagnosis", passed=True, reason=f"{bottleneck}-bound run, mesh unchanged")
+    why = {
+        "communication": "does not add tensor/sequence parallelism or put a per-layer axis on DCN",
+        "hbm": "does not add tensor parallelism or predicted HBM traffic",
+        "compute": "a compute-bound run is judged by predicted step time; the mesh mostly moves communication",
+    }.get(bottleneck, "")
+    return Check(name="diagnosis", passed=True, reason=f"{bottleneck}-bound run: {change} {why}".strip())
+
+
+def check_known_failure(record: RunRecord, mesh: Mesh, history: FailureHistory | None) -> Check:
+    if history is None or not history.failures:
+        return Check(name="known_failure", passed=True, reason="no failed configurations recorded for this run")
+    hits = history.matching(record, mesh)
+    hard = [f for f in hits if f.outcome in HARD_OUTCOMES]
+    if hard:
+        f = hard[0]
+        extra = f" ({f.detail})" if f.detail else ""
+        src = f", recorded in {f.source}" if f.source else ""
+        return Check(
+            name="known_failure",
+            passed=False,
+            reason=f"this mesh failed before for this model and chip: {f.outcome}{extra}{src}",
+        )
+    if hits:
+        f = hits[0]
+        return Check(
+            name="known_failure",
+            passed=False,
+            hard=False,
+            reason=f"this mesh was tried before and was slower{': ' + f.detail if f.detail else ''}",
+        )
+    return Check(
+        name="known_failure",
+        passed=True,
+        reason=f"not among the {len(history.failures)} failed configuration(s) recorded",
+    )
+
+
+def critique(
+    run: Run | RunRecord,
+    mesh: Mesh,
+    *,
+    report: AnalysisReport | None = None,
+    prediction: Any | None = None,
+    history: FailureHistory | None = None,
+    baseline: Mesh | None = None,
+    baseline_prediction: Any | None = None,
+) -> CriticResult:
+    """Run every check on ``mesh`` for ``run``.
+
+    ``report`` supplies the diagnosis and the baseline mesh (``baseline`` overrides it); ``prediction`` is
+    the cost model's prediction for ``mesh`` (computed here when omitted and the model is known);
+    ``history`` the failed configurations (read from the run folder's ``failures.yaml`` when omitted).
+    Checks that cannot run say why and count as passed-but-skipped.
+    """
+    record = record_of(run)
+    if history is None and not isinstance(run, RunRecord):
+        history = load_failures(run.folder)
+    checks = [check_product(record, mesh)]
+    product_ok = checks[0].passed
+    if product_ok:
+        checks.append(check_divisibility(record, mesh))
+    else:
+        checks.append(
+            Check(name="divisibility", passed=True, skipped=True, reason="skipped: the axes do not multiply to the chips")
+        )
+    if prediction is None and product_ok:
+        prediction = _predict_or_none(record, mesh)
+    if product_ok:
+        checks.append(check_memory(record, mesh, prediction))
+    else:
+        checks.append(Check(name="memory", passed=True, skipped=True, reason="skipped: the axes do not multiply to the chips"))
+    base = baseline or baseline_from_report(report)
+    bottleneck = report.diagnosis.bottleneck if report is not None else None
+    checks.append(
+        check_diagnosis(bottleneck, base, mesh, prediction=prediction, baseline_prediction=baseline_prediction)
+    )
+    checks.append(check_known_failure(record, mesh, history))
+    return CriticResult(mesh=mesh_dict(mesh), mesh_short=mesh.short(), checks=checks)
+
+
+def _predict_or_none(record: RunRecord, mesh: Mesh) -> Any | None:
+    from knowledge import costmodel
+
+    if not costmodel.model_known(record):
+        return None
+    try:
+        return costmodel.predict(record, mesh)
+    except AsapError:
+        return None

@@ -1,0 +1,254 @@
+"""The eval harness: ``asap eval CASES_DIR`` over case folders.
+
+A case folder is a run folder (``run.yaml``, the sharding config, and the profile when there is one) plus
+``expected.yaml``::
+
+    schema_version: 1
+    kind: profiled            # profiled: run propose() on the profile; config_only: no profile exists
+    source: "where the expert configuration or measurement is published"
+    adopted_mesh: {ici: {fsdp: 256}}          # optional: the mesh experts adopted
+    measured:                                 # optional: measured step time per mesh
+      - {mesh: {ici: {data: 2, fsdp: 2, tensor: 2}}, step_time_ms: 248.6, source: "run.yaml measured"}
+
+* **profiled** cases: the engine proposes from the run's profile; *top-1* / *top-3* = the adopted mesh is
+  the first / among the proposals (when the adopted mesh is the run's current one, a match means the
+  engine calls the run near-optimal or proposes nothing that beats it beyond noise).
+* **config_only** cases (a published expert config without a profile): the expert mesh must pass the
+  Critic, and its *rank* is 1 + the number of distinct-in-kind, Critic-passing meshes predicted faster than
+  it beyond the prediction's uncertainty (uncalibrated model); top-1 / top-3 = rank 1 / rank <= 3.
+
+Also reported: the share of proposals that fail a Critic check when re-checked independently, the
+relative error of predicted vs measured step time, and the time per case.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from pathlib import Path
+from typing import Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, ValidationError
+
+from bot.configs.mesh import Mesh
+from bot.errors import AsapError
+from bot.proposals.kinds import MIN_DISTANCE, distance, kind_of, mesh_key
+from bot.proposals.models import CaseResult, EvalReport
+
+EXPECTED_FILE = "expected.yaml"
+CONFIG_ONLY_MAX_CRITIQUED = 200
+
+
+class MeasuredOutcome(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    mesh: Mesh
+    step_time_ms: PositiveFloat
+    source: str | None = None
+
+
+class Expected(BaseModel):
+    """``expected.yaml`` of one eval case."""
+
+    model_config = ConfigDict(extra="forbid")
+    schema_version: Literal[1] = 1
+    kind: Literal["profiled", "config_only"]
+    source: str = Field(min_length=1, description="citation: file/URL of the expert config or measurement")
+    adopted_mesh: Mesh | None = None
+    measured: list[MeasuredOutcome] = Field(default_factory=list)
+    notes: str | None = None
+
+
+def load_expected(path: Path) -> Expected:
+    try:
+        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError) as exc:
+        raise AsapError(f"cannot read expected file: {exc}", source=str(path)) from None
+    except yaml.YAMLError as exc:
+        raise AsapError(f"malformed YAML: {getattr(exc, 'problem', exc)}", source=str(path)) from None
+    if not isinstance(raw, dict):
+        raise AsapError("expected a mapping (kind, source, adopted_mesh, measured)", source=str(path))
+    try:
+        return Expected.model_validate(raw)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        loc = ".".join(str(p) for p in err["loc"]) or "(top level)"
+        raise AsapError(err["msg"], source=str(path), field=loc) from None
+
+
+def case_folders(cases_dir: Path) -> list[Path]:
+    if not cases_dir.is_dir():
+        raise AsapError("cases directory does not exist", source=str(cases_dir))
+    found = sorted(p for p in cases_dir.iterdir() if (p / "run.yaml").is_file() and (p / EXPECTED_FILE).is_file())
+    if not found:
+        raise AsapError(
+            f"no case folders (a run folder with run.yaml and {EXPECTED_FILE}) found", source=str(cases_dir)
+        )
+    return found
+
+
+def _recheck_failures(run, report, meshes: list[Mesh]) -> int:  # type: ignore[no-untyped-def]
+    from bot.proposals.critic import critique
+
+    return sum(0 if critique(run, m, report=report).ok else 1 for m in meshes)
+
+
+def _step_errors(run, expected: Expected, calibration) -> list[float]:  # type: ignore[no-untyped-def]
+    from knowledge import costmodel
+
+    if not expected.measured or not costmodel.model_known(run.record):
+        return []
+    out = []
+    for m in expected.measured:
+        pred = costmodel.predict(run.record, m.mesh, calibration=calibration)
+        out.append(abs(pred.step_time_ms - m.step_time_ms) / m.step_time_ms)
+    return out
+
+
+def eval_profiled(run, expected: Expected) -> CaseResult:  # type: ignore[no-untyped-def]
+    from bot.analysis.analyze import analyze_run
+    from bot.proposals.engine import baseline_mesh, propose
+    from knowledge.costmodel import Calibration
+
+    report = analyze_run(run)
+    ps = propose(run, report)
+    base, _ = baseline_mesh(run, report)
+    meshes = [Mesh(ici=p.mesh["ici"], dcn=p.mesh["dcn"]) for p in ps.proposals]  # type: ignore[arg-type]
+    top1 = top3 = kind_top3 = None
+    notes = [ps.summary]
+    if expected.adopted_mesh is not None:
+        want = mesh_key(expected.adopted_mesh)
+        if want == mesh_key(base):
+            beats = [p for p in ps.proposals if p.predicted is not None and not p.change.within_noise]
+            top1 = top3 = not beats
+            kind_top3 = top3
+            notes.append("adopted mesh = current mesh: a match means no proposal beats it beyond noise")
+        else:
+            keys = [mesh_key(m) for m in meshes]
+            top1 = bool(keys) and keys[0] == want
+            top3 = want in keys[:3]
+            kind_top3 = kind_of(base, expected.adopted_mesh) in [p.kind for p in ps.proposals[:3]]
+    calibration = Calibration.model_validate(ps.calibration) if ps.calibration else None
+    return CaseResult(
+        case=run.record.id,
+        kind="profiled",
+        source=expected.source,
+        top1=top1,
+        top3=top3,
+        kind_top3=kind_top3,
+        expert_rank=None,
+        proposals=[p.mesh_short for p in ps.proposals],
+        adopted=expected.adopted_mesh.short() if expected.adopted_mesh else None,
+        proposals_failing_check=_recheck_failures(run, report, meshes),
+        proposals_total=len(meshes),
+        step_time_errors=_step_errors(run, expected, calibration),
+        seconds=0.0,
+        notes=notes,
+    )
+
+
+def eval_config_only(run, expected: Expected) -> CaseResult:  # type: ignore[no-untyped-def]
+    from bot.proposals.critic import critique
+    from bot.proposals.engine import baseline_mesh
+    from knowledge import costmodel, meshsearch
+
+    record = run.record
+    expert, _ = baseline_mesh(run, None)
+    if expected.adopted_mesh is not None and mesh_key(expected.adopted_mesh) != mesh_key(expert):
+        raise AsapError(
+            f"config-only case: adopted_mesh {expected.adopted_mesh.short()} differs from the config's mesh {expert.short()}",
+            source=str(run.folder / EXPECTED_FILE),
+            field="adopted_mesh",
+        )
+    notes: list[str] = []
+    expert_check = critique(run, expert)
+    failing = 0 if expert_check.ok else 1
+    if not expert_check.ok:
+        notes.append("the expert mesh FAILS the Critic: " + "; ".join(c.reason for c in expert_check.failures if c.hard))
+    if not costmodel.model_known(record):
+        notes.append("model unknown: cannot rank the expert mesh")
+        return CaseResult(
+            case=record.id, kind="config_only", source=expected.source, top1=None, top3=None, kind_top3=None,
+            expert_rank=None, proposals=[], adopted=expert.short(), proposals_failing_check=failing,
+            proposals_total=1, step_time_errors=[], seconds=0.0, notes=notes,
+        )
+    expert_pred = costmodel.predict(record, expert)
+    noise = expert_pred.uncertainty * expert_pred.step_time_ms
+    meshes = meshsearch.enumerate_meshes(record)
+    scores = meshsearch.score_meshes(record, meshes, None)
+    order = sorted(
+        (float(t), m) for t, m in zip(scores, meshes, strict=True) if float(t) < expert_pred.step_time_ms - noise
+    ) if meshes else []
+    better: list[Mesh] = []
+    critiqued = 0
+    for _, m in order:
+        if len(better) >= 3 or critiqued >= CONFIG_ONLY_MAX_CRITIQUED:
+            break
+        if mesh_key(m) == mesh_key(expert):
+            continue
+        if any(kind_of(expert, m) == kind_of(expert, b) or distance(expert, b, m) < MIN_DISTANCE for b in better):
+            continue
+        critiqued += 1
+        if critique(run, m).ok:
+            better.append(m)
+    rank = len(better) + 1
+    if better:
+        notes.append(
+            f"predicted faster than the expert beyond +-{expert_pred.uncertainty:.0%}: " + "; ".join(b.short() for b in better)
+        )
+    notes.append(f"expert mesh predicted {expert_pred.step_time_ms:.1f} ms/step (uncalibrated)")
+    return CaseResult(
+        case=record.id,
+        kind="config_only",
+        source=expected.source,
+        top1=rank == 1 and expert_check.ok,
+        top3=rank <= 3 and expert_check.ok,
+        kind_top3=None,
+        expert_rank=rank,
+        proposals=[b.short() for b in better],
+        adopted=expert.short(),
+        proposals_failing_check=failing,
+        proposals_total=1,
+        step_time_errors=_step_errors(run, expected, None),
+        seconds=0.0,
+        notes=notes,
+    )
+
+
+def run_eval(cases_dir: Path | str) -> EvalReport:
+    """Evaluate every case folder under ``cases_dir``; a broken case is reported, not fatal."""
+    from bot.runs.store import LocalRunStore
+
+    cases_dir = Path(cases_dir)
+    store = LocalRunStore(cases_dir)
+    results: list[CaseResult] = []
+    for folder in case_folders(cases_dir):
+        t0 = time.perf_counter()
+        try:
+            expected = load_expected(folder / EXPECTED_FILE)
+            run = store.get(folder.name)
+            res = eval_profiled(run, expected) if expected.kind == "profiled" else eval_config_only(run, expected)
+        except AsapError as exc:
+            res = CaseResult(
+                case=folder.name, kind="profiled", source="-", top1=None, top3=None, kind_top3=None, expert_rank=None,
+                proposals=[], adopted=None, proposals_failing_check=0, proposals_total=0, step_time_errors=[],
+                seconds=0.0, error=exc.render(),
+            )
+        res.seconds = round(time.perf_counter() - t0, 3)
+        results.append(res)
+
+    def rate(vals: list[bool | None]) -> float | None:
+        xs = [v for v in vals if v is not None]
+        return sum(xs) / len(xs) if xs else None
+
+    total = sum(r.proposals_total for r in results)
+    errors = [e for r in results for e in r.step_time_errors]
+    return EvalReport(
+        cases=results,
+        top1_rate=rate([r.top1 for r in results]),
+        top3_rate=rate([r.top3 for r in results]),
+        failing_check_rate=(sum(r.proposals_failing_check for r in results) / total) if total else None,
+        step_time_error_mean=statistics.fmean(errors) if errors else None,
+        step_time_error_max=max(errors) if errors else None,
+        seconds_per_case=statistics.fmean([r.seconds for r in results]) if results else None,
+    )

@@ -1,0 +1,93 @@
+"""What a mesh change *is*: its kind, and how far apart two changes are.
+
+Three proposals must differ in kind, not be three near-duplicates. A change from the baseline mesh is
+described per (network, axis) by ``log2(new size / old size)``: ICI and DCN are separate coordinates
+because moving an axis between them is a different decision from resizing it.
+
+* **kind** — the dominant change: the coordinate(s) that shrink most, and those that grow most, ignoring
+  by how much. ``tensor 8->4, fsdp 4->8`` and ``tensor 8->1, fsdp 4->16, data 1->2`` are the same kind
+  (``tensor->fsdp``); ``tensor 8->4, data 1->2`` is a different kind (``tensor->data``); moving an axis
+  across slices (``dcn.fsdp->dcn.data``) is its own kind.
+* **distance** — the L1 norm of the difference of two changes' log2 vectors (each factor of 2 on one
+  coordinate counts 1). Two proposals are near-duplicates when their kinds are equal or their distance is
+  below :data:`MIN_DISTANCE`.
+"""
+
+from __future__ import annotations
+
+import math
+
+from bot.configs.mesh import AXES, Mesh
+
+MIN_DISTANCE = 2.0
+"""Two changes closer than this (one factor-2 shift apart) count as near-duplicates."""
+
+MeshKey = tuple[tuple[tuple[str, int], ...], tuple[tuple[str, int], ...]]
+
+
+def mesh_key(mesh: Mesh) -> MeshKey:
+    """A hashable identity for a mesh: equal meshes (size-1 axes ignored) have equal keys."""
+    return (
+        tuple(sorted((a, v) for a, v in mesh.ici.items() if v != 1)),
+        tuple(sorted((a, v) for a, v in mesh.dcn.items() if v != 1)),
+    )
+
+
+def mesh_dict(mesh: Mesh) -> dict[str, dict[str, int]]:
+    """JSON form ``{'ici': {...}, 'dcn': {...}}`` in canonical axis order, size-1 axes dropped."""
+    return {
+        "ici": {a: mesh.ici[a] for a in AXES if mesh.ici.get(a, 1) != 1},
+        "dcn": {a: mesh.dcn[a] for a in AXES if mesh.dcn.get(a, 1) != 1},
+    }
+
+
+def change_vector(baseline: Mesh, mesh: Mesh) -> dict[str, float]:
+    """``{'ici.tensor': -1.0, ...}``: log2 of each axis's size ratio, zero entries dropped."""
+    out: dict[str, float] = {}
+    for net, old, new in (("ici", baseline.ici, mesh.ici), ("dcn", baseline.dcn, mesh.dcn)):
+        for axis in AXES:
+            d = math.log2(new.get(axis, 1)) - math.log2(old.get(axis, 1))
+            if abs(d) > 1e-9:
+                out[f"{net}.{axis}"] = d
+    return out
+
+
+def kind_of(baseline: Mesh, mesh: Mesh) -> str:
+    """The dominant change: the coordinate(s) that shrink most -> those that grow most.
+
+    ``fsdp=8 tensor=8 -> fsdp=64`` and ``-> data=2 fsdp=32`` are both ``tensor->fsdp``;
+    ``-> data=8 fsdp=8`` is ``tensor->data``; DCN coordinates carry a ``dcn.`` prefix, so moving an
+    axis between networks is its own kind. ``unchanged`` when nothing moved.
+    """
+    vec = change_vector(baseline, mesh)
+    if not vec:
+        return "unchanged"
+
+    def order(c: str) -> tuple[bool, int]:
+        return (c.startswith("dcn"), AXES.index(c.split(".")[1]))  # type: ignore[arg-type]
+
+    def label(c: str) -> str:
+        return c[4:] if c.startswith("ici.") else c
+
+    lo = min(vec.values())
+    hi = max(vec.values())
+    shrink = sorted((c for c, d in vec.items() if d < 0 and abs(d - lo) < 1e-9), key=order)
+    grow = sorted((c for c, d in vec.items() if d > 0 and abs(d - hi) < 1e-9), key=order)
+    return f"{'+'.join(map(label, shrink)) or '-'}->{'+'.join(map(label, grow)) or '-'}"
+
+
+def distance(baseline: Mesh, a: Mesh, b: Mesh) -> float:
+    """L1 distance between two changes from the same baseline, in factors of two."""
+    va, vb = change_vector(baseline, a), change_vector(baseline, b)
+    return sum(abs(va.get(k, 0.0) - vb.get(k, 0.0)) for k in set(va) | set(vb))
+
+
+def describe_change(baseline: Mesh, mesh: Mesh) -> str:
+    """Human form of what moved: ``tensor 8->2, fsdp 4->16, dcn data 1->2``."""
+    parts = []
+    for net, old, new in (("", baseline.ici, mesh.ici), ("dcn ", baseline.dcn, mesh.dcn)):
+        for axis in AXES:
+            o, n = old.get(axis, 1), new.get(axis, 1)
+            if o != n:
+                parts.append(f"{net}{axis} {o}->{n}")
+    return ", ".join(parts) or "no change"

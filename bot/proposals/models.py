@@ -1,0 +1,199 @@
+"""Output models of the proposal engine: critic checks, proposals, reviews, eval reports.
+
+These are the stable JSON that ``asap propose --json``, ``asap review --json`` and ``asap eval --json``
+print (documented in ``docs/proposals-json.md``). Fields are only ever added, never renamed.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+SCHEMA_VERSION = 1
+
+CheckName = Literal["product", "divisibility", "memory", "diagnosis", "known_failure"]
+
+
+class _Out(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Check(_Out):
+    """One Critic check on one mesh."""
+
+    name: CheckName
+    passed: bool = Field(description="false when the mesh fails this check (skipped checks pass)")
+    reason: str = Field(description="why, with the numbers the verdict rests on")
+    hard: bool = Field(
+        default=True, description="a failed hard check keeps the mesh from ever being proposed; soft ones are warnings"
+    )
+    skipped: bool = Field(default=False, description="the check could not run (e.g. model unknown); reason says why")
+
+
+class CriticResult(_Out):
+    """Every check the Critic ran on one mesh."""
+
+    mesh: dict[str, dict[str, int]]
+    mesh_short: str
+    checks: list[Check]
+
+    @property
+    def ok(self) -> bool:
+        """True when no hard check failed: the mesh may be shown to a person."""
+        return all(c.passed or not c.hard for c in self.checks)
+
+    @property
+    def failures(self) -> list[Check]:
+        return [c for c in self.checks if not c.passed]
+
+    def check(self, name: str) -> Check | None:
+        return next((c for c in self.checks if c.name == name), None)
+
+
+class Predicted(_Out):
+    """A computed prediction for one mesh, relative to the calibrated baseline where there is one."""
+
+    step_time_ms: float
+    step_time_low_ms: float
+    step_time_high_ms: float
+    uncertainty: float = Field(description="relative half-width of the step-time band, 0.2 = +-20%")
+    memory_per_chip_bytes: float
+    memory_capacity_bytes: float
+    fits_memory: bool
+    breakdown_ms: dict[str, float]
+    memory_breakdown_bytes: dict[str, float]
+    assumptions: list[str]
+
+
+class Change(_Out):
+    """How one proposal compares with the baseline mesh."""
+
+    step_time_ms_delta: float | None = Field(description="proposal minus baseline (negative = faster)")
+    step_time_percent: float | None = Field(description="relative change of step time, percent (negative = faster)")
+    speedup: float | None = Field(description="baseline / proposal step time")
+    memory_per_chip_bytes_delta: float | None
+    within_noise: bool = Field(description="the predicted gain is inside the prediction's uncertainty")
+
+
+class MoveRef(_Out):
+    """The playbook rule a proposal came from."""
+
+    id: str
+    rationale: str
+    tradeoffs: str
+    source: str
+
+
+class Confidence(_Out):
+    value: float = Field(ge=0, le=1)
+    reasons: list[str]
+
+
+class Proposal(_Out):
+    rank: int
+    mesh: dict[str, dict[str, int]] = Field(description="{'ici': {axis: size}, 'dcn': {axis: size}}, size-1 axes dropped")
+    mesh_short: str
+    kind: str = Field(description="the change in kind vs the baseline, e.g. 'tensor- fsdp+'")
+    origin: Literal["playbook", "search", "both"]
+    predicted: Predicted | None = Field(description="null when the model is unknown (no absolute predictions)")
+    change: Change
+    labels: list[str] = Field(description="e.g. 'within noise', 'does not address the bottleneck'")
+    rationale: str
+    tradeoffs: list[str]
+    move: MoveRef | None
+    confidence: float = Field(ge=0, le=1)
+    confidence_reasons: list[str]
+    critic: list[Check]
+    diff: str | None = Field(description="unified diff of the run's config file applying this mesh")
+    config_format: str | None
+
+
+class Baseline(_Out):
+    mesh: dict[str, dict[str, int]]
+    mesh_short: str
+    measured_step_ms: float | None
+    predicted: Predicted | None
+    critic: list[Check]
+
+
+class Advice(_Out):
+    """A playbook recommendation that is not a mesh change (input pipeline, remat, ...)."""
+
+    id: str
+    text: str
+    source: str
+
+
+class ProposalSet(_Out):
+    schema_version: int = SCHEMA_VERSION
+    run_id: str
+    bottleneck: str | None
+    verdict: Literal["improve", "near_optimal", "mesh_not_the_problem", "no_valid_proposals"]
+    summary: str
+    baseline: Baseline
+    proposals: list[Proposal]
+    advice: list[Advice]
+    notes: list[str] = Field(description="why fewer than k proposals, what was skipped, what would raise confidence")
+    missing_info: list[str] = Field(description="inputs that would raise confidence")
+    model_known: bool
+    calibration: dict[str, object] | None
+    candidates: dict[str, int] = Field(description="how many meshes were enumerated / scored / critiqued / rejected")
+    elapsed_ms: float
+
+
+class ReviewSide(_Out):
+    path: str
+    config_format: str | None
+    mesh: dict[str, dict[str, int]] | None
+    mesh_short: str | None
+    predicted: Predicted | None
+
+
+class ReviewFinding(_Out):
+    severity: Literal["problem", "warning", "info"]
+    check: str
+    message: str
+
+
+class ReviewResult(_Out):
+    schema_version: int = SCHEMA_VERSION
+    old: ReviewSide
+    new: ReviewSide
+    run_id: str | None
+    bottleneck: str | None
+    mesh_changed: bool
+    change: Change | None
+    critic: list[Check]
+    findings: list[ReviewFinding]
+    skipped: list[str] = Field(description="checks that could not run, and why")
+    ok: bool = Field(description="no problem flagged (exit status 0)")
+
+
+class CaseResult(_Out):
+    case: str
+    kind: Literal["profiled", "config_only"]
+    source: str
+    top1: bool | None
+    top3: bool | None
+    kind_top3: bool | None = Field(description="a top-3 proposal makes the same kind of change as the adopted mesh")
+    expert_rank: int | None = Field(description="config-only: rank of the expert mesh among distinct kinds")
+    proposals: list[str]
+    adopted: str | None
+    proposals_failing_check: int
+    proposals_total: int
+    step_time_errors: list[float] = Field(description="|predicted - measured| / measured per measured mesh")
+    seconds: float
+    error: str | None = None
+    notes: list[str] = Field(default_factory=list)
+
+
+class EvalReport(_Out):
+    schema_version: int = SCHEMA_VERSION
+    cases: list[CaseResult]
+    top1_rate: float | None
+    top3_rate: float | None
+    failing_check_rate: float | None
+    step_time_error_mean: float | None
+    step_time_error_max: float | None
+    seconds_per_case: float | None

@@ -1,0 +1,284 @@
+"""Playbook moves: the changes an expert tries first for a diagnosed bottleneck, read from YAML.
+
+``playbooks/moves.yaml`` holds rules ``{id, when, move | advice, rationale, tradeoffs, source}`` (see
+``playbooks/README.md``). A rule whose ``when`` matches the run's diagnosis, chip and current mesh turns
+the baseline mesh into one candidate mesh (``move``) or gives a recommendation that is not a mesh change
+(``advice``: input pipeline, rematerialization). Candidates from moves join the enumerated meshes; every
+one still has to pass the Critic and is ranked by predicted step time like the rest.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from bot.configs.mesh import AXES, Mesh
+from bot.errors import AsapError
+
+MOVES_PATH = Path(__file__).resolve().parents[2] / "playbooks" / "moves.yaml"
+MAX_MOVES_BYTES = 1 << 20
+
+Bottleneck = Literal["compute", "hbm", "communication", "host"]
+_CONDITION = re.compile(r"^\s*(?:(ici|dcn|total)\.)?([a-z]+)\s*(>=|<=|==|!=|>|<)\s*(\d+)\s*$")
+_AXIS_REF = re.compile(r"^(?:(ici|dcn)\.)?([a-z]+)$")
+
+
+def _parse_axis_ref(text: str) -> tuple[str, str]:
+    m = _AXIS_REF.match(text.strip())
+    if not m or m.group(2) not in AXES:
+        raise ValueError(f"{text!r} is not an axis; expected [ici.|dcn.]<axis> with axis one of {', '.join(AXES)}")
+    return (m.group(1) or "ici", m.group(2))
+
+
+class Shift(BaseModel):
+    """Move a factor of one axis to another axis on the same network (the product stays the same)."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    from_: str = Field(alias="from", description="[ici.|dcn.]axis that shrinks (ici when no prefix)")
+    to: str = Field(description="[ici.|dcn.]axis that grows; must be on the same network as 'from'")
+    factor: int | Literal["all"] = Field(default=2, description="factor moved, or 'all' of the 'from' axis")
+
+    @field_validator("from_", "to")
+    @classmethod
+    def _axis(cls, v: str) -> str:
+        _parse_axis_ref(v)
+        return v
+
+    @field_validator("factor")
+    @classmethod
+    def _factor(cls, v: int | str) -> int | str:
+        if isinstance(v, int) and v < 2:
+            raise ValueError(f"factor must be >= 2 or 'all', got {v}")
+        return v
+
+    @model_validator(mode="after")
+    def _same_network(self) -> Shift:
+        (nf, af), (nt, at) = _parse_axis_ref(self.from_), _parse_axis_ref(self.to)
+        if nf != nt:
+            raise ValueError(f"'from' ({self.from_}) and 'to' ({self.to}) must be on the same network (ici or dcn)")
+        if af == at:
+            raise ValueError(f"'from' and 'to' are the same axis ({af})")
+        return self
+
+
+class Swap(BaseModel):
+    """Exchange an axis's DCN factor with an equal ICI factor of another axis (moves a heavy axis onto ICI)."""
+
+    model_config = ConfigDict(extra="forbid")
+    onto_ici: str = Field(description="axis whose whole DCN size moves onto ICI")
+    onto_dcn: str = Field(description="axis that gives up the same factor on ICI and takes it on DCN")
+
+    @field_validator("onto_ici", "onto_dcn")
+    @classmethod
+    def _axis(cls, v: str) -> str:
+        if v not in AXES:
+            raise ValueError(f"{v!r} is not an axis; expected one of {', '.join(AXES)}")
+        return v
+
+
+class Move(BaseModel):
+    """Exactly one of: a shift, a list of shifts applied in order, or a swap between ICI and DCN."""
+
+    model_config = ConfigDict(extra="forbid")
+    shift: Shift | None = None
+    shifts: list[Shift] | None = None
+    swap: Swap | None = None
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> Move:
+        given = [k for k in ("shift", "shifts", "swap") if getattr(self, k)]
+        if len(given) != 1:
+            raise ValueError(f"a move needs exactly one of shift, shifts, swap; got {given or 'none'}")
+        return self
+
+    def apply(self, mesh: Mesh) -> Mesh | None:
+        """The moved mesh, or None when the move does not apply (an axis too small or not dividing)."""
+        ici, dcn = dict(mesh.ici), dict(mesh.dcn)
+        nets = {"ici": ici, "dcn": dcn}
+        steps = [self.shift] if self.shift else (self.shifts or [])
+        for step in steps:
+            (net, src), (_, dst) = _parse_axis_ref(step.from_), _parse_axis_ref(step.to)
+            sizes = nets[net]
+            have = sizes.get(src, 1)  # type: ignore[call-overload]
+            factor = have if step.factor == "all" else step.factor
+            if factor < 2 or have % factor:
+                return None
+            sizes[src] = have // factor  # type: ignore[index]
+            sizes[dst] = sizes.get(dst, 1) * factor  # type: ignore[index, call-overload]
+        if self.swap:
+            f = dcn.get(self.swap.onto_ici, 1)  # type: ignore[call-overload]
+            give = ici.get(self.swap.onto_dcn, 1)  # type: ignore[call-overload]
+            if f < 2 or give % f:
+                return None
+            dcn[self.swap.onto_ici] = 1  # type: ignore[index]
+            dcn[self.swap.onto_dcn] = dcn.get(self.swap.onto_dcn, 1) * f  # type: ignore[index, call-overload]
+            ici[self.swap.onto_dcn] = give // f  # type: ignore[index]
+            ici[self.swap.onto_ici] = ici.get(self.swap.onto_ici, 1) * f  # type: ignore[index, call-overload]
+        return Mesh(ici={a: v for a, v in ici.items() if v != 1}, dcn={a: v for a, v in dcn.items() if v != 1})
+
+
+class When(BaseModel):
+    """When a rule applies. Every given condition must hold."""
+
+    model_config = ConfigDict(extra="forbid")
+    bottleneck: list[Bottleneck] = Field(min_length=1, description="diagnosed bottlenecks the rule answers")
+    mesh: list[str] = Field(
+        default_factory=list, description="conditions like 'tensor > 1', 'dcn.fsdp > 1', 'ici.sequence >= 2'"
+    )
+    chip_family: list[Literal["tpu", "gpu", "cpu"]] | None = Field(default=None, description="omit = any chip")
+    multi_slice: bool | None = Field(default=None, description="true: only runs over several slices/nodes")
+    moe: bool | None = Field(default=None, description="true: only mixture-of-experts models")
+
+    @field_validator("mesh")
+    @classmethod
+    def _conditions(cls, v: list[str]) -> list[str]:
+        for cond in v:
+            m = _CONDITION.match(cond)
+            if not m or m.group(2) not in AXES:
+                raise ValueError(
+                    f"mesh condition {cond!r} not understood; expected '[ici.|dcn.|total.]<axis> <op> <int>' "
+                    f"with axis one of {', '.join(AXES)} and op one of > >= < <= == !="
+                )
+        return v
+
+
+class Rule(BaseModel):
+    """One playbook rule."""
+
+    model_config = ConfigDict(extra="forbid")
+    id: str = Field(pattern=r"^[a-z0-9][a-z0-9-]*$", description="stable id, kebab-case")
+    when: When
+    move: Move | None = Field(default=None, description="the mesh change; omit for advice")
+    advice: str | None = Field(default=None, description="a recommendation that is not a mesh change")
+    rationale: str = Field(min_length=1, description="why this helps for the matched diagnosis")
+    tradeoffs: str = Field(min_length=1, description="what it costs")
+    source: str = Field(min_length=1, description="where the practice is documented")
+    priority: int = Field(default=100, description="lower is tried/shown first when predictions tie or are absent")
+
+    @model_validator(mode="after")
+    def _move_or_advice(self) -> Rule:
+        if (self.move is None) == (self.advice is None):
+            raise ValueError("a rule needs exactly one of 'move' or 'advice'")
+        return self
+
+
+class Playbook(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    schema_version: Literal[1]
+    rules: list[Rule]
+
+    @model_validator(mode="after")
+    def _unique_ids(self) -> Playbook:
+        seen: set[str] = set()
+        for r in self.rules:
+            if r.id in seen:
+                raise ValueError(f"duplicate rule id {r.id!r}")
+            seen.add(r.id)
+        return self
+
+
+@dataclass(frozen=True)
+class MoveCandidate:
+    """A mesh produced by a playbook rule."""
+
+    rule: Rule
+    mesh: Mesh
+
+
+def _cond_holds(cond: str, mesh: Mesh) -> bool:
+    m = _CONDITION.match(cond)
+    assert m is not None  # validated at load time
+    scope, axis, op, value = m.group(1) or "total", m.group(2), m.group(3), int(m.group(4))
+    size = {"ici": mesh.ici.get(axis, 1), "dcn": mesh.dcn.get(axis, 1), "total": mesh.size(axis)}[scope]  # type: ignore[call-overload, arg-type]
+    return {
+        ">": size > value,
+        ">=": size >= value,
+        "<": size < value,
+        "<=": size <= value,
+        "==": size == value,
+        "!=": size != value,
+    }[op]
+
+
+def rule_matches(
+    rule: Rule, *, bottleneck: str | None, mesh: Mesh, chip_family: str, num_slices: int, moe: bool
+) -> bool:
+    """Whether ``rule.when`` holds for this diagnosis, chip and mesh."""
+    w = rule.when
+    if bottleneck is None or bottleneck not in w.bottleneck:
+        return False
+    if w.chip_family is not None and chip_family not in w.chip_family:
+        return False
+    if w.multi_slice is not None and w.multi_slice != (num_slices > 1):
+        return False
+    if w.moe is not None and w.moe != moe:
+        return False
+    return all(_cond_holds(c, mesh) for c in w.mesh)
+
+
+def load_playbook(path: Path | None = None) -> Playbook:
+    """Read and validate a moves file; errors name the file, the rule id and the field."""
+    path = path or MOVES_PATH
+    return _load_cached(str(path), path.stat().st_mtime_ns if path.is_file() else 0)
+
+
+@lru_cache(maxsize=8)
+def _load_cached(path_str: str, _mtime: int) -> Playbook:
+    path = Path(path_str)
+    if not path.is_file():
+        raise AsapError("playbook moves file not found", source=path_str)
+    if path.stat().st_size > MAX_MOVES_BYTES:
+        raise AsapError("playbook moves file is larger than 1 MiB", source=path_str)
+    try:
+        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except UnicodeDecodeError:
+        raise AsapError("playbook moves file is not UTF-8 text", source=path_str) from None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}" if mark else ""
+        raise AsapError(f"malformed YAML{where}: {getattr(exc, 'problem', exc)}", source=path_str) from None
+    if not isinstance(raw, dict):
+        raise AsapError("expected a mapping with 'schema_version' and 'rules'", source=path_str, field="(top level)")
+    try:
+        return Playbook.model_validate(raw)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        loc = list(err["loc"])
+        field = ".".join(str(p) for p in loc) or "(top level)"
+        if len(loc) >= 2 and loc[0] == "rules" and isinstance(loc[1], int):
+            rules = raw.get("rules") or []
+            rid = rules[loc[1]].get("id") if loc[1] < len(rules) and isinstance(rules[loc[1]], dict) else None
+            rest = ".".join(str(p) for p in loc[2:]) or "(rule)"
+            field = f"rule {rid or '#' + str(loc[1])}: {rest}"
+        got = f" (got {err['input']!r})" if "input" in err and not isinstance(err["input"], dict | list) else ""
+        raise AsapError(f"{err['msg']}{got}", source=path_str, field=field) from None
+
+
+def matching_rules(
+    playbook: Playbook, *, bottleneck: str | None, mesh: Mesh, chip_family: str, num_slices: int, moe: bool
+) -> list[Rule]:
+    """Rules whose conditions hold, by priority then file order."""
+    hits = [
+        r
+        for r in playbook.rules
+        if rule_matches(r, bottleneck=bottleneck, mesh=mesh, chip_family=chip_family, num_slices=num_slices, moe=moe)
+    ]
+    return sorted(hits, key=lambda r: r.priority)
+
+
+def move_candidates(rules: list[Rule], mesh: Mesh) -> list[MoveCandidate]:
+    """The meshes the matching mesh-changing rules produce from ``mesh`` (rules that do not apply are skipped)."""
+    out = []
+    for r in rules:
+        if r.move is None:
+            continue
+        moved = r.move.apply(mesh)
+        if moved is not None:
+            out.append(MoveCandidate(rule=r, mesh=moved))
+    return out
