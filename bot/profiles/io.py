@@ -1,0 +1,100 @@
+"""Guarded reading of profile files: size limits, gzip, and JSON with positioned errors.
+
+Profiles come from users and from other tools, so every reader goes through these helpers: a file larger
+than the limit is refused before it is read (a 2 GB export would otherwise exhaust memory), gzip data is
+decompressed in bounded chunks (a small ``.gz`` cannot expand past the limit), and malformed JSON is
+reported with its line and column instead of a parser traceback.
+"""
+
+from __future__ import annotations
+
+import gzip
+import zlib
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from bot.errors import ProfileError
+
+MAX_PROFILE_BYTES = 1 << 30  # 1 GiB: larger exports are refused, compressed or not
+_CHUNK = 1 << 20
+
+
+def human_bytes(n: float) -> str:
+    """Bytes as a short human figure, e.g. ``1.0 GiB``."""
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(n) < 1024 or unit == "TiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} TiB"  # pragma: no cover
+
+
+def check_size(path: Path, limit: int = MAX_PROFILE_BYTES, *, source: str | None = None) -> int:
+    """Size of ``path`` in bytes; :class:`ProfileError` when it is missing, not a file, or over ``limit``."""
+    src = source or str(path)
+    try:
+        st = path.stat()
+    except FileNotFoundError:
+        raise ProfileError("profile file does not exist", source=src) from None
+    except OSError as exc:
+        raise ProfileError(f"cannot read profile file: {exc.strerror}", source=src) from None
+    if not path.is_file():
+        raise ProfileError("expected a profile file, found a folder or special file", source=src)
+    if st.st_size > limit:
+        raise ProfileError(
+            f"file is {human_bytes(st.st_size)}; the limit for one profile file is {human_bytes(limit)}",
+            source=src,
+            hint="export a shorter profiling window, or only the tools ASAP reads (hlo_stats, overview_page)",
+        )
+    return st.st_size
+
+
+def is_gzip(path: Path) -> bool:
+    """True for ``.gz`` names (the content is then checked by the decompressor)."""
+    return path.name.endswith(".gz")
+
+
+def read_bytes(path: Path, limit: int = MAX_PROFILE_BYTES, *, source: str | None = None) -> bytes:
+    """The file's bytes (decompressed when it is ``.gz``), never more than ``limit`` of them."""
+    src = source or str(path)
+    check_size(path, limit, source=src)
+    try:
+        if not is_gzip(path):
+            return path.read_bytes()
+        out = bytearray()
+        with gzip.open(path, "rb") as fh:
+            while True:
+                chunk = fh.read(_CHUNK)
+                if not chunk:
+                    break
+                out += chunk
+                if len(out) > limit:
+                    raise ProfileError(
+                        f"decompresses to more than {human_bytes(limit)}, the limit for one profile file", source=src
+                    )
+        return bytes(out)
+    except ProfileError:
+        raise
+    except (gzip.BadGzipFile, zlib.error, EOFError) as exc:
+        raise ProfileError(f"corrupt or truncated gzip data ({exc})", source=src) from None
+    except OSError as exc:
+        raise ProfileError(f"cannot read profile file: {exc.strerror or exc}", source=src) from None
+
+
+def loads_json(data: bytes | str, *, source: str) -> Any:
+    """Parse JSON with orjson; malformed input raises :class:`ProfileError` naming line, column and offset."""
+    try:
+        return orjson.loads(data)
+    except orjson.JSONDecodeError as exc:
+        raise ProfileError(
+            f"malformed JSON at line {exc.lineno}, column {exc.colno} (char {exc.pos}): {exc.msg}", source=source
+        ) from None
+
+
+def decode_text(data: bytes, *, source: str) -> str:
+    """UTF-8 text, or :class:`ProfileError` naming the byte offset of the first bad byte."""
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ProfileError(f"not UTF-8 text (bad byte at offset {exc.start})", source=source) from None
