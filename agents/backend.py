@@ -1,0 +1,128 @@
+"""The deterministic functions the agents' tools call: analysis, proposals, Critic, cost model, mesh search.
+
+:class:`AnalysisBackend` is the interface; :class:`RealBackend` calls the project's tested code
+(``bot.analysis``, ``bot.proposals``, ``knowledge``), imported lazily so the agent package loads fast
+and a missing piece is reported as a tool error rather than an import crash. Results cross this boundary
+as JSON-compatible dicts (``model_dump()``), which is what the tools return to the model and what the
+thread record stores.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from bot.errors import AsapError
+from bot.runs.store import LocalRunStore, Run
+
+
+class AnalysisBackend(Protocol):
+    def load_run(self, query: str) -> Run: ...
+
+    def analyze(self, run: Run) -> dict[str, Any]: ...
+
+    def propose(self, run: Run, k: int = 3) -> dict[str, Any]: ...
+
+    def critique(self, run: Run, mesh: dict[str, dict[str, int]]) -> dict[str, Any]: ...
+
+    def rank_meshes(self, run: Run, limit: int = 40) -> tuple[int, list[tuple[dict[str, dict[str, int]], dict[str, Any]]]]:
+        """(meshes enumerated, the fastest ``limit`` as (mesh, prediction) pairs, fastest first)."""
+        ...
+
+
+def with_chips(run: Run, chips: int) -> Run:
+    """The same run on ``chips`` chips (same chips per slice when that divides, else one slice)."""
+    if chips < 1:
+        raise AsapError(f"chip count must be positive, got {chips}", field="chips")
+    per_slice = run.record.chips_per_slice
+    slices = chips // per_slice if chips % per_slice == 0 and chips >= per_slice else 1
+    record = run.record.model_copy(update={"num_chips": chips, "num_slices": slices, "measured": None})
+    return Run(record=record, folder=run.folder)
+
+
+def _mesh(mesh: dict[str, dict[str, int]]) -> Any:
+    from bot.configs.mesh import Mesh
+
+    try:
+        return Mesh(ici=mesh.get("ici") or {}, dcn=mesh.get("dcn") or {})
+    except Exception as exc:  # pydantic ValidationError: unknown axis names, non-integers
+        raise AsapError(
+            f"not a mesh: {exc.errors()[0]['msg'] if hasattr(exc, 'errors') else exc}",  # type: ignore[union-attr]
+            field="mesh",
+            hint="axes are data, fsdp, tensor, sequence, expert, pipeline; e.g. {'ici': {'fsdp': 16, 'tensor': 4}}",
+        ) from None
+
+
+@dataclass
+class RealBackend:
+    """The project's own analysis, proposal and Critic code behind :class:`AnalysisBackend`."""
+
+    runs_root: str | None = None
+    _reports: dict[str, Any] = field(default_factory=dict)
+    _originals: dict[str, Run] = field(default_factory=dict)
+
+    def load_run(self, query: str) -> Run:
+        run = LocalRunStore(self.runs_root).get(query)
+        self._originals.setdefault(run.id, run)
+        return run
+
+    def list_ids(self) -> list[str]:
+        return LocalRunStore(self.runs_root).list_ids()
+
+    def _original(self, run: Run) -> Run:
+        return self._originals.get(run.id) or self.load_run(run.id)
+
+    def _report(self, run: Run) -> Any:
+        """The analysis of the run as recorded (a what-if copy reuses its original's diagnosis)."""
+        if run.id not in self._reports:
+            from bot.analysis.analyze import analyze_run
+
+            self._reports[run.id] = analyze_run(self._original(run))
+        return self._reports[run.id]
+
+    def analyze(self, run: Run) -> dict[str, Any]:
+        return self._report(run).model_dump(mode="json")
+
+    def propose(self, run: Run, k: int = 3) -> dict[str, Any]:
+        from bot.proposals.engine import propose
+
+        return propose(run, self._report(run), k=k).model_dump(mode="json")
+
+    def critique(self, run: Run, mesh: dict[str, dict[str, int]]) -> dict[str, Any]:
+        from bot.proposals.critic import critique
+
+        result = critique(run, _mesh(mesh), report=self._report(run))
+        out = result.model_dump(mode="json")
+        out["ok"] = bool(result.ok)
+        return out
+
+    def _calibration(self, run: Run) -> Any:
+        """The cost model's scales fitted to the original run's measured step (None when it cannot be)."""
+        from bot.proposals.engine import baseline_mesh
+        from knowledge.costmodel import calibrate
+
+        original = self._original(run)
+        report = self._report(run)
+        try:
+            base, _ = baseline_mesh(original, report)
+            return calibrate(original.record, base, report)
+        except AsapError:
+            return None
+
+    def rank_meshes(self, run: Run, limit: int = 40) -> tuple[int, list[tuple[dict[str, dict[str, int]], dict[str, Any]]]]:
+        """Every valid mesh for ``run`` scored by the cost model; the ``limit`` fastest with full predictions."""
+        from bot.proposals.kinds import mesh_dict
+        from knowledge.costmodel import predict
+        from knowledge.meshsearch import enumerate_meshes, score_meshes
+
+        meshes = enumerate_meshes(run.record)
+        if not meshes:
+            return 0, []
+        cal = self._calibration(run)
+        steps = score_meshes(run.record, meshes, cal)
+        order = sorted(range(len(meshes)), key=lambda i: float(steps[i]))[:limit]
+        out = []
+        for i in order:
+            pred = predict(run.record, meshes[i], calibration=cal)
+            out.append((mesh_dict(meshes[i]), pred.model_dump(mode="json", exclude={"mesh"})))
+        return len(meshes), out
