@@ -69,7 +69,7 @@ def compose(text: str, source: str) -> Node | None:
         return yaml.compose(text, Loader=yaml.SafeLoader)
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
-        what = exc.problem or exc.context or "malformed YAML"
+        what = "; ".join(part for part in (exc.context, exc.problem) if part) or "malformed YAML"
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
         raise ConfigError(f"malformed YAML{where}: {what}", source=source) from None
     except yaml.reader.ReaderError as exc:
