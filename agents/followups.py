@@ -259,7 +259,9 @@ def explain(topic: str, ws: Workspace | None = None, playbooks: Path = PLAYBOOKS
     if ws and ws.report:
         diag = ws.report.get("diagnosis") or {}
         out["this_run"] = {"bottleneck": diag.get("bottleneck"), "scores": diag.get("scores"),
-                           "applies": diag.get("bottleneck") == key or key in (diag.get("secondary") or [])}
+                           "applies": diag.get("bottleneck") == key or key in (diag.get("secondary") or []),
+                           "role": "primary" if diag.get("bottleneck") == key else
+                           "secondary" if key in (diag.get("secondary") or []) else None}
     return out
 
 

@@ -160,7 +160,8 @@ def _explain(r: dict[str, Any], ws: Workspace) -> str:
         lines.append(f"  playbook ({p['id']}): {p['text']} [{p['source']}]")
     run = r.get("this_run")
     if run:
-        lines.append(f"  this run: diagnosed {run['bottleneck']}-bound; {'this applies' if run['applies'] else 'this is not its bottleneck'}.")
+        role = {"primary": "this is its bottleneck", "secondary": "this is a secondary bottleneck"}.get(run.get("role") or "", "this is not its bottleneck")
+        lines.append(f"  this run: diagnosed {run['bottleneck']}-bound; {role}.")
     return "\n".join(lines)
 
 
