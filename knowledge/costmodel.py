@@ -270,6 +270,11 @@ def calibrate(run: RunRecord, mesh: Mesh, report: AnalysisReport) -> Calibration
                 f"{name} {value:.3g} is outside [{lo}, {hi}]: the model and the profile disagree on this "
                 "term; clamped, the rest carried as residual"
             )
+    if device_meas > 0 and dev_model > 0 and DEFAULT_EFFICIENCY / compute_scale > 1.0:
+        notes.append(
+            f"measured device time ({device_meas * 1e3:.1f} ms) is shorter than the modelled FLOPs need even at "
+            "100% of peak: check the model dimensions, global_batch and seq_len in run.yaml"
+        )
     compute_scale = min(max(compute_scale, 0.2), 20.0)
     comm_scale = min(max(comm_scale, 0.05), 50.0)
     notes.append(

@@ -22,6 +22,7 @@ Rules (and why):
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from functools import lru_cache
 
 import numpy as np
@@ -31,7 +32,7 @@ from bot.errors import AsapError
 from bot.runs.record import RunRecord
 from knowledge.cost_core import evaluate
 from knowledge.cost_shapes import resolve_shape
-from knowledge.costmodel import Calibration, _scales, mesh_arrays
+from knowledge.costmodel import DEFAULT_HEADROOM, Calibration, _scales, mesh_arrays
 from knowledge.hardware import Chip, get_chip
 
 DCN_AXES: tuple[Axis, ...] = ("data", "fsdp", "pipeline")
@@ -46,10 +47,22 @@ def _factorizations(n: int, k: int) -> tuple[tuple[int, ...], ...]:
     if k == 1:
         return ((n,),)
     out: list[tuple[int, ...]] = []
-    for d in range(1, n + 1):
-        if n % d == 0:
-            out.extend((d, *rest) for rest in _factorizations(n // d, k - 1))
+    for d in _divisors(n):
+        out.extend((d, *rest) for rest in _factorizations(n // d, k - 1))
     return tuple(out)
+
+
+def _divisors(n: int) -> list[int]:
+    """Divisors of n in increasing order (trial division up to sqrt(n))."""
+    small, large = [], []
+    i = 1
+    while i * i <= n:
+        if n % i == 0:
+            small.append(i)
+            if i * i != n:
+                large.append(n // i)
+        i += 1
+    return small + large[::-1]
 
 
 def _spread(n: int, axes: tuple[Axis, ...]) -> np.ndarray:
@@ -216,20 +229,42 @@ def score_mesh_arrays(
     chip: Chip | None = None,
 ) -> np.ndarray:
     """Predicted step time (ms) for each row of the mesh arrays; same formulas as ``predict``."""
+    return evaluate_mesh_arrays(run, ici, dcn, calibration, chip=chip).step_ms
+
+
+@dataclass(frozen=True)
+class MeshScores:
+    """Vectorized step time and memory for many meshes (rows match the input meshes)."""
+
+    step_ms: np.ndarray
+    memory_per_chip_bytes: np.ndarray
+    fits_memory: np.ndarray  # memory <= capacity x (1 - headroom)
+
+
+def evaluate_mesh_arrays(
+    run: RunRecord,
+    ici: np.ndarray,
+    dcn: np.ndarray,
+    calibration: Calibration | None = None,
+    *,
+    chip: Chip | None = None,
+    headroom: float = DEFAULT_HEADROOM,
+) -> MeshScores:
+    """Step time (ms) and memory per chip for each row of the mesh arrays, in one vectorized pass."""
     shape = resolve_shape(run)
     chip = chip or get_chip(run.chip)
     ici = np.asarray(ici, dtype=np.int64).reshape(-1, 6)
     dcn = np.asarray(dcn, dtype=np.int64).reshape(-1, 6)
-    out = np.empty(ici.shape[0], dtype=np.float64)
-    if ici.shape[0] == 0:
-        return out
+    step = np.empty(ici.shape[0], dtype=np.float64)
+    mem = np.empty(ici.shape[0], dtype=np.float64)
     cs, ks, fixed_s = _scales(calibration)
     slices = dcn.prod(axis=1)
     for ns in np.unique(slices):
         rows = slices == ns
         terms = evaluate(shape, chip, run.num_chips // int(ns), ici[rows], dcn[rows])
-        out[rows] = terms.step_s(cs, ks, fixed_s) * 1e3
-    return out
+        step[rows] = terms.step_s(cs, ks, fixed_s) * 1e3
+        mem[rows] = sum(terms.memory.values())
+    return MeshScores(step, mem, mem <= chip.hbm_bytes * (1 - headroom))
 
 
 def score_meshes(run: RunRecord, meshes: list[Mesh], calibration: Calibration | None) -> np.ndarray:
