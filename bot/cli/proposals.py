@@ -6,6 +6,7 @@ when nothing is flagged, 1 when a problem is (so CI can gate a PR), 2 on bad inp
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import click
@@ -115,7 +116,9 @@ def review_cmd(
             console.print(f"[dim]skipped:[/] {s}")
         console.print("[green]OK: no problems flagged[/]" if result.ok else "[red]problems flagged[/]")
     if not result.ok:
-        ctx.exit(1)
+        # SystemExit, not ctx.exit: bot.cli.main runs click with standalone_mode=False, which turns
+        # ctx.exit(code) into a discarded return value instead of the process exit status.
+        sys.exit(1)
 
 
 @cli.command("eval")

@@ -1,0 +1,147 @@
+"""The Critic on meshes from anywhere: each check catches what it should, with the numbers in the reason."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from test_proposals_support import LLAMA_8B, LLAMA_70B, make_report, make_run
+
+from bot.configs.mesh import Mesh
+from bot.errors import AsapError
+from bot.proposals.critic import critique
+from bot.proposals.failures import load_failures
+
+
+def _check(result, name):  # type: ignore[no-untyped-def]
+    c = result.check(name)
+    assert c is not None
+    return c
+
+
+def test_non_multiplying_mesh_fails_product_naming_the_arithmetic(tmp_path: Path) -> None:
+    run = make_run(tmp_path, num_chips=64, ici={"fsdp": 64})
+    res = critique(run, Mesh(ici={"fsdp": 16, "tensor": 2}))
+    c = _check(res, "product")
+    assert not c.passed and c.hard
+    assert "32" in c.reason and "64" in c.reason
+    assert not res.ok
+
+
+def test_dcn_axes_must_multiply_to_the_slices(tmp_path: Path) -> None:
+    run = make_run(tmp_path, num_chips=128, num_slices=2, ici={"fsdp": 64}, dcn={"data": 2})
+    res = critique(run, Mesh(ici={"fsdp": 128}))
+    assert not _check(res, "product").passed
+    assert "2 slice" in _check(res, "product").reason
+    assert critique(run, Mesh(ici={"fsdp": 64}, dcn={"data": 2})).ok
+
+
+def test_non_dividing_mesh_fails_divisibility(tmp_path: Path) -> None:
+    run = make_run(tmp_path, num_chips=64, ici={"fsdp": 64})
+    res = critique(run, Mesh(ici={"tensor": 64}))  # 32 query heads cannot split 64 ways
+    c = _check(res, "divisibility")
+    assert not c.passed and "64" in c.reason and "32" in c.reason
+    assert not res.ok
+
+
+def test_out_of_memory_mesh_fails_memory_naming_bytes_and_capacity(tmp_path: Path) -> None:
+    run = make_run(tmp_path, chip="h100", num_chips=8, model=LLAMA_70B, ici={"data": 8},
+                   training={"global_batch": 8, "seq_len": 4096, "remat": "full"})
+    res = critique(run, Mesh(ici={"data": 8}))  # 70B replicated with Adam state on 80 GB GPUs
+    c = _check(res, "memory")
+    assert not c.passed and c.hard
+    assert "out of memory" in c.reason and "GB" in c.reason and "80.0 GB" in c.reason
+    assert not res.ok
+
+
+def test_fitting_mesh_passes_memory_with_headroom(tmp_path: Path) -> None:
+    run = make_run(tmp_path, num_chips=64, ici={"fsdp": 64})
+    c = _check(critique(run, Mesh(ici={"fsdp": 64})), "memory")
+    assert c.passed and not c.skipped and "headroom" in c.reason
+
+
+def test_model_unknown_skips_memory_and_says_what_to_add(tmp_path: Path) -> None:
+    run = make_run(tmp_path, num_chips=64, ici={"fsdp": 64}, model=None)
+    c = _check(critique(run, Mesh(ici={"fsdp": 32, "tensor": 2})), "memory")
+    assert c.passed and c.skipped
+    assert "d_model" in c.reason
+
+
+@pytest.mark.parametrize(
+    ("bottleneck", "new", "ok"),
+    [
+        ("communication", {"fsdp": 8, "tensor": 8}, False),  # more tensor on a communication-bound run
+        ("communication", {"fsdp": 16, "sequence": 2, "tensor": 2}, False),
+        ("communication", {"fsdp": 64}, True),
+        ("hbm", {"fsdp": 8, "tensor": 8}, False),
+        ("hbm", {"fsdp": 64}, True),
+        ("compute", {"fsdp": 8, "tensor": 8}, True),
+    ],
+)
+def test_moves_that_contradict_the_diagnosis_fail(tmp_path: Path, bottleneck: str, new: dict[str, int], ok: bool) -> None:
+    base = Mesh(ici={"fsdp": 32, "tensor": 2})
+    run = make_run(tmp_path, num_chips=64, ici=dict(base.ici))
+    report = make_report(run, base, bottleneck, collective_pct=40 if bottleneck == "communication" else 10)
+    c = _check(critique(run, Mesh(ici=new), report=report), "diagnosis")  # type: ignore[arg-type]
+    assert c.passed is ok, c.reason
+    if not ok:
+        assert c.hard
+
+
+def test_heavy_axis_onto_dcn_contradicts_a_communication_bound_run(tmp_path: Path) -> None:
+    base = Mesh(ici={"fsdp": 64}, dcn={"data": 2})
+    run = make_run(tmp_path, num_chips=128, num_slices=2, ici={"fsdp": 64}, dcn={"data": 2})
+    report = make_report(run, base, "communication", collective_pct=45)
+    c = _check(critique(run, Mesh(ici={"fsdp": 64}, dcn={"fsdp": 2}), report=report), "diagnosis")
+    assert not c.passed and "DCN" in c.reason
+
+
+def test_host_bound_run_gets_a_soft_warning_not_a_rejection(tmp_path: Path) -> None:
+    base = Mesh(ici={"fsdp": 32, "tensor": 2})
+    run = make_run(tmp_path, num_chips=64, ici=dict(base.ici))
+    report = make_report(run, base, "host", host_pct=40)
+    res = critique(run, Mesh(ici={"fsdp": 64}), report=report)
+    c = _check(res, "diagnosis")
+    assert not c.passed and not c.hard and "input" in c.reason
+    assert res.ok  # soft: shown with a warning
+
+
+def test_known_failure_is_never_passed_again(tmp_path: Path) -> None:
+    bad = {"ici": {"fsdp": 16, "tensor": 4}}
+    run = make_run(tmp_path, num_chips=64, ici={"fsdp": 64},
+                   failures=[{"mesh": bad, "outcome": "oom", "detail": "RESOURCE_EXHAUSTED", "source": "job 124"}])
+    res = critique(run, Mesh(ici={"fsdp": 16, "tensor": 4}))
+    c = _check(res, "known_failure")
+    assert not c.passed and c.hard and "oom" in c.reason and "job 124" in c.reason
+    assert critique(run, Mesh(ici={"fsdp": 32, "tensor": 2})).check("known_failure").passed  # type: ignore[union-attr]
+
+
+def test_failure_recorded_for_another_model_does_not_apply(tmp_path: Path) -> None:
+    run = make_run(tmp_path, num_chips=64, ici={"fsdp": 64},
+                   failures=[{"mesh": {"ici": {"fsdp": 16, "tensor": 4}}, "outcome": "oom", "model": "llama3-70b"}])
+    assert critique(run, Mesh(ici={"fsdp": 16, "tensor": 4})).check("known_failure").passed  # type: ignore[union-attr]
+    assert LLAMA_8B["name"] == "llama3-8b"
+
+
+def test_slower_outcome_is_a_warning_only(tmp_path: Path) -> None:
+    run = make_run(tmp_path, num_chips=64, ici={"fsdp": 64},
+                   failures=[{"mesh": {"ici": {"fsdp": 32, "tensor": 2}}, "outcome": "slower", "detail": "+8%"}])
+    res = critique(run, Mesh(ici={"fsdp": 32, "tensor": 2}))
+    c = res.check("known_failure")
+    assert c is not None and not c.passed and not c.hard
+    assert res.ok
+
+
+def test_malformed_failures_file_names_the_field(tmp_path: Path) -> None:
+    run = make_run(tmp_path, num_chips=64, ici={"fsdp": 64})
+    (run.folder / "failures.yaml").write_text("schema_version: 1\nfailures:\n  - mesh: {ici: {fsdp: 64}}\n    outcome: exploded\n")
+    with pytest.raises(AsapError) as exc:
+        load_failures(run.folder)
+    assert exc.value.field == "failures.0.outcome"
+    assert "failures.yaml" in (exc.value.source or "")
+    (run.folder / "failures.yaml").write_text("failures: [oops\n")
+    with pytest.raises(AsapError, match="malformed YAML"):
+        load_failures(run.folder)
+    (run.folder / "failures.yaml").write_text("- just a list\n")
+    with pytest.raises(AsapError, match="expected a mapping"):
+        load_failures(run.folder)

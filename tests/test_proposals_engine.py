@@ -1,0 +1,148 @@
+"""The proposal engine: checked, distinct proposals with predictions; near-optimal, host-bound and
+model-unknown runs are answered honestly."""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+
+import pytest
+from test_proposals_support import LLAMA_70B, make_report, make_run
+
+from bot.configs.mesh import Mesh
+from bot.proposals.critic import critique
+from bot.proposals.engine import baseline_mesh, propose
+from bot.proposals.kinds import MIN_DISTANCE, distance, mesh_key
+
+
+def _mesh(p) -> Mesh:  # type: ignore[no-untyped-def]
+    return Mesh(ici=p.mesh["ici"], dcn=p.mesh["dcn"])
+
+
+SCENARIOS = [
+    # (chip, chips, slices, ici, dcn, model, bottleneck, collective %, host %)
+    ("tpu-v5p", 64, 1, {"fsdp": 8, "tensor": 8}, None, None, "communication", 45.0, 0.0),
+    ("tpu-v5p", 128, 2, {"fsdp": 32, "tensor": 2}, {"fsdp": 2}, None, "communication", 50.0, 0.0),
+    ("tpu-v5e", 256, 1, {"fsdp": 64, "tensor": 4}, None, None, "hbm", 10.0, 0.0),
+    ("h100", 64, 8, {"tensor": 8}, {"data": 8}, LLAMA_70B, "compute", 8.0, 0.0),
+    ("tpu-v6e", 32, 1, {"fsdp": 16, "tensor": 2}, None, None, "host", 5.0, 45.0),
+]
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS, ids=[f"{s[0]}-{s[6]}" for s in SCENARIOS])
+def test_every_proposal_passes_its_own_critic_and_differs_in_kind(tmp_path: Path, scenario: tuple) -> None:  # type: ignore[type-arg]
+    chip, chips, slices, ici, dcn, model, bottleneck, coll, host = scenario
+    kw = {"model": model} if model else {}
+    run = make_run(tmp_path, chip=chip, num_chips=chips, num_slices=slices, ici=ici, dcn=dcn, step_ms=2000, **kw)
+    base, _ = baseline_mesh(run, None)
+    report = make_report(run, base, bottleneck, step_ms=2000, collective_pct=coll, host_pct=host)
+    ps = propose(run, report)
+    assert ps.proposals, ps.notes
+    for p in ps.proposals:
+        independent = critique(run, _mesh(p), report=report)
+        assert independent.ok, (p.mesh_short, [c.reason for c in independent.failures])
+        assert all(c.passed or not c.hard for c in p.critic)
+        assert p.predicted is not None and p.predicted.fits_memory
+        assert 0.0 <= p.confidence <= 1.0 and p.confidence_reasons
+        assert mesh_key(_mesh(p)) != mesh_key(base)
+        assert p.diff and "parallelism" in p.diff
+    for a, b in itertools.combinations(ps.proposals, 2):
+        assert a.kind != b.kind
+        assert distance(base, _mesh(a), _mesh(b)) >= MIN_DISTANCE
+    if len(ps.proposals) < 3:
+        assert any("only" in n for n in ps.notes)
+    times = [p.predicted.step_time_ms for p in ps.proposals]  # type: ignore[union-attr]
+    assert times == sorted(times)
+
+
+def test_communication_bound_tensor_heavy_run_is_told_to_shrink_tensor(tmp_path: Path) -> None:
+    run = make_run(tmp_path, num_chips=64, ici={"fsdp": 8, "tensor": 8}, step_ms=3000)
+    base, _ = baseline_mesh(run, None)
+    ps = propose(run, make_report(run, base, "communication", step_ms=3000, collective_pct=45))
+    assert ps.verdict == "improve"
+    best = ps.proposals[0]
+    assert _mesh(best).size("tensor") < 8
+    assert best.change.step_time_percent is not None and best.change.step_time_percent < 0
+    assert "communication-bound" in best.rationale
+    assert any(p.move is not None and p.move.source for p in ps.proposals)  # a playbook move, cited
+    assert ps.baseline.predicted is not None
+    assert ps.baseline.predicted.step_time_ms == pytest.approx(3000, rel=0.02)  # calibrated on the measurement
+
+
+def test_near_optimal_run_is_labelled_and_not_churned(tmp_path: Path) -> None:
+    run = make_run(tmp_path, num_chips=64, ici={"fsdp": 64}, step_ms=2500)
+    base, _ = baseline_mesh(run, None)
+    ps = propose(run, make_report(run, base, "compute", step_ms=2500, collective_pct=3))
+    assert ps.verdict == "near_optimal"
+    assert "near-optimal" in ps.summary
+    for p in ps.proposals:
+        assert "within noise" in p.labels
+        assert p.confidence <= 0.3
+
+
+def test_host_bound_run_is_told_the_mesh_is_not_the_problem(tmp_path: Path) -> None:
+    run = make_run(tmp_path, chip="tpu-v6e", num_chips=32, ici={"fsdp": 16, "tensor": 2}, step_ms=2000)
+    base, _ = baseline_mesh(run, None)
+    ps = propose(run, make_report(run, base, "host", step_ms=2000, collective_pct=5, host_pct=45))
+    assert ps.verdict == "mesh_not_the_problem"
+    assert "input" in ps.summary
+    assert any(a.id == "host-input-pipeline" for a in ps.advice)
+    assert all("does not address the bottleneck" in p.labels for p in ps.proposals)
+
+
+def test_model_unknown_uses_playbook_moves_only_and_says_what_is_missing(tmp_path: Path) -> None:
+    run = make_run(tmp_path, num_chips=64, ici={"fsdp": 8, "tensor": 8}, model=None)
+    base, _ = baseline_mesh(run, None)
+    ps = propose(run, make_report(run, base, "communication", collective_pct=45))
+    assert not ps.model_known
+    assert ps.proposals
+    for p in ps.proposals:
+        assert p.predicted is None and p.move is not None and p.origin == "playbook"
+        assert p.confidence <= 0.5
+        assert p.critic[2].name == "memory" and p.critic[2].skipped
+    assert "model.d_model" in ps.missing_info and "training.global_batch" in ps.missing_info
+    assert any("model is unknown" in n for n in ps.notes)
+    assert ps.candidates["enumerated"] == 0
+
+
+def test_recorded_failure_is_never_proposed(tmp_path: Path) -> None:
+    run = make_run(tmp_path, num_chips=64, ici={"fsdp": 8, "tensor": 8}, step_ms=3000)
+    base, _ = baseline_mesh(run, None)
+    report = make_report(run, base, "communication", step_ms=3000, collective_pct=45)
+    first = propose(run, report).proposals[0]
+    (run.folder / "failures.yaml").write_text(
+        f"schema_version: 1\nfailures:\n  - mesh: {{ici: {dict(first.mesh['ici'])}}}\n    outcome: oom\n    source: job 7\n"
+    )
+    again = propose(run, report)
+    assert mesh_key(_mesh(first)) not in {mesh_key(_mesh(p)) for p in again.proposals}
+    assert again.candidates["rejected"] >= 1
+
+
+def test_proposal_diff_changes_only_mesh_lines(tmp_path: Path) -> None:
+    run = make_run(tmp_path, num_chips=64, ici={"fsdp": 8, "tensor": 8}, step_ms=3000)
+    base, _ = baseline_mesh(run, None)
+    ps = propose(run, make_report(run, base, "communication", step_ms=3000, collective_pct=45))
+    for p in ps.proposals:
+        changed = [ln for ln in p.diff.splitlines() if ln[:1] in "+-" and not ln.startswith(("+++", "---"))]  # type: ignore[union-attr]
+        assert changed and all("parallelism" in ln for ln in changed)
+        assert p.config_format == "maxtext"
+
+
+def test_sample_runs_get_checked_distinct_proposals(example_runs: Path) -> None:
+    from bot.analysis.analyze import analyze_run
+    from bot.runs.store import LocalRunStore
+
+    store = LocalRunStore(example_runs)
+    ids = store.list_ids()
+    assert ids
+    for rid in ids:
+        run = store.get(rid)
+        report = analyze_run(run)
+        ps = propose(run, report)
+        assert ps.proposals or ps.notes, rid
+        base, _ = baseline_mesh(run, report)
+        for p in ps.proposals:
+            assert critique(run, _mesh(p), report=report).ok, (rid, p.mesh_short)
+        for a, b in itertools.combinations(ps.proposals, 2):
+            assert a.kind != b.kind, rid
+            assert distance(base, _mesh(a), _mesh(b)) >= MIN_DISTANCE, rid

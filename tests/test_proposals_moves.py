@@ -1,0 +1,115 @@
+"""Playbook moves as data: the bundled file validates, moves transform meshes, bad rules name id and field."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from bot.configs.mesh import Mesh
+from bot.errors import AsapError
+from bot.proposals.kinds import distance, kind_of
+from bot.proposals.moves import load_playbook, matching_rules, move_candidates
+
+
+def test_bundled_playbook_validates_and_covers_every_bottleneck() -> None:
+    pb = load_playbook()
+    covered = {b for r in pb.rules for b in r.when.bottleneck}
+    assert covered == {"compute", "hbm", "communication", "host"}
+    assert all(r.source.strip() for r in pb.rules)
+    host = [r for r in pb.rules if "host" in r.when.bottleneck]
+    assert host and all(r.move is None for r in host)  # no mesh move for a host-bound run
+
+
+def test_communication_moves_shrink_tensor_and_keep_heavy_axes_off_dcn() -> None:
+    pb = load_playbook()
+    base = Mesh(ici={"fsdp": 8, "tensor": 8}, dcn={"tensor": 2})
+    rules = matching_rules(pb, bottleneck="communication", mesh=base, chip_family="tpu", num_slices=2, moe=False)
+    cands = {c.rule.id: c.mesh for c in move_candidates(rules, base)}
+    assert cands["comm-tensor-to-fsdp"] == Mesh(ici={"fsdp": 16, "tensor": 4}, dcn={"tensor": 2})
+    assert cands["comm-tensor-to-fsdp-all"] == Mesh(ici={"fsdp": 64}, dcn={"tensor": 2})
+    # swap: the DCN tensor factor moves onto ICI; FSDP gives up the same factor and crosses slices instead
+    assert cands["comm-dcn-tensor-to-ici-fsdp"] == Mesh(ici={"fsdp": 4, "tensor": 16}, dcn={"fsdp": 2})
+    assert "comm-dcn-tensor-to-ici" not in cands  # no ICI data axis to trade: the rule does not apply
+    for m in cands.values():
+        assert m.num_devices == base.num_devices and m.num_slices == base.num_slices
+    # GPU-only rule does not match a TPU
+    assert all("gpu" not in (r.when.chip_family or []) for r in rules)
+
+
+def test_rules_match_on_mesh_conditions_and_chip_family() -> None:
+    pb = load_playbook()
+    no_tensor = Mesh(ici={"fsdp": 64})
+    rules = matching_rules(pb, bottleneck="communication", mesh=no_tensor, chip_family="gpu", num_slices=1, moe=False)
+    assert not move_candidates(rules, no_tensor)
+    gpu = Mesh(ici={"data": 2, "tensor": 4})
+    ids = {r.id for r in matching_rules(pb, bottleneck="communication", mesh=gpu, chip_family="gpu", num_slices=1, moe=False)}
+    assert "comm-tensor-to-data-gpu" in ids
+    assert not matching_rules(pb, bottleneck=None, mesh=gpu, chip_family="gpu", num_slices=1, moe=False)
+
+
+def _write(tmp_path: Path, body: str) -> Path:
+    p = tmp_path / "moves.yaml"
+    p.write_text(body, encoding="utf-8")
+    return p
+
+
+RULE = """schema_version: 1
+rules:
+  - id: ok-rule
+    when: {bottleneck: [communication], mesh: ["tensor > 1"]}
+    move: {shift: {from: tensor, to: fsdp}}
+    rationale: r
+    tradeoffs: t
+    source: s
+  - id: broken-rule
+    when: {bottleneck: [communication]%s}
+    move: %s
+    rationale: r
+    tradeoffs: t
+    source: s
+"""
+
+
+@pytest.mark.parametrize(
+    ("when_extra", "move", "field_part", "msg_part"),
+    [
+        ("", "{shift: {from: tensor, to: fsdp}, colour: red}", "move.colour", "Extra inputs"),
+        ("", "{shift: {from: tensr, to: fsdp}}", "move.shift.from", "not an axis"),
+        ("", "{shift: {from: dcn.tensor, to: fsdp}}", "move.shift", "same network"),
+        ("", "{shift: {from: tensor, to: fsdp, factor: 1}}", "move.shift.factor", ">= 2"),
+        (', mesh: ["tensor >> 1"]', "{shift: {from: tensor, to: fsdp}}", "when.mesh", "not understood"),
+        ("", "{}", "move", "exactly one"),
+    ],
+)
+def test_bad_rule_errors_name_the_rule_id_and_field(
+    tmp_path: Path, when_extra: str, move: str, field_part: str, msg_part: str
+) -> None:
+    path = _write(tmp_path, RULE % (when_extra, move))
+    with pytest.raises(AsapError) as exc:
+        load_playbook(path)
+    assert "broken-rule" in (exc.value.field or "")
+    assert field_part in (exc.value.field or "")
+    assert msg_part in exc.value.message
+    assert exc.value.source == str(path)
+
+
+def test_duplicate_ids_and_malformed_yaml_are_refused(tmp_path: Path) -> None:
+    dup = (RULE % ("", "{shift: {from: tensor, to: fsdp}}")).replace("broken-rule", "ok-rule")
+    with pytest.raises(AsapError, match="duplicate rule id"):
+        load_playbook(_write(tmp_path, dup))
+    with pytest.raises(AsapError, match="malformed YAML"):
+        load_playbook(_write(tmp_path, "rules: [\n"))
+
+
+def test_kind_is_the_dominant_change_and_distance_counts_factors_of_two() -> None:
+    base = Mesh(ici={"fsdp": 8, "tensor": 8})
+    full = Mesh(ici={"fsdp": 64})
+    hybrid = Mesh(ici={"data": 2, "fsdp": 32})
+    data = Mesh(ici={"data": 8, "fsdp": 8})
+    assert kind_of(base, full) == kind_of(base, hybrid) == "tensor->fsdp"
+    assert kind_of(base, data) == "tensor->data"
+    assert kind_of(base, base) == "unchanged"
+    assert kind_of(Mesh(ici={"fsdp": 64}, dcn={"fsdp": 2}), Mesh(ici={"fsdp": 64}, dcn={"data": 2})) == "dcn.fsdp->dcn.data"
+    assert distance(base, full, hybrid) == pytest.approx(2.0)
+    assert distance(base, full, full) == 0.0

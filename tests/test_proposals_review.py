@@ -1,0 +1,127 @@
+"""``review`` and the CLI: a PR's config change is predicted and flagged; exit codes gate CI."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from test_proposals_support import LLAMA_70B, make_report, make_run, maxtext_config
+
+from bot.configs.mesh import Mesh
+
+from bot.cli import main
+from bot.errors import AsapError
+from bot.proposals.review import review
+
+import bot.cli.proposals  # noqa: F401,E402  (registers propose/review/eval until bot.cli registers it)
+
+
+def _exit_code(argv: list[str]) -> int:
+    """Run the CLI like a shell would and return its exit status."""
+    try:
+        main(argv)
+    except SystemExit as exc:
+        return int(exc.code or 0)
+    return 0
+
+
+def _cfg(tmp_path: Path, name: str, ici: dict[str, int], dcn: dict[str, int] | None = None) -> Path:
+    p = tmp_path / name
+    p.write_text(maxtext_config(ici, dcn), encoding="utf-8")
+    return p
+
+
+def test_review_flags_an_out_of_memory_config(tmp_path: Path) -> None:
+    run = make_run(tmp_path / "runs", chip="h100", num_chips=64, num_slices=8, model=LLAMA_70B,
+                   ici={"tensor": 8}, dcn={"fsdp": 8}, training={"global_batch": 64, "seq_len": 4096, "remat": "full"})
+    old = _cfg(tmp_path, "old.yml", {"tensor": 8}, {"fsdp": 8})
+    new = _cfg(tmp_path, "new.yml", {"tensor": 8}, {"data": 8})  # 70B over 8 GPUs only: ~140 GB of state per GPU
+    report = make_report(run, Mesh(ici={"tensor": 8}, dcn={"fsdp": 8}), "communication", collective_pct=40)
+    res = review(old, new, run, report=report)
+    assert not res.ok
+    problems = [f for f in res.findings if f.severity == "problem"]
+    assert any(f.check == "memory" and "out of memory" in f.message for f in problems)
+    assert res.old.predicted is not None and res.new.predicted is not None
+    assert res.new.predicted.memory_per_chip_bytes > res.old.predicted.memory_per_chip_bytes
+
+
+def test_review_flags_a_non_dividing_config(tmp_path: Path) -> None:
+    run = make_run(tmp_path / "runs", num_chips=64, ici={"fsdp": 64})
+    old = _cfg(tmp_path, "old.yml", {"fsdp": 64})
+    new = _cfg(tmp_path, "new.yml", {"tensor": 64})
+    res = review(old, new, run, report=make_report(run, Mesh(ici={"fsdp": 64}), "compute"))
+    assert not res.ok
+    assert any(f.check == "divisibility" and f.severity == "problem" for f in res.findings)
+
+
+def test_review_flags_a_non_multiplying_config_without_a_run(tmp_path: Path) -> None:
+    old = _cfg(tmp_path, "old.yml", {"fsdp": 16, "tensor": 4})
+    new = _cfg(tmp_path, "new.yml", {"fsdp": 16, "tensor": 8})
+    res = review(old, new)
+    assert not res.ok
+    assert any(f.check == "product" and f.severity == "problem" for f in res.findings)
+    assert any("need --run" in s for s in res.skipped)
+
+
+def test_review_of_a_good_change_without_run_is_ok_and_says_what_was_skipped(tmp_path: Path) -> None:
+    old = _cfg(tmp_path, "old.yml", {"fsdp": 16, "tensor": 4})
+    new = _cfg(tmp_path, "new.yml", {"fsdp": 32, "tensor": 2})
+    res = review(old, new)
+    assert res.ok and res.mesh_changed
+    assert res.new.predicted is None
+    assert any("memory" in s for s in res.skipped)
+
+
+def test_review_bad_input_is_an_asap_error(tmp_path: Path) -> None:
+    old = _cfg(tmp_path, "old.yml", {"fsdp": 64})
+    with pytest.raises(AsapError):
+        review(old, tmp_path / "missing.yml")
+    bad = tmp_path / "bad.yml"
+    bad.write_text("ici_fsdp_parallelism: [\n")
+    with pytest.raises(AsapError):
+        review(old, bad)
+
+
+def test_cli_review_exit_codes_gate_ci(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    old = _cfg(tmp_path, "old.yml", {"fsdp": 16, "tensor": 4})
+    good = _cfg(tmp_path, "good.yml", {"fsdp": 32, "tensor": 2})
+    bad = _cfg(tmp_path, "bad.yml", {"fsdp": 16, "tensor": 8})
+    assert _exit_code(["review", str(old), str(good), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["ok"] is True and out["new"]["mesh"] == {"ici": {"fsdp": 32, "tensor": 2}, "dcn": {}}
+    assert _exit_code(["review", str(old), str(bad)]) == 1
+    assert "problem" in capsys.readouterr().out
+    assert _exit_code(["review", str(old), str(tmp_path / "nope.yml")]) == 2
+    assert "not found" in capsys.readouterr().err
+
+
+def test_cli_propose_json_has_the_documented_keys(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    from bot.proposals.engine import baseline_mesh
+
+    runs = tmp_path / "runs"
+    run = make_run(runs, num_chips=64, ici={"fsdp": 8, "tensor": 8}, step_ms=3000)
+    base, _ = baseline_mesh(run, None)
+    report = make_report(run, base, "communication", step_ms=3000, collective_pct=45)
+    monkeypatch.setattr("bot.analysis.analyze.analyze_run", lambda _run: report)
+    assert _exit_code(["--runs-dir", str(runs), "propose", "r1", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["proposals"]
+    for p in out["proposals"]:
+        assert set(p["mesh"]) == {"ici", "dcn"}
+        assert isinstance(p["predicted"]["step_time_ms"], float)
+        assert isinstance(p["predicted"]["memory_per_chip_bytes"], float)
+        assert 0 <= p["confidence"] <= 1 and p["rationale"]
+        assert {"name", "passed", "reason"} <= set(p["critic"][0])
+    assert out["verdict"] in {"improve", "near_optimal", "mesh_not_the_problem", "no_valid_proposals"}
+
+
+def test_review_flags_a_move_that_contradicts_the_diagnosis(tmp_path: Path) -> None:
+    run = make_run(tmp_path / "runs", num_chips=64, ici={"fsdp": 32, "tensor": 2})
+    old = _cfg(tmp_path, "old.yml", {"fsdp": 32, "tensor": 2})
+    new = _cfg(tmp_path, "new.yml", {"fsdp": 8, "tensor": 8})
+    report = make_report(run, Mesh(ici={"fsdp": 32, "tensor": 2}), "communication", collective_pct=45)
+    res = review(old, new, run, report=report)
+    assert not res.ok
+    assert any(f.check == "diagnosis" and "tensor" in f.message for f in res.findings if f.severity == "problem")
