@@ -85,6 +85,13 @@ def test_megatron_notes_tp_beyond_nvlink_and_batch_arithmetic() -> None:
     assert c.mesh(64, 8).ici == {"tensor": 8} and c.mesh(64, 8).dcn == {"tensor": 2, "data": 4}
 
 
+def test_megatron_axis_straddling_nodes_is_noted() -> None:
+    c = parse_config("tensor_model_parallel_size: 4\ncontext_parallel_size: 3\n", "m.yml")
+    m = c.mesh(24, 3)  # nodes of 8: tp=4 fits, cp=3 cannot split over the remaining 2 GPUs
+    assert m.ici == {"tensor": 4} and m.dcn == {"sequence": 3, "data": 2}
+    assert any("does not split evenly over nodes of 8 GPUs" in n for n in c.notes(24, 3))
+
+
 def test_maxtext_notes_tensor_over_dcn() -> None:
     c = parse_config("ici_fsdp_parallelism: -1\ndcn_tensor_parallelism: 2\ndcn_data_parallelism: 1\n", "t.yml")
     assert any("never recommended" in n for n in c.notes(16, 2))

@@ -14,7 +14,16 @@ import math
 
 from yaml.nodes import Node
 
-from bot.configs.common import Splice, config_key, insert_after_entry, is_flow, replace_value, settings, size_value, unique
+from bot.configs.common import (
+    Splice,
+    config_key,
+    insert_after_entry,
+    is_flow,
+    replace_value,
+    settings,
+    size_value,
+    unique,
+)
 from bot.configs.mesh import Axis, Mesh
 from bot.configs.sharding import ConfigKey, ShardingConfig
 from bot.configs.yamlscan import walk
@@ -106,7 +115,8 @@ def _path(config: ShardingConfig, key: str) -> str:
 def layout(total: dict[Axis, int], num_devices: int, num_slices: int) -> tuple[Mesh, list[Axis]]:
     """Split each axis between inside-node (ici) and across-node (dcn) in Megatron's rank order.
 
-    Returns the mesh and the axes that straddle node boundaries unevenly (placed wholly on dcn).
+    Returns the mesh and the axes that straddle node boundaries unevenly (such an axis keeps only its
+    common factor with the node's remaining room inside the node; every later axis goes across nodes).
     """
     room = num_devices // num_slices
     ici: dict[Axis, int] = {}
