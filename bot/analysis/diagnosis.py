@@ -21,7 +21,6 @@ in ``conflicts`` with how it was resolved, and costs confidence.
 
 from __future__ import annotations
 
-import heapq
 from dataclasses import dataclass, field
 
 from bot.analysis.kpis import StepBasis
@@ -73,24 +72,21 @@ class DiagnosisInputs:
 
 def op_leaders(profile: Profile, verdicts: list[OpRoofline], denominator_us: float, per: int = 3) -> dict[str, list[OpLeader]]:
     """The ``per`` largest ops of each resource (the evidence cites them)."""
-    buckets: dict[str, list[tuple[float, int]]] = {r: [] for r in RESOURCES}
-    for i, (op, v) in enumerate(zip(profile.ops, verdicts, strict=True)):
+    ops = profile.ops
+    order = sorted(range(len(ops)), key=lambda i: ops[i].total_time_us, reverse=True)
+    leaders: dict[str, list[OpLeader]] = {r: [] for r in RESOURCES}
+    open_slots = len(RESOURCES) * per
+    for i in order:
+        op, v = ops[i], verdicts[i]
         res = resource_of(v.bound_by, op.kind)
-        if res is None:
+        if res is None or len(leaders[res]) >= per:
             continue
-        t = op.total_time_us
-        heap = buckets[res]
-        if len(heap) < per:
-            heapq.heappush(heap, (t, i))
-        elif t > heap[0][0]:
-            heapq.heapreplace(heap, (t, i))
-
-    def leader(i: int) -> OpLeader:
-        op, v = profile.ops[i], verdicts[i]
         share = 100.0 * op.total_time_us / denominator_us if denominator_us > 0 else 0.0
-        return OpLeader(op.name, round(share, 2), v.bound_by, v.source)
-
-    return {r: [leader(i) for _, i in sorted(h, reverse=True)] for r, h in buckets.items()}
+        leaders[res].append(OpLeader(op.name, round(share, 2), v.bound_by, v.source))
+        open_slots -= 1
+        if not open_slots:
+            break
+    return leaders
 
 
 def _scores(inp: DiagnosisInputs) -> tuple[dict[str, float], list[str]]:

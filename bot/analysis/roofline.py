@@ -169,105 +169,129 @@ def _clamp01(value: float) -> float:
     return 0.0 if value < 0 else 1.0 if value > 1 else value
 
 
+class _Chip:
+    """The three chip figures the per-op loop reads, as plain attributes (pydantic access is slower)."""
+
+    __slots__ = ("hbm_bandwidth", "peak_bf16_flops", "hbm_ridge")
+
+    def __init__(self, chip: Chip) -> None:
+        self.hbm_bandwidth = chip.hbm_bandwidth
+        self.peak_bf16_flops = chip.peak_bf16_flops
+        self.hbm_ridge = chip.ridge_point
+
+
+_BOUND_STR = {b: b.value for b in BoundBy}
+_NETWORK_BOUNDS = (BoundBy.ICI, BoundBy.DCN)
+_COLLECTIVE, _HOST, _IDLE, _MEMORY = OpKind.COLLECTIVE, OpKind.HOST, OpKind.IDLE, OpKind.MEMORY
+_UNKNOWN = BoundBy.UNKNOWN
+
+
 def classify(op: OpStat, chip: Chip, net: NetworkContext, group_size: int | None = None) -> OpRoofline:
     """The roofline verdict for one op (see the module docstring for the order of trust)."""
+    return _classify(op, _Chip(chip), net, group_size)
+
+
+def _classify(op: OpStat, chip: _Chip, net: NetworkContext, group_size: int | None) -> OpRoofline:
     flops = op.flops
     nbytes = op.bytes_accessed
-    intensity = flops / nbytes if flops is not None and nbytes and nbytes > 0 else None
-    profile_eff = _clamp01(op.roofline_efficiency) if op.roofline_efficiency is not None else None
-    if op.kind is OpKind.COLLECTIVE:
+    kind = op.kind
+    intensity = flops / nbytes if flops is not None and nbytes is not None and nbytes > 0 else None
+    reported = op.bound_by
+    if kind is _COLLECTIVE:
         # A collective waits on the network it crosses. A profiler verdict of "HBM" or "compute" for one
         # describes its local reduction, not what it waits on, so only an ICI/DCN verdict is taken.
-        if op.bound_by in (BoundBy.ICI, BoundBy.DCN):
-            return OpRoofline(op.bound_by.value, "profile", intensity, profile_eff)
+        if reported in _NETWORK_BOUNDS:
+            return OpRoofline(_BOUND_STR[reported], "profile", intensity, _eff(op.roofline_efficiency))
         network, _ = net.network_for_group(op.group_size if op.group_size is not None else group_size)
         return OpRoofline(network or "unknown", "kind", intensity, None)
-    if op.kind is OpKind.HOST:
+    if kind is _HOST:
         return OpRoofline("host", "kind", intensity, None)
-    if op.bound_by is not None and op.bound_by is not BoundBy.UNKNOWN:
-        return OpRoofline(op.bound_by.value, "profile", intensity, profile_eff)
-    if op.kind is OpKind.IDLE:
+    if reported is not None and reported is not _UNKNOWN:
+        return OpRoofline(_BOUND_STR[reported], "profile", intensity, _eff(op.roofline_efficiency))
+    if kind is _IDLE:
         return OpRoofline("unknown", "kind", None, None)
     seconds = op.total_time_us * 1e-6
-    if nbytes is not None and nbytes > 0 and flops is not None and flops >= 0:
-        ridge = chip.ridge_point
-        assert intensity is not None
-        eff: float | None = None
-        if intensity < ridge:
-            if seconds > 0:
-                eff = (nbytes / seconds) / chip.hbm_bandwidth
+    if intensity is not None and flops >= 0:  # type: ignore[operator]
+        if intensity < chip.hbm_ridge:
+            eff = (nbytes / seconds) / chip.hbm_bandwidth if seconds > 0 else None  # type: ignore[operator]
             return OpRoofline("hbm", "computed", intensity, eff)
-        if seconds > 0:
-            eff = (flops / seconds) / chip.peak_bf16_flops
+        eff = (flops / seconds) / chip.peak_bf16_flops if seconds > 0 else None  # type: ignore[operator]
         return OpRoofline("compute", "computed", intensity, eff)
     if flops is not None and flops > 0 and nbytes == 0:
         eff = (flops / seconds) / chip.peak_bf16_flops if seconds > 0 else None
         return OpRoofline("compute", "computed", None, eff)
-    if op.kind is OpKind.MEMORY:
+    if kind is _MEMORY:
         return OpRoofline("hbm", "kind", intensity, None)
     return OpRoofline("unknown", "computed", intensity, None)
+
+
+def _eff(value: float | None) -> float | None:
+    return None if value is None else _clamp01(value)
+
+
+# Which Attribution bucket an op's time goes to, by its verdict (collectives, host and idle ops by kind).
+_BUCKET_OF_BOUND = {"compute": "compute", "hbm": "hbm", "ici": "ici", "dcn": "dcn", "host": "host"}
 
 
 def attribute(profile: Profile, chip: Chip, net: NetworkContext) -> tuple[Attribution, list[OpRoofline]]:
     """Classify every op and add its time to the resource that bounds it.
 
-    Returns the totals and the per-op verdicts (parallel to ``profile.ops``).
+    Returns the totals and the per-op verdicts (parallel to ``profile.ops``). This loop runs once per op
+    row (100k in a large export), so it keeps to local variables and dict look-ups.
     """
     groups = {c.name: c.group_size for c in profile.collectives if c.group_size}
     att = Attribution()
+    sums = dict.fromkeys(("compute", "hbm", "ici", "dcn", "host", "idle", "unclassified", "collective_unknown"), 0.0)
+    total = profile_us = computed_us = flops_total = flops_us = eff_weighted = eff_time = 0.0
     verdicts: list[OpRoofline] = []
     append = verdicts.append
+    bucket_of = _BUCKET_OF_BOUND.get
+    fast = _Chip(chip)
+    first_of_group: dict[int | None, str] = {}  # one op name per replica-group size, for warnings
     for op in profile.ops:
-        t = op.total_time_us if op.total_time_us > 0 else 0.0
-        group = groups.get(op.name) if op.kind is OpKind.COLLECTIVE and op.group_size is None else None
-        v = classify(op, chip, net, group)
+        t = op.total_time_us
+        if t < 0:
+            t = 0.0
+        kind = op.kind
+        group = groups.get(op.name) if groups and kind is _COLLECTIVE and op.group_size is None else None
+        v = _classify(op, fast, net, group)
         append(v)
-        att.total_us += t
+        total += t
         if op.flops:
-            att.total_flops += op.flops
-            att.ops_with_flops_us += t
-        if v.efficiency is not None and v.source == "computed" and v.efficiency > 1.0:
-            att.efficiency_clamped.append(op.name)
-            v.efficiency = 1.0
-        if v.source == "profile":
-            att.profile_bound_us += t
-        elif v.source == "computed" and v.bound_by != "unknown":
-            att.computed_bound_us += t
-        if op.kind is OpKind.IDLE:
-            att.idle_us += t
-            continue
-        if op.kind is OpKind.COLLECTIVE:
+            flops_total += op.flops
+            flops_us += t
+        src = v.source
+        eff = v.efficiency
+        if src == "profile":
+            profile_us += t
+        elif src == "computed" and v.bound_by != "unknown":
+            computed_us += t
+            if eff is not None and eff > 1.0:
+                att.efficiency_clamped.append(op.name)
+                v.efficiency = eff = 1.0
+        if kind is _IDLE:
+            sums["idle"] += t
+        elif kind is _COLLECTIVE:
             # Device time in a collective is exposed communication, whatever else the profiler says.
-            if v.bound_by == "dcn":
-                att.dcn_us += t
-            elif v.bound_by == "ici":
-                att.ici_us += t
-            else:
-                att.collective_unknown_net_us += t
-            if v.source == "kind":
-                _, ambiguous = net.network_for_group(op.group_size if op.group_size is not None else group)
-                if ambiguous and len(att.ambiguous_network) < 5:
-                    att.ambiguous_network.append(op.name)
-            continue
-        if op.kind is OpKind.HOST:
-            att.host_us += t
-            continue
-        b = v.bound_by
-        if b == "compute":
-            att.compute_us += t
-            if v.efficiency is not None:
-                att.compute_eff_weighted += t * v.efficiency
-                att.compute_eff_time_us += t
-        elif b == "hbm":
-            att.hbm_us += t
-        elif b == "ici":
-            att.ici_us += t
-        elif b == "dcn":
-            att.dcn_us += t
-        elif b == "host":
-            att.host_us += t
+            b = v.bound_by
+            sums[b if b == "ici" or b == "dcn" else "collective_unknown"] += t
+            if src == "kind":
+                first_of_group.setdefault(op.group_size if op.group_size is not None else group, op.name)
+        elif kind is _HOST:
+            sums["host"] += t
         else:
-            att.unclassified_compute_us += t
+            bucket = bucket_of(v.bound_by, "unclassified")
+            sums[bucket] += t
+            if bucket == "compute" and eff is not None:
+                eff_weighted += t * eff
+                eff_time += t
+    att.ambiguous_network = [name for g, name in first_of_group.items() if net.network_for_group(g)[1]][:5]
+    att.compute_us, att.hbm_us = sums["compute"], sums["hbm"]
+    att.ici_us, att.dcn_us, att.collective_unknown_net_us = sums["ici"], sums["dcn"], sums["collective_unknown"]
+    att.host_us, att.idle_us, att.unclassified_compute_us = sums["host"], sums["idle"], sums["unclassified"]
+    att.total_us, att.profile_bound_us, att.computed_bound_us = total, profile_us, computed_us
+    att.total_flops, att.ops_with_flops_us = flops_total, flops_us
+    att.compute_eff_weighted, att.compute_eff_time_us = eff_weighted, eff_time
     return att, verdicts
 
 
