@@ -102,7 +102,7 @@ class Conversation:
         state = record.get("team_state")
         model_note: str | None = None
         try:
-            model_note, state_out = await self._run(self.model.client, ws, intent, task, state, meter, say,
+            model_note, state_out = await self._run(self.model.client_for_loop(), ws, intent, task, state, meter, say,
                                                     analyst=self.model.analyst)
             missing = self._missing(ws, intent)
             if missing and not self.model.analyst:
@@ -112,7 +112,10 @@ class Conversation:
         except Exception as exc:  # autogen wraps agent errors in RuntimeError; a person still gets an answer
             if self.model.analyst:
                 raise
-            fallback = f"{type(exc).__name__}: {str(exc)[:300]}"
+            first = (str(exc).strip().splitlines() or [""])[0]
+            # autogen re-raises agent errors as RuntimeError("<Type>: <message>\nTraceback ..."): keep the message
+            first = re.sub(r"^(?:\w+Error|ModelFailure|TokenBudgetExceeded): ", "", first)
+            fallback = first[:300] or type(exc).__name__
         if fallback is not None:
             log({"kind": "fallback", "reason": fallback})
             say(f"model failed ({fallback}); answering in analyst mode")

@@ -87,6 +87,18 @@ class ModelSetup:
     price: PriceSettings | None
     timeout_s: float
     notes: list[str] = field(default_factory=list)
+    factory: Any = None  # rebuilds the client; HTTP clients are bound to the event loop that first used them
+    _loop: Any = None
+
+    def client_for_loop(self) -> Any:
+        """The client, rebuilt when called from a different event loop than last time (asyncio.run per event)."""
+        import asyncio
+
+        loop = asyncio.get_running_loop()
+        if self.factory is not None and self._loop is not None and self._loop is not loop:
+            self.client = self.factory()
+        self._loop = loop
+        return self.client
 
     @property
     def analyst(self) -> bool:
@@ -250,12 +262,14 @@ def _compatible(settings: ModelSettings, env: dict[str, str], where: str, check:
         probe_endpoint(base_url, settings.model, api_key, timeout_s=min(settings.timeout_s, 5.0))
     else:
         notes.append("endpoint not probed at start-up")
-    client = OpenAIChatCompletionClient(
-        model=settings.model, base_url=base_url, api_key=api_key, model_info=info,  # type: ignore[arg-type]
-        timeout=settings.timeout_s, max_retries=settings.max_retries,
-    )
-    return ModelSetup(client=client, mode="compatible", model=settings.model, token_budget=settings.token_budget,
-                      price=_price(settings, settings.model), timeout_s=settings.timeout_s, notes=notes)
+    def factory() -> Any:
+        return OpenAIChatCompletionClient(
+            model=settings.model or "", base_url=base_url, api_key=api_key, model_info=info,  # type: ignore[arg-type]
+            timeout=settings.timeout_s, max_retries=settings.max_retries,
+        )
+
+    return ModelSetup(client=factory(), mode="compatible", model=settings.model, token_budget=settings.token_budget,
+                      price=_price(settings, settings.model), timeout_s=settings.timeout_s, notes=notes, factory=factory)
 
 
 def _openai(settings: ModelSettings, env: dict[str, str], where: str) -> ModelSetup:
@@ -265,15 +279,18 @@ def _openai(settings: ModelSettings, env: dict[str, str], where: str) -> ModelSe
     kwargs: dict[str, Any] = {}
     if settings.model_info is not None:
         kwargs["model_info"] = _model_info(settings, where)
-    try:
-        client = OpenAIChatCompletionClient(
+    def factory() -> Any:
+        return OpenAIChatCompletionClient(
             model=model, api_key=env["OPENAI_API_KEY"], timeout=settings.timeout_s,
             max_retries=settings.max_retries, **kwargs,
         )
+
+    try:
+        client = factory()
     except ValueError as exc:
         raise AsapError(f"cannot use OpenAI model {model!r}: {exc}", source=where, field="model",
                         hint="give model_info (function_calling: true, family) in .asap/model.yaml for models autogen does not know") from None
     if not client.model_info.get("function_calling"):
         raise AsapError(f"OpenAI model {model!r} does not support tool calling", source=where, field="model")
     return ModelSetup(client=client, mode="openai", model=model, token_budget=settings.token_budget,
-                      price=_price(settings, model), timeout_s=settings.timeout_s)
+                      price=_price(settings, model), timeout_s=settings.timeout_s, factory=factory)
