@@ -283,6 +283,8 @@ def _playbook_passages(key: str, root: Path) -> list[dict[str, str]]:
                                   "source": str(rule.get("source") or path.name)})
         elif path.suffix == ".md" and path.name.lower() != "readme.md":
             for para in path.read_text(encoding="utf-8", errors="replace").split("\n\n"):
+                if para.lstrip().startswith(("#", "```", "|")):
+                    continue
                 if re.search(rf"\b{re.escape(key)}[- ]bound\b", para, re.IGNORECASE):
                     found.append({"id": path.stem, "text": " ".join(para.split())[:600], "source": path.name})
     return found

@@ -144,8 +144,9 @@ def _compare(r: dict[str, Any], ws: Workspace) -> str:
     lines = [f"Proposal {a['number']} ({a['mesh']}) vs proposal {b['number']} ({b['mesh']}):"]
     for row in r["rows"]:
         ahead = f" -> {row['ahead']} ahead" if row["ahead"] else ""
-        lines.append(f"  {row['metric']}: {_f(row[a['number']] if a['number'] in row else row.get(str(a['number'])))} vs "
-                     f"{_f(row[b['number']] if b['number'] in row else row.get(str(b['number'])))}{ahead}")
+        va = row[a["number"]] if a["number"] in row else row.get(str(a["number"]))
+        vb = row[b["number"]] if b["number"] in row else row.get(str(b["number"]))
+        lines.append(f"  {row['metric']}: {_f(va, nd=3)} vs {_f(vb, nd=3)}{ahead}")
     for n in (a["number"], b["number"]):
         t = r["tradeoffs"].get(n) or r["tradeoffs"].get(str(n))
         if t:
