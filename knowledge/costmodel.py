@@ -57,6 +57,9 @@ class Calibration(BaseModel):
     # Additive (optional) field: the mesh the calibration was fitted on, so uncertainty can grow with
     # the distance of a candidate from it.
     baseline_mesh: Mesh | None = Field(default=None, description="mesh the scales were fitted on")
+    activation_scale: float = Field(
+        default=1.0, description="measured / modelled activation memory on the baseline (peak HBM in use)"
+    )
 
 
 class Prediction(BaseModel):
@@ -104,6 +107,13 @@ def _mesh_distance(mesh: Mesh, base: Mesh) -> float:
 def _evaluate_one(run: RunRecord, shape: Shape, chip: Chip, mesh: Mesh) -> Terms:
     ici, dcn = mesh_arrays([mesh])
     return evaluate(shape, chip, run.num_chips // max(mesh.num_slices, 1), ici, dcn)
+
+
+def _is_baseline(mesh: Mesh, calibration: Calibration | None) -> bool:
+    """Whether ``mesh`` is the mesh the calibration was measured on."""
+    if calibration is None or calibration.baseline_mesh is None:
+        return False
+    return mesh.normalized() == calibration.baseline_mesh.normalized()
 
 
 def _scales(calibration: Calibration | None) -> tuple[float, float, float]:
@@ -185,8 +195,20 @@ def predict(
     breakdown["fixed"] = fixed_s * 1e3
 
     memory = {k: float(v[0]) for k, v in terms.memory.items()}
+    if calibration is not None:
+        memory["activations"] *= calibration.activation_scale
+    else:
+        assumptions.append("activation memory not calibrated on a measured peak (formula from Korthikanti et al.)")
     total_mem = sum(memory.values())
     capacity = chip.hbm_bytes
+    fits = total_mem <= capacity * (1 - DEFAULT_HEADROOM)
+    if not fits and _is_baseline(mesh, calibration) and total_mem <= capacity:
+        # The baseline ran with this peak: the measurement is proof it fits, headroom or not.
+        fits = True
+        assumptions.append(
+            f"memory {total_mem / 1e9:.1f} GB is within {100 * DEFAULT_HEADROOM:.0f}% of capacity, but the baseline "
+            "ran at this measured peak"
+        )
     return Prediction(
         mesh=mesh,
         step_time_ms=step_ms,
@@ -198,7 +220,7 @@ def predict(
         memory_per_chip_bytes=total_mem,
         memory_breakdown_bytes=memory,
         memory_capacity_bytes=capacity,
-        fits_memory=total_mem <= capacity * (1 - DEFAULT_HEADROOM),
+        fits_memory=fits,
         assumptions=assumptions,
     )
 
@@ -217,12 +239,30 @@ def _measured_step_ms(run: RunRecord, report: AnalysisReport) -> float:
     return float(step)
 
 
+# Collective shares below this fraction of the step are "hidden" in both the profile and the model:
+# there is nothing to fit, and a ratio of two tiny numbers would distort every other mesh's comm.
+MIN_FIT_SHARE = 0.02
+COMPUTE_SCALE_RANGE = (0.2, 20.0)
+COMM_SCALE_RANGE = (0.1, 10.0)
+ACTIVATION_SCALE_RANGE = (0.05, 5.0)
+
+
+def _measured_memory(run: RunRecord, report: AnalysisReport) -> float | None:
+    used = report.kpis.hbm_used_bytes
+    if used is None and run.measured is not None:
+        used = run.measured.hbm_peak_bytes
+    return float(used) if used else None
+
+
 def calibrate(run: RunRecord, mesh: Mesh, report: AnalysisReport) -> Calibration:
     """Fit the model's scales to the baseline mesh's measured step time and collective share.
 
     device time measured = step x (1 - collective% - host_wait% - idle%) -> compute_scale;
-    collectives measured = step x collective% -> comm_scale (against modelled exposed collectives);
-    host wait + idle (minus the modelled pipeline bubble, which idles the device too) -> fixed_ms.
+    collectives measured = step x collective% -> comm_scale (against modelled exposed collectives),
+    fitted only where either side is at least 2% of the step;
+    host wait + idle (minus the modelled pipeline bubble, which idles the device too) -> fixed_ms;
+    peak HBM in use (profile or run.yaml measured.hbm_peak_bytes) -> activation_scale, the factor on the
+    least certain memory term (activations depend on remat details and XLA's buffer reuse).
     Whatever the scales cannot reproduce (clamping, unmodelled terms) is ``residual_ms``, carried as
     fixed time so the baseline prediction equals the measurement.
     """
@@ -240,21 +280,24 @@ def calibrate(run: RunRecord, mesh: Mesh, report: AnalysisReport) -> Calibration
     exp_model = float(sum(v[0] for v in terms.exposed_s.values()))
     bf = float(terms.bubble_frac[0])
 
+    comm_scale = 1.0
     if k.collective_percent is None:
         notes.append("profile gives no collective share: collectives kept at the model's estimate, compute fitted")
         comm_meas = exp_model
-        comm_scale = 1.0
     else:
         comm_meas = k.collective_percent / 100.0 * T
-        if exp_model > 1e-9:
+        if comm_meas < MIN_FIT_SHARE * T and exp_model < MIN_FIT_SHARE * T:
+            notes.append(
+                f"collectives are hidden in both the profile ({comm_meas * 1e3:.1f} ms) and the model "
+                f"({exp_model * 1e3:.1f} ms): comm scale left at 1"
+            )
+        elif exp_model > 1e-9:
             comm_scale = comm_meas / exp_model
-        else:
-            comm_scale = 1.0
-            if comm_meas > 0:
-                notes.append(
-                    f"profile shows {comm_meas * 1e3:.2f} ms of collectives the model does not predict for "
-                    f"{mesh.short()}; kept as fixed time"
-                )
+        elif comm_meas > 0:
+            notes.append(
+                f"profile shows {comm_meas * 1e3:.1f} ms of collectives the model does not predict for "
+                f"{mesh.short()}; kept as fixed time"
+            )
     device_meas = max(T - comm_meas - host - idle, 0.0)
     # Pipeline bubble shows as device idle; take it out of the idle that counts as fixed.
     bubble_meas = min(idle, bf * device_meas) if bf > 0 else 0.0
@@ -264,19 +307,22 @@ def calibrate(run: RunRecord, mesh: Mesh, report: AnalysisReport) -> Calibration
         notes.append("profile leaves no device compute time to fit: compute kept at the model's estimate")
     else:
         compute_scale = device_meas / dev_model
-    for name, value, lo, hi in (("compute_scale", compute_scale, 0.2, 20.0), ("comm_scale", comm_scale, 0.05, 50.0)):
+        if DEFAULT_EFFICIENCY / compute_scale > 1.0:
+            notes.append(
+                f"measured device time ({device_meas * 1e3:.1f} ms) is shorter than the modelled FLOPs need even "
+                "at 100% of peak: check the model dimensions, global_batch and seq_len in run.yaml"
+            )
+    for name, value, (lo, hi) in (
+        ("compute_scale", compute_scale, COMPUTE_SCALE_RANGE),
+        ("comm_scale", comm_scale, COMM_SCALE_RANGE),
+    ):
         if not lo <= value <= hi:
             notes.append(
                 f"{name} {value:.3g} is outside [{lo}, {hi}]: the model and the profile disagree on this "
                 "term; clamped, the rest carried as residual"
             )
-    if device_meas > 0 and dev_model > 0 and DEFAULT_EFFICIENCY / compute_scale > 1.0:
-        notes.append(
-            f"measured device time ({device_meas * 1e3:.1f} ms) is shorter than the modelled FLOPs need even at "
-            "100% of peak: check the model dimensions, global_batch and seq_len in run.yaml"
-        )
-    compute_scale = min(max(compute_scale, 0.2), 20.0)
-    comm_scale = min(max(comm_scale, 0.05), 50.0)
+    compute_scale = min(max(compute_scale, COMPUTE_SCALE_RANGE[0]), COMPUTE_SCALE_RANGE[1])
+    comm_scale = min(max(comm_scale, COMM_SCALE_RANGE[0]), COMM_SCALE_RANGE[1])
     notes.append(
         f"baseline runs at ~{100 * DEFAULT_EFFICIENCY / compute_scale:.0f}% of peak on modelled device work; "
         f"collectives at {comm_scale:.2f}x the modelled exposed time"
@@ -288,6 +334,19 @@ def calibrate(run: RunRecord, mesh: Mesh, report: AnalysisReport) -> Calibration
         + fixed
     )
     residual = T - predicted
+
+    activation_scale = 1.0
+    used = _measured_memory(run, report)
+    acts = float(terms.memory["activations"][0])
+    state = float(sum(v[0] for key, v in terms.memory.items() if key != "activations"))
+    if used is not None and acts > 0:
+        raw = (used - state) / acts
+        activation_scale = min(max(raw, ACTIVATION_SCALE_RANGE[0]), ACTIVATION_SCALE_RANGE[1])
+        notes.append(
+            f"memory: measured {used / 1e9:.1f} GB per chip vs modelled {(state + acts) / 1e9:.1f} GB; activations "
+            f"scaled x{activation_scale:.2f}"
+            + ("" if raw == activation_scale else f" (fit {raw:.2f} clamped: model state alone disagrees)")
+        )
     return Calibration(
         measured_step_ms=step_ms,
         compute_scale=compute_scale,
@@ -296,4 +355,5 @@ def calibrate(run: RunRecord, mesh: Mesh, report: AnalysisReport) -> Calibration
         residual_ms=residual * 1e3,
         notes=notes,
         baseline_mesh=mesh,
+        activation_scale=activation_scale,
     )

@@ -263,8 +263,15 @@ def evaluate_mesh_arrays(
         rows = slices == ns
         terms = evaluate(shape, chip, run.num_chips // int(ns), ici[rows], dcn[rows])
         step[rows] = terms.step_s(cs, ks, fixed_s) * 1e3
-        mem[rows] = sum(terms.memory.values())
-    return MeshScores(step, mem, mem <= chip.hbm_bytes * (1 - headroom))
+        act_scale = calibration.activation_scale if calibration is not None else 1.0
+        mem[rows] = sum(v for k, v in terms.memory.items() if k != "activations") + act_scale * terms.memory["activations"]
+    fits = mem <= chip.hbm_bytes * (1 - headroom)
+    if calibration is not None and calibration.baseline_mesh is not None:
+        # The measured baseline is proof that its own peak fits (same rule as ``predict``).
+        bi, bd = mesh_arrays([calibration.baseline_mesh])
+        is_base = (ici == bi).all(axis=1) & (dcn == bd).all(axis=1)
+        fits |= is_base & (mem <= chip.hbm_bytes)
+    return MeshScores(step, mem, fits)
 
 
 def score_meshes(run: RunRecord, meshes: list[Mesh], calibration: Calibration | None) -> np.ndarray:

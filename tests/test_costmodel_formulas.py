@@ -144,9 +144,9 @@ def test_gpu_tensor_inside_nvlink_vs_across_nodes() -> None:
     inside = terms_for(run, Mesh(ici={"tensor": 8, "fsdp": 2})).comm_s["tensor"][0]
     across = terms_for(run, Mesh(ici={"tensor": 16})).comm_s["tensor"][0]
     # tensor=8 all on NVLink (450 GB/s); tensor=16 adds a ring over InfiniBand at 50 GB/s per GPU.
-    # Same activation bytes per all-reduce in both (one 8192-token micro-batch), so the ratio is the network:
-    # inside: 2 V 7/8 / 450e9; across: 2 V (15/16... as 8 on NVLink + 2 over IB) = 2 V (7/8 / 450e9 + 1/8 * 1/2 / 50e9)
-    # times 16 vs 8 micro-batches (per-rank batch 16 vs 8).
+    # Both all-reduce one 8192-token micro-batch of activations, V = 2 B x 8192 x d_model, 6 times per
+    # layer (full remat). tensor=8: all on NVLink, 2 V 7/8 / 450 GB/s. tensor=16: 8 GPUs on NVLink, then
+    # 2 groups over InfiniBand with V/8 each at 50 GB/s. Micro-batches: 16/2 = 8 vs 16 per step.
     v = 2 * 8192 * D
     per_inside = 2 * v * (7 / 8) / 4.5e11
     per_across = 2 * v * ((7 / 8) / 4.5e11 + (1 / 8) * (1 / 2) / 5e10)
