@@ -214,7 +214,7 @@ class KnowledgeIndex:
             )
         self._load_docstore()
         if manifest.get("documents", 0) and self._bm25_dir.is_dir():
-            self._retriever = BM25Retriever.from_persist_dir(str(self._bm25_dir))
+            self._retriever = BM25Retriever.from_persist_dir(str(self._bm25_dir), show_progress=False)
             self._set_columns(self._retriever.corpus)
         else:
             self._retriever = None
@@ -261,7 +261,7 @@ class KnowledgeIndex:
                 nodes = [store.docs[i] for i in docs]  # stable order = document order
                 retriever = BM25Retriever.from_defaults(nodes=nodes, similarity_top_k=min(10, len(nodes)))
                 self._bm25_dir.mkdir(parents=True, exist_ok=True)
-                retriever.persist(str(self._bm25_dir))
+                retriever.persist(str(self._bm25_dir), show_progress=False)
                 self._retriever = retriever
                 self._set_columns(retriever.corpus)
             else:
