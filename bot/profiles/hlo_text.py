@@ -35,6 +35,7 @@ _INSTR = re.compile(r"^\s*(?:ROOT\s+)?%?(?P<name>[A-Za-z_][\w.\-]*)\s*=\s*(?P<re
 _COMP = re.compile(r"^\s*(?:ENTRY\s+)?%?(?P<name>[A-Za-z_][\w.\-]*)\s*(?:\(.*\))?\s*(?:->\s*.*)?\{\s*$")
 _ARRAY = re.compile(r"(?P<dtype>[a-z][a-z0-9]*)\[(?P<dims>[^\]]*)\]")
 _STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
+_COMMENT = re.compile(r"/\*.*?\*/")  # e.g. /*index=5*/ inside long tuple shapes
 _HEADER_INT = re.compile(r"\b(num_partitions|replica_count)=(\d+)")
 
 
@@ -172,7 +173,7 @@ def parse_hlo_text(text: str, *, source: str) -> list[CollectiveOp]:
             if m2:
                 computation = m2.group("name")
             continue
-        clean = _STRING.sub('""', m.group("rest"))
+        clean = _COMMENT.sub("", _STRING.sub('""', m.group("rest")))
         parsed = _shape_and_opcode(clean)
         if parsed is None:
             continue

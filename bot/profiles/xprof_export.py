@@ -486,9 +486,17 @@ def _roofline_proto(obj: Any, source: str, profile: Profile) -> Profile:
 
 
 # ----------------------------------------------------------------------------------------- overview_page
-STEP_REQUIRED = ("stepnum", "stepTimeMs")
-STEP_OPTIONAL = ("infeedTimeMs", "deviceComputeTimeMs", "deviceCollectivesTimeMs", "deviceToDeviceTimeMs")
-STEP_KNOWN = ("hostComputeTimeMs", "kernelLaunchTimeMs", "outfeedTimeMs", "compileTimeMs", "otherTimeMs", "tooltip")
+STEP_REQUIRED = ("stepnum",)
+# Generic (GPU/CPU) step table columns, then the TPU form (no stepTimeMs: a step is the sum of its parts).
+STEP_OPTIONAL = (
+    "stepTimeMs", "infeedTimeMs", "deviceComputeTimeMs", "deviceCollectivesTimeMs", "deviceToDeviceTimeMs",
+    "tcComputeTimeMs", "scv0ComputeTimeMs", "tcInfeedTimeMs", "scv0InfeedTimeMs", "tcOutfeedTimeMs", "tcIdleTimeMs",
+)
+STEP_KNOWN = (
+    "hostComputeTimeMs", "kernelLaunchTimeMs", "outfeedTimeMs", "compileTimeMs", "otherTimeMs", "tooltip",
+    "hostTransferTimeMs", "infeedPercentAverage", "infeedPercentMin", "infeedPercentMax", "stepname",
+)
+_TPU_STEP_PARTS = ("tcComputeTimeMs", "scv0ComputeTimeMs", "tcInfeedTimeMs", "scv0InfeedTimeMs", "tcOutfeedTimeMs", "tcIdleTimeMs")
 
 
 def _mean(values: list[float]) -> float | None:
@@ -526,27 +534,48 @@ def parse_overview_page(data: bytes, *, source: str) -> Profile:
             t, source=source, where=f"[{i}].", required=STEP_REQUIRED, optional=STEP_OPTIONAL, known=STEP_KNOWN,
             warnings=profile.warnings,
         )
+        present = table.present
+        tpu = "stepTimeMs" not in present and "tcComputeTimeMs" in present
+        if not tpu and "stepTimeMs" not in present:
+            raise ProfileError(
+                "missing required column 'stepTimeMs' (or the TPU step columns tcComputeTimeMs, tcIdleTimeMs, ...)",
+                source=source, field=f"[{i}].cols",
+            )
+        d = table.data
+
+        def col(cid: str, r: int) -> float:
+            return _num(d[cid][r], source, f"[{i}].rows[{r}].{cid}") or 0.0
+
         times, inf, comp, coll = [], [], [], []
-        for r, (_num_name, st, infeed_ms, comp_ms, coll_ms, d2d_ms) in enumerate(table.rows):
-            f = f"[{i}].rows[{r}]"
-            value = _num(st, source, f + ".stepTimeMs")
-            if value is None or value < 0:
-                raise ProfileError("expected a non-negative step time", source=source, field=f + ".stepTimeMs")
+        for r in range(table.nrows):
+            if tpu:
+                value = sum(col(c, r) for c in _TPU_STEP_PARTS)
+                inf.append(col("tcInfeedTimeMs", r) + col("scv0InfeedTimeMs", r))
+                comp.append(col("tcComputeTimeMs", r) + col("scv0ComputeTimeMs", r))
+            else:
+                value = col("stepTimeMs", r)
+                inf.append(col("infeedTimeMs", r))
+                comp.append(col("deviceComputeTimeMs", r))
+                coll.append(col("deviceCollectivesTimeMs", r) + col("deviceToDeviceTimeMs", r))
+            if value < 0:
+                raise ProfileError("expected a non-negative step time", source=source, field=f"[{i}].rows[{r}]")
             times.append(value * 1000.0)
-            inf.append(_num(infeed_ms, source, f + ".infeedTimeMs") or 0.0)
-            comp.append(_num(comp_ms, source, f + ".deviceComputeTimeMs") or 0.0)
-            coll.append((_num(coll_ms, source, f + ".deviceCollectivesTimeMs") or 0.0) + (_num(d2d_ms, source, f + ".deviceToDeviceTimeMs") or 0.0))
         if times:
             profile.step_times_us = times
             profile.num_steps = len(times)
             step_us = _mean(times)
-            infeed, compute, comm = _mean(inf), _mean(comp), _mean(coll)
-            if "infeedTimeMs" not in table.present:
-                infeed = None
-            if "deviceComputeTimeMs" not in table.present:
-                compute = None
-            if not {"deviceCollectivesTimeMs", "deviceToDeviceTimeMs"} & table.present:
-                comm = None
+            avg = _prop_float(props, "steptime_ms_average")
+            if tpu and avg:
+                step_us = avg * 1000.0  # includes all-reduce time the TPU step columns leave out
+            infeed, compute = _mean(inf), _mean(comp)
+            comm = _mean(coll) if coll else None
+            if not tpu:
+                if "infeedTimeMs" not in present:
+                    infeed = None
+                if "deviceComputeTimeMs" not in present:
+                    compute = None
+                if not {"deviceCollectivesTimeMs", "deviceToDeviceTimeMs"} & present:
+                    comm = None
     if step_us is None:
         avg = _prop_float(props, "steptime_ms_average")
         step_us = avg * 1000.0 if avg else None
