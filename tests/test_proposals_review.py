@@ -125,3 +125,26 @@ def test_review_flags_a_move_that_contradicts_the_diagnosis(tmp_path: Path) -> N
     res = review(old, new, run, report=report)
     assert not res.ok
     assert any(f.check == "diagnosis" and "tensor" in f.message for f in res.findings if f.severity == "problem")
+
+
+def test_eval_runs_on_the_bundled_cases_and_prints_rates(repo_root: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from bot.proposals.evaluate import run_eval
+
+    report = run_eval(repo_root / "examples" / "eval")
+    assert len(report.cases) >= 8
+    assert not [c.error for c in report.cases if c.error]
+    assert {c.kind for c in report.cases} == {"profiled", "config_only"}
+    assert report.failing_check_rate == 0.0  # no proposal ever fails its own Critic
+    assert report.top3_rate is not None and report.step_time_error_mean is not None
+    assert all(c.source.strip() for c in report.cases)
+    assert _exit_code(["eval", str(repo_root / "examples" / "eval")]) == 0
+    out = capsys.readouterr().out
+    assert "top-1" in out and "top-3" in out and "failing a check" in out
+
+
+def test_eval_refuses_a_folder_without_cases(tmp_path: Path) -> None:
+    from bot.proposals.evaluate import run_eval
+
+    with pytest.raises(AsapError, match="no case folders"):
+        run_eval(tmp_path)
+    assert _exit_code(["eval", str(tmp_path / "missing")]) == 2

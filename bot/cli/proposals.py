@@ -133,17 +133,23 @@ def eval_cmd(cases_dir: Path, as_json: bool) -> None:
         click.echo(report.model_dump_json(indent=2))
         return
     table = Table(title=f"asap eval {cases_dir}")
-    for col in ("case", "kind", "top-1", "top-3", "kind top-3", "failing", "step err", "s", "proposals"):
-        table.add_column(col)
+    for col in ("case", "kind", "top-1", "top-3", "kind/verdict", "failing", "step err", "s", "notes"):
+        table.add_column(col, overflow="fold")
 
     def yn(v: bool | None) -> str:
         return "-" if v is None else ("yes" if v else "no")
 
     for c in report.cases:
         err = f"{max(c.step_time_errors):.0%}" if c.step_time_errors else "-"
-        extra = c.error or ", ".join(c.proposals)
+        if c.error:
+            extra = c.error
+        elif c.kind == "config_only":
+            extra = f"expert rank {c.expert_rank}" + ("" if c.expert_passes_critic else ", expert FAILS the Critic")
+        else:
+            extra = c.verdict or ""
+        kv = c.verdict_match if c.verdict_match is not None else c.kind_top3
         table.add_row(
-            c.case, c.kind, yn(c.top1), yn(c.top3), yn(c.kind_top3), f"{c.proposals_failing_check}/{c.proposals_total}",
+            c.case, c.kind, yn(c.top1), yn(c.top3), yn(kv), f"{c.proposals_failing_check}/{c.proposals_total}",
             err, f"{c.seconds:.2f}", extra,
         )
     console.print(table)
@@ -152,7 +158,8 @@ def eval_cmd(cases_dir: Path, as_json: bool) -> None:
         return "-" if x is None else f"{x:.0%}"
 
     console.print(
-        f"top-1 {pct(report.top1_rate)}  top-3 {pct(report.top3_rate)}  proposals failing a check "
+        f"top-1 {pct(report.top1_rate)}  top-3 {pct(report.top3_rate)}  verdict {pct(report.verdict_match_rate)}  "
+        f"kind top-3 {pct(report.kind_top3_rate)}  proposals failing a check "
         f"{pct(report.failing_check_rate)}  step-time error mean {pct(report.step_time_error_mean)} "
         f"max {pct(report.step_time_error_max)}  "
         f"time/case {report.seconds_per_case or 0:.2f} s"

@@ -249,11 +249,13 @@ def critique(
     history: FailureHistory | None = None,
     baseline: Mesh | None = None,
     baseline_prediction: Any | None = None,
+    calibration: Any | None = None,
 ) -> CriticResult:
     """Run every check on ``mesh`` for ``run``.
 
     ``report`` supplies the diagnosis and the baseline mesh (``baseline`` overrides it); ``prediction`` is
-    the cost model's prediction for ``mesh`` (computed here when omitted and the model is known);
+    the cost model's prediction for ``mesh`` (computed here when omitted and the model is known,
+    calibrated on the report's measurement like the engine's, so both reach the same verdict);
     ``history`` the failed configurations (read from the run folder's ``failures.yaml`` when omitted).
     Checks that cannot run say why and count as passed-but-skipped.
     """
@@ -268,13 +270,13 @@ def critique(
         checks.append(
             Check(name="divisibility", passed=True, skipped=True, reason="skipped: the axes do not multiply to the chips")
         )
+    base = baseline or baseline_from_report(report)
     if prediction is None and product_ok:
-        prediction = _predict_or_none(record, mesh)
+        prediction, baseline_prediction = _predict_or_none(record, mesh, base, report, calibration, baseline_prediction)
     if product_ok:
         checks.append(check_memory(record, mesh, prediction))
     else:
         checks.append(Check(name="memory", passed=True, skipped=True, reason="skipped: the axes do not multiply to the chips"))
-    base = baseline or baseline_from_report(report)
     bottleneck = report.diagnosis.bottleneck if report is not None else None
     checks.append(
         check_diagnosis(bottleneck, base, mesh, prediction=prediction, baseline_prediction=baseline_prediction)
@@ -283,12 +285,28 @@ def critique(
     return CriticResult(mesh=mesh_dict(mesh), mesh_short=mesh.short(), checks=checks)
 
 
-def _predict_or_none(record: RunRecord, mesh: Mesh) -> Any | None:
+def _predict_or_none(
+    record: RunRecord,
+    mesh: Mesh,
+    base: Mesh | None,
+    report: AnalysisReport | None,
+    calibration: Any | None,
+    baseline_prediction: Any | None,
+) -> tuple[Any | None, Any | None]:
+    """Prediction for ``mesh`` (and the baseline), calibrated on the report when there is one."""
     from knowledge import costmodel
 
     if not costmodel.model_known(record):
-        return None
+        return None, baseline_prediction
+    if calibration is None and report is not None and base is not None:
+        try:
+            calibration = costmodel.calibrate(record, base, report)
+        except AsapError:
+            calibration = None
     try:
-        return costmodel.predict(record, mesh)
+        pred = costmodel.predict(record, mesh, calibration=calibration)
+        if baseline_prediction is None and base is not None and calibration is not None:
+            baseline_prediction = costmodel.predict(record, base, calibration=calibration)
+        return pred, baseline_prediction
     except AsapError:
-        return None
+        return None, baseline_prediction

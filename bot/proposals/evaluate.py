@@ -12,7 +12,9 @@ A case folder is a run folder (``run.yaml``, the sharding config, and the profil
 
 * **profiled** cases: the engine proposes from the run's profile; *top-1* / *top-3* = the adopted mesh is
   the first / among the proposals (when the adopted mesh is the run's current one, a match means the
-  engine calls the run near-optimal or proposes nothing that beats it beyond noise).
+  engine proposes nothing that beats it beyond noise). Optional ``expected_verdict`` (e.g.
+  ``mesh_not_the_problem`` for a host-bound run) and ``expected_kinds`` (``tensor->fsdp``: a top-3
+  proposal makes that kind of change) are checked too; with no adopted mesh, the verdict decides the match.
 * **config_only** cases (a published expert config without a profile): the expert mesh must pass the
   Critic, and its *rank* is 1 + the number of distinct-in-kind, Critic-passing meshes predicted faster than
   it beyond the prediction's uncertainty (uncalibrated model); top-1 / top-3 = rank 1 / rank <= 3.
@@ -23,6 +25,7 @@ relative error of predicted vs measured step time, and the time per case.
 
 from __future__ import annotations
 
+import fnmatch
 import statistics
 import time
 from pathlib import Path
@@ -55,6 +58,13 @@ class Expected(BaseModel):
     kind: Literal["profiled", "config_only"]
     source: str = Field(min_length=1, description="citation: file/URL of the expert config or measurement")
     adopted_mesh: Mesh | None = None
+    expected_verdict: Literal["improve", "near_optimal", "mesh_not_the_problem", "no_valid_proposals"] | None = Field(
+        default=None, description="profiled: the verdict an expert would give (e.g. mesh_not_the_problem for host-bound)"
+    )
+    expected_kinds: list[str] = Field(
+        default_factory=list,
+        description="profiled: kinds of change one of the top 3 should make; shell patterns, e.g. 'tensor->*'",
+    )
     measured: list[MeasuredOutcome] = Field(default_factory=list)
     notes: str | None = None
 
@@ -128,8 +138,17 @@ def eval_profiled(run, expected: Expected) -> CaseResult:  # type: ignore[no-unt
             top1 = bool(keys) and keys[0] == want
             top3 = want in keys[:3]
             kind_top3 = kind_of(base, expected.adopted_mesh) in [p.kind for p in ps.proposals[:3]]
+    if expected.expected_kinds:
+        kinds = [p.kind for p in ps.proposals[:3]]
+        hit = any(fnmatch.fnmatchcase(k, pat) for pat in expected.expected_kinds for k in kinds)
+        kind_top3 = hit if kind_top3 is None else (kind_top3 and hit)
+    verdict_ok = None if expected.expected_verdict is None else ps.verdict == expected.expected_verdict
+    if expected.adopted_mesh is None and verdict_ok is not None:
+        top1 = top3 = verdict_ok
     calibration = Calibration.model_validate(ps.calibration) if ps.calibration else None
     return CaseResult(
+        verdict=ps.verdict,
+        verdict_match=verdict_ok,
         case=run.record.id,
         kind="profiled",
         source=expected.source,
@@ -162,15 +181,14 @@ def eval_config_only(run, expected: Expected) -> CaseResult:  # type: ignore[no-
         )
     notes: list[str] = []
     expert_check = critique(run, expert)
-    failing = 0 if expert_check.ok else 1
     if not expert_check.ok:
         notes.append("the expert mesh FAILS the Critic: " + "; ".join(c.reason for c in expert_check.failures if c.hard))
     if not costmodel.model_known(record):
         notes.append("model unknown: cannot rank the expert mesh")
         return CaseResult(
-            case=record.id, kind="config_only", source=expected.source, top1=None, top3=None, kind_top3=None,
-            expert_rank=None, proposals=[], adopted=expert.short(), proposals_failing_check=failing,
-            proposals_total=1, step_time_errors=[], seconds=0.0, notes=notes,
+            verdict=None, verdict_match=None, case=record.id, kind="config_only", source=expected.source, top1=None, top3=None, kind_top3=None,
+            expert_rank=None, expert_passes_critic=expert_check.ok, proposals=[], adopted=expert.short(),
+            proposals_failing_check=0, proposals_total=0, step_time_errors=[], seconds=0.0, notes=notes,
         )
     expert_pred = costmodel.predict(record, expert)
     noise = expert_pred.uncertainty * expert_pred.step_time_ms
@@ -198,6 +216,8 @@ def eval_config_only(run, expected: Expected) -> CaseResult:  # type: ignore[no-
         )
     notes.append(f"expert mesh predicted {expert_pred.step_time_ms:.1f} ms/step (uncalibrated)")
     return CaseResult(
+        verdict=None,
+        verdict_match=None,
         case=record.id,
         kind="config_only",
         source=expected.source,
@@ -205,10 +225,11 @@ def eval_config_only(run, expected: Expected) -> CaseResult:  # type: ignore[no-
         top3=rank <= 3 and expert_check.ok,
         kind_top3=None,
         expert_rank=rank,
+        expert_passes_critic=expert_check.ok,
         proposals=[b.short() for b in better],
         adopted=expert.short(),
-        proposals_failing_check=failing,
-        proposals_total=1,
+        proposals_failing_check=0,
+        proposals_total=0,
         step_time_errors=_step_errors(run, expected, None),
         seconds=0.0,
         notes=notes,
@@ -230,7 +251,7 @@ def run_eval(cases_dir: Path | str) -> EvalReport:
             res = eval_profiled(run, expected) if expected.kind == "profiled" else eval_config_only(run, expected)
         except AsapError as exc:
             res = CaseResult(
-                case=folder.name, kind="profiled", source="-", top1=None, top3=None, kind_top3=None, expert_rank=None,
+                verdict=None, verdict_match=None, case=folder.name, kind="profiled", source="-", top1=None, top3=None, kind_top3=None, expert_rank=None,
                 proposals=[], adopted=None, proposals_failing_check=0, proposals_total=0, step_time_errors=[],
                 seconds=0.0, error=exc.render(),
             )
@@ -247,6 +268,8 @@ def run_eval(cases_dir: Path | str) -> EvalReport:
         cases=results,
         top1_rate=rate([r.top1 for r in results]),
         top3_rate=rate([r.top3 for r in results]),
+        verdict_match_rate=rate([r.verdict_match for r in results]),
+        kind_top3_rate=rate([r.kind_top3 for r in results]),
         failing_check_rate=(sum(r.proposals_failing_check for r in results) / total) if total else None,
         step_time_error_mean=statistics.fmean(errors) if errors else None,
         step_time_error_max=max(errors) if errors else None,

@@ -174,10 +174,13 @@ class CaseResult(_Out):
     case: str
     kind: Literal["profiled", "config_only"]
     source: str
+    verdict: str | None = Field(description="the engine's verdict (profiled cases)")
+    verdict_match: bool | None = Field(description="verdict equals expected_verdict (null when none expected)")
     top1: bool | None
     top3: bool | None
     kind_top3: bool | None = Field(description="a top-3 proposal makes the same kind of change as the adopted mesh")
     expert_rank: int | None = Field(description="config-only: rank of the expert mesh among distinct kinds")
+    expert_passes_critic: bool | None = Field(default=None, description="config-only: the published mesh passes every hard check")
     proposals: list[str]
     adopted: str | None
     proposals_failing_check: int
@@ -193,6 +196,8 @@ class EvalReport(_Out):
     cases: list[CaseResult]
     top1_rate: float | None
     top3_rate: float | None
+    verdict_match_rate: float | None
+    kind_top3_rate: float | None
     failing_check_rate: float | None
     step_time_error_mean: float | None
     step_time_error_max: float | None
