@@ -15,6 +15,7 @@ record (workspace + ``team.save_state()``) and the worklog go to the memory stor
 
 from __future__ import annotations
 
+import logging
 import re
 import time
 import uuid
@@ -36,6 +37,11 @@ from agents.tools import ToolBox
 from agents.workspace import Workspace
 from bot.errors import AsapError, RunNotFound
 from bot.store import MemoryStore, open_store
+
+# autogen logs each agent error with a traceback before re-raising it; the worklog records model errors and
+# fallbacks, so keep those tracebacks off the person's terminal (handlers configured by an app still apply).
+for _name in ("autogen_core", "autogen_agentchat", "autogen_ext"):
+    logging.getLogger(_name).addHandler(logging.NullHandler())
 
 THREAD_VERSION = 1
 REQUIRED = {

@@ -151,7 +151,7 @@ class ToolBox:
         def go() -> dict[str, Any]:
             run = self.run(run_id)
             props = (self.ws.proposals or {}).get("proposals") or []
-            if not props and not self.ws.suggested:
+            if self.ws.proposals is None and not self.ws.suggested:
                 raise AsapError("no candidates to check yet", field="proposals", hint="the Proposal agent calls propose_meshes first")
             out = []
             for p in props:

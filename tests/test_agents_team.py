@@ -196,3 +196,22 @@ def test_token_budget_stops_the_model_and_the_analyst_answers(tmp_path: Path, ba
     a = ask(conv, "why is job 123 slow?")
     assert a.fallback and "over its budget of 150" in a.fallback
     assert a.usage["total_tokens"] >= 150 and "1. fsdp=32 tensor=2" in a.text
+
+
+from test_store_memory import redis_url  # noqa: E402,F401  (real Redis fixture: server on 6379 or a throwaway one)
+
+
+def test_thread_survives_a_restart_on_redis(tmp_path: Path, backend: FakeBackend, redis_url: str) -> None:
+    import uuid
+
+    from bot.store.redis_store import RedisStore
+
+    prefix = f"asap-test-{uuid.uuid4().hex[:8]}:"
+    c1 = Conversation(store=RedisStore.from_url(redis_url, prefix=prefix), model=build_model({}), backend=backend)
+    ask(c1, "why is job 123 slow?", thread="r1")
+    c2 = Conversation(store=RedisStore.from_url(redis_url, prefix=prefix), model=build_model({}), backend=FakeBackend(tmp_path))
+    a = ask(c2, "compare 1 and 2", thread="r1")
+    assert "Proposal 1 (fsdp=32 tensor=2) vs proposal 2 (fsdp=16 tensor=4)" in a.text
+    assert [e["kind"] for e in c2.log("r1")].count("answer") == 2
+    for key in c2.store._r.scan_iter(match=f"{prefix}*"):
+        c2.store._r.delete(key)
