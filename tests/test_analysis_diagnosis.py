@@ -205,3 +205,22 @@ def test_confidence_is_bounded_and_reasons_are_signed_drops() -> None:
     assert 0.0 <= d.confidence <= 1.0
     assert d.confidence <= 0.5
     assert all(r.startswith("-") or "%" in r for r in d.confidence_reasons)
+
+
+def test_full_remat_with_hbm_headroom_is_a_lever_not_near_optimal() -> None:
+    ops = [matmul("fusion.mlp", 0.70, eff=0.75), matmul("fusion.attn", 0.22, eff=0.7), collective("all-reduce", 0.03, group=8)]
+    tight = run_analysis(record(model=False, measured={"mfu_percent": 58.0, "hbm_peak_bytes": 80e9},
+                                training={"remat": "full"}), profiled(ops, duty=99)).diagnosis
+    assert tight.near_optimal  # full remat is needed when HBM is 83% used
+    roomy = run_analysis(record(model=False, measured={"mfu_percent": 58.0, "hbm_peak_bytes": 20e9},
+                                training={"remat": "full"}), profiled(ops, duty=99)).diagnosis
+    assert roomy.bottleneck == "compute" and not roomy.near_optimal
+    assert "remat" in roomy.summary
+    assert any("recomputed" in e.statement for e in roomy.evidence)
+
+
+def test_device_family_mismatch_is_flagged_but_generic_names_of_the_right_family_are_not() -> None:
+    gpu = run_analysis(record(chip="h100"), profiled(_compute_bound(), duty=97, device_kind="Nvidia GPU (Hopper)"))
+    assert not any("recorded on" in w for w in gpu.warnings)
+    wrong = run_analysis(record(chip="h100"), profiled(_compute_bound(), duty=97, device_kind="TPU"))
+    assert any("recorded on 'TPU'" in w for w in wrong.warnings)

@@ -149,3 +149,28 @@ def test_classify_is_usable_on_its_own() -> None:
     op = streaming("x", 0.1)
     v = classify(op, V5P, _net(V5P, 8, 1))
     assert v.bound_by == "hbm" and v.source == "computed" and v.intensity == pytest.approx(2.0)
+
+
+def test_collective_type_and_mesh_place_collectives_without_replica_groups() -> None:
+    # Eight v5e-16 slices: FSDP inside each slice, data parallel across slices. Only the data axis issues the
+    # gradient all-reduce, and it crosses DCN; FSDP's all-gather / reduce-scatter stay on ICI.
+    mesh = Mesh(ici={"fsdp": 16}, dcn={"data": 8})
+    ops = [
+        matmul("fusion.mm", 0.5, chip="tpu-v5e"),
+        collective("all-reduce.3436", 0.3),
+        collective("all-gather.1491", 0.05, category="all-gather"),
+        collective("reduce-scatter.1952", 0.04, category="reduce-scatter"),
+    ]
+    rep = run_analysis(record(chip="tpu-v5e", num_chips=128, num_slices=8, model=False), profiled(ops, duty=99), mesh)
+    assert _top(rep, "all-reduce.3436").bound_by == "dcn"
+    assert _top(rep, "all-gather.1491").bound_by == "ici"
+    assert _top(rep, "reduce-scatter.1952").bound_by == "ici"
+    assert rep.diagnosis.bottleneck == "communication" and "DCN" in rep.diagnosis.summary
+    assert any("inferred from their type" in w for w in rep.warnings)
+
+
+def test_collective_type_is_not_guessed_when_ici_and_dcn_axes_both_issue_it() -> None:
+    net = _net(V5P, 64, 2, Mesh(ici={"tensor": 4, "fsdp": 8}, dcn={"data": 2}))
+    assert net.network_for_collective("all-reduce", "all-reduce.1") is None  # tensor (ICI) or data (DCN)
+    assert net.network_for_collective("all-gather", "all-gather.1") == "ici"
+    assert net.network_for_collective("fusion", "fusion.1") is None

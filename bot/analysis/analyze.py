@@ -29,7 +29,15 @@ def _device_check(profile: Profile, chip: Chip, record: RunRecord) -> tuple[list
         try:
             seen = get_chip(profile.device_kind)
         except UnknownChip:
-            warnings.append(f"profile device kind {profile.device_kind!r} is not in the hardware catalog")
+            # Generic kinds ("Nvidia GPU (Hopper)", "TPU") only name the family; flag a different family.
+            text = profile.device_kind.lower()
+            family = "gpu" if ("gpu" in text or "nvidia" in text) else "tpu" if "tpu" in text else (
+                "cpu" if "cpu" in text else None)
+            if family is not None and family != chip.family:
+                mismatch = True
+                warnings.append(
+                    f"the profile was recorded on {profile.device_kind!r} but run.yaml says {chip.display_name}"
+                )
         else:
             if seen.key != chip.key:
                 mismatch = True
@@ -102,6 +110,12 @@ def analyze(
             "collectives whose replica-group size matches both an ICI and a DCN mesh axis were counted as ICI: "
             + ", ".join(att.ambiguous_network)
         )
+    if att.inferred_net_us > 0:
+        notes.append(
+            "some collectives have no replica-group size; ICI vs DCN was inferred from their type and the mesh "
+            "axes that issue it (all-reduce: data/tensor, all-gather and reduce-scatter: fsdp/tensor, all-to-all: "
+            "expert); include the compiled HLO to state it"
+        )
     if att.collective_unknown_net_us > 0:
         notes.append(
             "some collectives have no replica-group size on a run spanning several slices/nodes, so ICI vs DCN "
@@ -112,6 +126,12 @@ def analyze(
     cv = statistics.pstdev(good_steps) / statistics.fmean(good_steps) if len(good_steps) >= 2 else None
     window = basis.num_steps * basis.step_time_us if basis.step_time_us else None
     overlap = bool(window and att.total_us > 1.05 * window)
+
+    ratio = None
+    k = kres.kpis
+    if att.total_flops > 0 and k.mfu_percent and k.mfu_source == "computed" and basis.share_denominator_us > 0:
+        hardware_rate = att.total_flops / (basis.share_denominator_us * 1e-6)
+        ratio = hardware_rate / (k.mfu_percent / 100.0 * chip.peak_bf16_flops)
 
     leaders = op_leaders(profile, verdicts, basis.share_denominator_us)
     diagnosis = diagnose(
@@ -125,6 +145,8 @@ def analyze(
             step_time_cv=cv,
             chip_mismatch=mismatch,
             ops_overlap=overlap,
+            remat=record.training.remat if record.training else None,
+            hardware_to_model_flops=ratio,
         )
     )
     return AnalysisReport(

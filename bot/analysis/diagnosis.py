@@ -43,6 +43,8 @@ SECONDARY_SHARE = 0.10  # a resource taking >= 10% of the step is worth naming
 BUSY_DUTY_CYCLE = 90.0  # "the device is never idle"
 NEAR_OPTIMAL_MFU = 50.0  # well-tuned LLM training publishes 40-60% MFU (PaLM 46%, MaxText 55-65% on v5p)
 NEAR_OPTIMAL_EFFICIENCY = 0.70
+REMAT_HEADROOM_PERCENT = 50.0  # full recompute while less than half of HBM is used is a lever left unpulled
+RECOMPUTE_RATIO = 1.2  # the device executing >= 1.2x the model FLOPs means recomputation or non-model work
 LOW_MFU = 25.0
 
 
@@ -67,6 +69,8 @@ class DiagnosisInputs:
     step_time_cv: float | None = None  # coefficient of variation of the step times
     chip_mismatch: bool = False
     ops_overlap: bool = False
+    remat: str | None = None  # training.remat from run.yaml
+    hardware_to_model_flops: float | None = None  # FLOPs the device executed / model FLOPs, when both known
     extra_reasons: list[str] = field(default_factory=list)
 
 
@@ -100,13 +104,15 @@ def _scores(inp: DiagnosisInputs) -> tuple[dict[str, float], list[str]]:
         s["communication"] = att.collective_us / denom
         uncl = att.unclassified_compute_us / denom
         if uncl > 0:
-            known = s["compute"] + s["hbm"]
+            # Split like the ops whose roofline position was measured or computed (not placed by kind).
+            hbm_data = max(0.0, att.hbm_us - att.hbm_kind_us)
+            known = att.compute_us + hbm_data
             if known > 0:
-                s["compute"] += uncl * att.compute_us / (att.compute_us + att.hbm_us)
-                s["hbm"] += uncl * att.hbm_us / (att.compute_us + att.hbm_us)
+                s["compute"] += uncl * att.compute_us / known
+                s["hbm"] += uncl * hbm_data / known
                 notes.append(
                     f"{100 * uncl:.1f}% of the step is in ops with no FLOPs/bytes; split between compute and "
-                    "HBM in the proportion of the classified ops"
+                    "HBM in the proportion of the ops with roofline data"
                 )
             else:
                 s["compute"] += uncl
@@ -318,9 +324,33 @@ def diagnose(inp: DiagnosisInputs) -> Diagnosis:
                 "of it is not model math (rematerialization, padding, or unfused small matmuls) or runs below peak."
             )
 
+    # --- recomputation: FLOPs that are not model FLOPs ----------------------------------------------------
+    remat_lever = (
+        inp.remat == "full" and k.hbm_use_percent is not None and k.hbm_use_percent < REMAT_HEADROOM_PERCENT
+    )
+    if remat_lever:
+        evidence.append(
+            Evidence(
+                signal="kpis.hbm_use_percent",
+                value=k.hbm_use_percent,
+                statement=f"training.remat is full while peak HBM is only {k.hbm_use_percent:.0f}% used: the whole "
+                "forward pass is recomputed (about a third more FLOPs) to save memory the run does not need",
+            )
+        )
+    ratio = inp.hardware_to_model_flops
+    if ratio is not None and ratio >= RECOMPUTE_RATIO:
+        evidence.append(
+            Evidence(
+                signal="kpis.achieved_tflops_per_chip",
+                value=k.achieved_tflops_per_chip,
+                statement=f"the device executes {ratio:.2f}x the model FLOPs: the excess is recomputation "
+                "(rematerialization) or other non-model work",
+            )
+        )
+
     # --- near-optimal ----------------------------------------------------------------------------------
     near_optimal = False
-    if primary == "compute" and scores["communication"] < 0.15 and scores["host"] < 0.10:
+    if primary == "compute" and not remat_lever and scores["communication"] < 0.15 and scores["host"] < 0.10:
         eff = att.compute_efficiency
         if k.mfu_percent is not None and k.mfu_percent >= NEAR_OPTIMAL_MFU:
             near_optimal = True
@@ -344,6 +374,8 @@ def diagnose(inp: DiagnosisInputs) -> Diagnosis:
             drops.append((round(0.25 * u, 3), f"{100 * u:.0f}% of compute-op time has no FLOPs or byte counts"))
         if att.collective_unknown_net_us > 0.05 * att.total_us:
             drops.append((0.05, "some collectives have no replica-group size: ICI vs DCN could not be told"))
+        elif att.inferred_net_us > 0.05 * att.total_us and primary == "communication":
+            drops.append((0.03, "ICI vs DCN for some collectives inferred from their type and the mesh (no replica groups)"))
     if k.mfu_percent is None:
         drops.append((0.05, "model unknown: no MFU to cross-check the op attribution"))
     if not inp.basis.num_steps_known:
@@ -395,6 +427,11 @@ def diagnose(inp: DiagnosisInputs) -> Diagnosis:
         summary = f"compute-bound: {share:.0f}% of the step is in compute-bound ops"
         if k.mfu_percent is not None:
             summary += f" at {k.mfu_percent:.0f}% MFU"
+        if remat_lever:
+            summary += (
+                f"; full rematerialization with HBM {k.hbm_use_percent:.0f}% used — a lighter remat policy "
+                "would cut the recomputed FLOPs"
+            )
         if near_optimal:
             summary += (
                 "; near-optimal: the chips run close to their peak, so a sharding change has little to win — "

@@ -31,6 +31,38 @@ from knowledge.hardware import Chip
 # tensor parallelism inside a node / nearest neighbours, data and pipeline stages outermost.
 AXIS_ORDER_INNER_FIRST: tuple[Axis, ...] = ("tensor", "expert", "sequence", "fsdp", "data", "pipeline")
 
+# Which parallelism axes issue each collective type (MaxText / Megatron / GSPMD practice): gradient
+# all-reduce by data parallelism, weight all-gather and gradient reduce-scatter by FSDP, activation
+# all-reduce / all-gather / reduce-scatter by tensor parallelism, token all-to-all by expert (and
+# Ulysses-style sequence) parallelism, permutes by pipeline stages and ring attention.
+COLLECTIVE_USERS: dict[str, tuple[str, ...]] = {
+    "all-reduce": ("data", "tensor"),
+    "all-gather": ("fsdp", "tensor", "sequence"),
+    "reduce-scatter": ("fsdp", "tensor"),
+    "all-to-all": ("expert", "sequence"),
+    "collective-permute": ("pipeline", "sequence"),
+    "send": ("pipeline",),
+    "recv": ("pipeline",),
+}
+
+
+def collective_type(category: str, name: str) -> str | None:
+    """The collective type an op's category or name states (``all-reduce-start.3`` -> ``all-reduce``)."""
+    for text in (category.lower(), name.lower()):
+        for op_type in COLLECTIVE_USERS:
+            if op_type in text:
+                return op_type
+        if "allreduce" in text or "all_reduce" in text:
+            return "all-reduce"
+        if "allgather" in text or "all_gather" in text:
+            return "all-gather"
+        if "reducescatter" in text or "reduce_scatter" in text:
+            return "reduce-scatter"
+        if "alltoall" in text or "all_to_all" in text:
+            return "all-to-all"
+    return None
+
+
 _RESOURCE_OF_BOUND = {
     "compute": "compute",
     "hbm": "hbm",
@@ -53,6 +85,7 @@ class NetworkContext:
     fast_domain: int
     mesh: Mesh | None = None
     _cache: dict[int | None, tuple[str | None, bool]] = field(default_factory=dict, compare=False, repr=False)
+    _type_cache: dict[str, str | None] = field(default_factory=dict, compare=False, repr=False)
 
     @classmethod
     def for_run(cls, chip: Chip, num_chips: int, num_slices: int, mesh: Mesh | None) -> NetworkContext:
@@ -65,23 +98,53 @@ class NetworkContext:
         )
 
     def _axis_spans(self) -> list[tuple[int, bool]]:
-        """(size, crosses the slow network) for every mesh axis with size > 1."""
+        """(size, crosses the slow network) for every mesh axis part (ICI or DCN) with size > 1."""
+        return [(size, crosses) for _, size, crosses in self._axis_parts()]
+
+    def _axis_parts(self) -> list[tuple[str, int, bool]]:
+        """(axis, size, crosses the slow network) for the ICI and DCN part of every mesh axis."""
         if self.mesh is None:
             return []
-        spans: list[tuple[int, bool]] = []
+        parts: list[tuple[str, int, bool]] = []
         stride = 1
         for axis in AXIS_ORDER_INNER_FIRST:
             size = self.mesh.ici.get(axis, 1)
             if size > 1:
                 # Members of an ICI axis group are `stride` devices apart; the group stays inside one fast
                 # domain when its whole extent fits in it.
-                spans.append((size, stride * size > self.fast_domain))
+                parts.append((axis, size, stride * size > self.fast_domain))
                 stride *= size
         for axis in AXIS_ORDER_INNER_FIRST:
             size = self.mesh.dcn.get(axis, 1)
             if size > 1:
-                spans.append((size, True))
-        return spans
+                parts.append((axis, size, True))
+        return parts
+
+    def network_for_collective(self, category: str, name: str) -> str | None:
+        """ICI or DCN for a collective whose replica group is unknown, from which mesh axes use its type.
+
+        Each collective type is issued by particular parallelism axes (gradient all-reduce by data, weight
+        all-gather / gradient reduce-scatter by FSDP, activation collectives by tensor, all-to-all by expert,
+        permutes by pipeline and ring attention). When every axis of the mesh that issues this type crosses
+        the slow network, the op does; when none does, it stays on ICI; otherwise it cannot be told (None).
+        """
+        op_type = collective_type(category, name)
+        if op_type is None or self.mesh is None:
+            return None
+        if op_type in self._type_cache:
+            return self._type_cache[op_type]
+        users = COLLECTIVE_USERS.get(op_type, ())
+        crossing: dict[str, bool] = {}
+        for axis, _, crosses in self._axis_parts():
+            if axis in users:
+                crossing[axis] = crossing.get(axis, False) or crosses
+        verdict: str | None = None
+        if crossing and all(crossing.values()):
+            verdict = "dcn"
+        elif crossing and not any(crossing.values()):
+            verdict = "ici"
+        self._type_cache[op_type] = verdict
+        return verdict
 
     def network_for_group(self, group_size: int | None) -> tuple[str | None, bool]:
         """``("ici" | "dcn" | None, ambiguous)`` for a replica group of ``group_size`` devices.
@@ -124,6 +187,7 @@ class OpRoofline:
     source: str  # profile | computed | kind
     intensity: float | None
     efficiency: float | None
+    inferred: bool = False  # network inferred from the collective type and the mesh (no replica group)
 
 
 @dataclass
@@ -137,6 +201,8 @@ class Attribution:
     host_us: float = 0.0
     idle_us: float = 0.0
     unclassified_compute_us: float = 0.0  # compute/other ops with no roofline data at all
+    hbm_kind_us: float = 0.0  # part of hbm_us placed by kind (copies/transposes with no byte counts)
+    inferred_net_us: float = 0.0  # collectives whose ICI/DCN was inferred from their type and the mesh
     collective_unknown_net_us: float = 0.0  # collectives whose network could not be told
     total_us: float = 0.0
     profile_bound_us: float = 0.0  # time whose verdict came from the profiler
@@ -203,6 +269,10 @@ def _classify(op: OpStat, chip: _Chip, net: NetworkContext, group_size: int | No
         if reported in _NETWORK_BOUNDS:
             return OpRoofline(_BOUND_STR[reported], "profile", intensity, _eff(op.roofline_efficiency))
         network, _ = net.network_for_group(op.group_size if op.group_size is not None else group_size)
+        if network is None:
+            network = net.network_for_collective(op.category, op.name)
+            if network is not None:
+                return OpRoofline(network, "kind", intensity, None, True)
         return OpRoofline(network or "unknown", "kind", intensity, None)
     if kind is _HOST:
         return OpRoofline("host", "kind", intensity, None)
@@ -242,7 +312,7 @@ def attribute(profile: Profile, chip: Chip, net: NetworkContext) -> tuple[Attrib
     groups = {c.name: c.group_size for c in profile.collectives if c.group_size}
     att = Attribution()
     sums = dict.fromkeys(("compute", "hbm", "ici", "dcn", "host", "idle", "unclassified", "collective_unknown"), 0.0)
-    total = profile_us = computed_us = flops_total = flops_us = eff_weighted = eff_time = 0.0
+    total = profile_us = computed_us = flops_total = flops_us = eff_weighted = eff_time = hbm_kind = inferred_net = 0.0
     verdicts: list[OpRoofline] = []
     append = verdicts.append
     bucket_of = _BUCKET_OF_BOUND.get
@@ -275,6 +345,8 @@ def attribute(profile: Profile, chip: Chip, net: NetworkContext) -> tuple[Attrib
             # Device time in a collective is exposed communication, whatever else the profiler says.
             b = v.bound_by
             sums[b if b == "ici" or b == "dcn" else "collective_unknown"] += t
+            if v.inferred:
+                inferred_net += t
             if src == "kind":
                 first_of_group.setdefault(op.group_size if op.group_size is not None else group, op.name)
         elif kind is _HOST:
@@ -282,11 +354,14 @@ def attribute(profile: Profile, chip: Chip, net: NetworkContext) -> tuple[Attrib
         else:
             bucket = bucket_of(v.bound_by, "unclassified")
             sums[bucket] += t
+            if src == "kind" and bucket == "hbm":
+                hbm_kind += t
             if bucket == "compute" and eff is not None:
                 eff_weighted += t * eff
                 eff_time += t
     att.ambiguous_network = [name for g, name in first_of_group.items() if net.network_for_group(g)[1]][:5]
-    att.compute_us, att.hbm_us = sums["compute"], sums["hbm"]
+    att.compute_us, att.hbm_us, att.hbm_kind_us = sums["compute"], sums["hbm"], hbm_kind
+    att.inferred_net_us = inferred_net
     att.ici_us, att.dcn_us, att.collective_unknown_net_us = sums["ici"], sums["dcn"], sums["collective_unknown"]
     att.host_us, att.idle_us, att.unclassified_compute_us = sums["host"], sums["idle"], sums["unclassified"]
     att.total_us, att.profile_bound_us, att.computed_bound_us = total, profile_us, computed_us

@@ -227,7 +227,7 @@ def render_report(report: AnalysisReport, console: Console) -> None:
         ("host/input wait", _num(k.host_wait_percent, unit="%")),
         ("idle", _num(k.idle_percent, unit="%")),
         ("MFU", _num(k.mfu_percent, unit="%") + (f"  [dim]({k.mfu_source})[/]" if k.mfu_source else "")),
-        ("achieved TFLOP/s per chip", _num(k.achieved_tflops_per_chip)),
+        ("achieved TFLOP/s per chip", _num(k.achieved_tflops_per_chip, "{:.3g}")),
         ("tokens/s", _num(k.tokens_per_second, "{:,.0f}")),
         ("HBM use", hbm_used or "—"),
     ]
