@@ -8,13 +8,11 @@ from pathlib import Path
 import pytest
 from test_proposals_support import LLAMA_70B, make_report, make_run, maxtext_config
 
-from bot.configs.mesh import Mesh
-
+import bot.cli.proposals  # noqa: F401,E402  (registers propose/review/eval until bot.cli registers it)
 from bot.cli import main
+from bot.configs.mesh import Mesh
 from bot.errors import AsapError
 from bot.proposals.review import review
-
-import bot.cli.proposals  # noqa: F401,E402  (registers propose/review/eval until bot.cli registers it)
 
 
 def _exit_code(argv: list[str]) -> int:

@@ -112,7 +112,7 @@ def compare(baseline: Any | None, p: Any | None, *, baseline_ms: float | None = 
         step_time_percent=100.0 * delta / base_ms,
         speedup=base_ms / p.step_time_ms if p.step_time_ms > 0 else None,
         memory_per_chip_bytes_delta=(p.memory_per_chip_bytes - baseline.memory_per_chip_bytes) if baseline else None,
-        within_noise=-delta <= noise,
+        within_noise=abs(delta) <= noise,
     )
 
 
@@ -432,7 +432,7 @@ def propose(
             why.append("there are no more meshes that differ in kind from those shown")
         notes.append(f"only {len(proposals)} distinct valid proposal(s) of {k}: " + "; ".join(why))
 
-    verdict, summary = _verdict(bottleneck, proposals, measured_ms, base_pred)
+    verdict, summary = _verdict(bottleneck, proposals, measured_ms, base_pred, known=known)
     return ProposalSet(
         run_id=record.id,
         bottleneck=bottleneck,
@@ -457,13 +457,24 @@ def propose(
 
 
 def _verdict(
-    bottleneck: str | None, proposals: list[Proposal], measured_ms: float | None, base_pred: Any | None
+    bottleneck: str | None,
+    proposals: list[Proposal],
+    measured_ms: float | None,
+    base_pred: Any | None,
+    *,
+    known: bool = True,
 ) -> tuple[str, str]:
     if bottleneck == "host":
         return (
             "mesh_not_the_problem",
             "The run is host/input-bound: the devices wait for input, and no mesh change fixes that. "
             "Fix the input pipeline first (see advice); the meshes below only shorten the device part of the step.",
+        )
+    if not proposals and not known:
+        return (
+            "no_valid_proposals",
+            f"The model is unknown and no playbook move applies to this mesh for a {bottleneck}-bound run: "
+            "see the advice, and add the model to run.yaml for a full search with predictions.",
         )
     if not proposals:
         return "no_valid_proposals", "No mesh passed every Critic check and beats the current one."
