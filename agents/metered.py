@@ -69,7 +69,7 @@ class MeteredClient(ChatCompletionClient):
                                   extra_create_args=extra_create_args, cancellation_token=cancellation_token),
                 timeout=self.timeout_s,
             )
-        except asyncio.TimeoutError:
+        except TimeoutError:
             self._log({"kind": "model_error", "agent": self.agent, "error": f"timeout after {self.timeout_s}s"})
             raise ModelFailure(f"the model did not answer within {self.timeout_s:g} s", field="timeout_s") from None
         except AsapError:

@@ -24,14 +24,14 @@ from pathlib import Path
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
 
 from autogen_core import FunctionCall  # noqa: E402
-from autogen_core.models import CreateResult, RequestUsage
+from autogen_core.models import CreateResult, RequestUsage  # noqa: E402
 from autogen_ext.models.replay import ReplayChatCompletionClient  # noqa: E402
 
-from agents.backend import RealBackend
-from agents.conversation import Conversation
-from agents.models import ModelSetup, build_model
-from bot.runs.store import LocalRunStore
-from bot.store.sqlite_store import SQLiteStore
+from agents.backend import RealBackend  # noqa: E402
+from agents.conversation import Conversation  # noqa: E402
+from agents.models import ModelSetup, build_model  # noqa: E402
+from bot.runs.store import LocalRunStore  # noqa: E402
+from bot.store.sqlite_store import SQLiteStore  # noqa: E402
 
 GOAL_FIRST_S = 2.0
 GOAL_FOLLOWUP_MS = 200.0

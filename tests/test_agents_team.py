@@ -198,10 +198,10 @@ def test_token_budget_stops_the_model_and_the_analyst_answers(tmp_path: Path, ba
     assert a.usage["total_tokens"] >= 150 and "1. fsdp=32 tensor=2" in a.text
 
 
-from test_store_memory import redis_url  # noqa: E402,F401  (real Redis fixture: server on 6379 or a throwaway one)
+from test_store_memory import redis_url  # noqa: E402,F401,F811  (real Redis fixture: server on 6379 or a throwaway one)
 
 
-def test_thread_survives_a_restart_on_redis(tmp_path: Path, backend: FakeBackend, redis_url: str) -> None:
+def test_thread_survives_a_restart_on_redis(tmp_path: Path, backend: FakeBackend, redis_url: str) -> None:  # noqa: F811
     import uuid
 
     from bot.store.redis_store import RedisStore
