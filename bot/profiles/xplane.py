@@ -8,10 +8,13 @@ temporary folder first: a run folder (possibly checked into git) is never writte
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import os
+import sys
 import shutil
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +37,24 @@ def _converter() -> Any:
             hint=INSTALL_HINT,
         ) from None
     return module.xspace_to_tool_data
+
+
+@contextlib.contextmanager
+def _quiet_native_stderr() -> Iterator[None]:
+    """xprof's C++ code logs every conversion step to fd 2; keep that out of the user's terminal."""
+    try:
+        sys.stderr.flush()
+        saved = os.dup(2)
+    except (OSError, ValueError):
+        yield
+        return
+    try:
+        with open(os.devnull, "wb") as devnull:
+            os.dup2(devnull.fileno(), 2)
+            yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
 
 
 def read_xplane(paths: list[Path], *, sources: list[str] | None = None, limit: int = MAX_PROFILE_BYTES) -> Profile:
@@ -60,7 +81,8 @@ def read_xplane(paths: list[Path], *, sources: list[str] | None = None, limit: i
             linked.append(str(target))
         for tool in XPROF_TOOLS:
             try:
-                data, _ = convert(linked, tool, {"use_saved_result": False})
+                with _quiet_native_stderr():
+                    data, _ = convert(linked, tool, {"use_saved_result": False})
             except Exception as exc:  # noqa: BLE001 - xprof raises assorted errors for bad input
                 warnings.append(f"{label}: xprof could not convert it to {tool}: {str(exc)[:200]}")
                 continue
