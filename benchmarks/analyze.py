@@ -72,7 +72,7 @@ def write_run(folder: Path, rows: int, seed: int = 0) -> dict[str, int]:
     ]
     out_rows = []
     cats = rng.choices([c for c, _ in CATEGORIES], weights=weights, k=rows)
-    for i, (cat, r) in enumerate(zip(cats, raw)):
+    for i, (cat, r) in enumerate(zip(cats, raw, strict=True)):
         t = r * scale
         coll = cat in ("all-reduce", "all-gather", "reduce-scatter", "all-to-all")
         if cat == "convolution fusion":

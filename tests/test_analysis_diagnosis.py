@@ -224,3 +224,9 @@ def test_device_family_mismatch_is_flagged_but_generic_names_of_the_right_family
     assert not any("recorded on" in w for w in gpu.warnings)
     wrong = run_analysis(record(chip="h100"), profiled(_compute_bound(), duty=97, device_kind="TPU"))
     assert any("recorded on 'TPU'" in w for w in wrong.warnings)
+
+
+def test_nothing_to_attribute_says_so_with_minimal_confidence() -> None:
+    d = run_analysis(record(model=False), profiled([], duty=None)).diagnosis
+    assert d.confidence == 0.05
+    assert d.summary.startswith("not enough data to diagnose")

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-
 from pathlib import Path
 
 import pytest
@@ -230,3 +229,33 @@ def test_every_bundled_sample_run_is_diagnosed(example_runs: Path) -> None:
 
 
 
+
+
+def test_sample_runs_get_the_bottleneck_their_readme_states(example_runs: Path) -> None:
+    """examples/runs/README.md lists, per sample run, the bottleneck a performance engineer would name."""
+    readme = example_runs / "README.md"
+    if not readme.is_file():
+        pytest.skip("examples/runs/README.md not present")
+    import re
+
+    expected = {
+        m.group(1): m.group(2)
+        for m in re.finditer(r"^\| `([^`]+)` \|.*\*\*(compute|hbm|communication|host)[^*]*\*\* \|$", readme.read_text(encoding="utf-8"), re.MULTILINE)
+    }
+    near = set(re.findall(r"^\| `([^`]+)` \|.*\*\*compute \(near-optimal\)\*\* \|$", readme.read_text(encoding="utf-8"), re.MULTILINE))
+    assert expected, "README table has no expected bottlenecks"
+    for run_id, bottleneck in expected.items():
+        report = json.loads(invoke(example_runs, "why", run_id, "--json").output)
+        assert report["diagnosis"]["bottleneck"] == bottleneck, (run_id, report["diagnosis"]["summary"])
+        assert report["diagnosis"]["near_optimal"] == (run_id in near), run_id
+
+
+def test_show_lists_discovered_files_when_run_yaml_names_none(runs_dir: Path) -> None:
+    path = runs_dir / "123" / "run.yaml"
+    path.write_text(path.read_text(encoding="utf-8").replace("profile: [hlo_stats.json, overview_page.json]\n", ""), encoding="utf-8")
+    (runs_dir / "123" / "plugins" / "profile" / "s1").mkdir(parents=True)
+    (runs_dir / "123" / "plugins" / "profile" / "s1" / "host.trace.json.gz").write_bytes(b"\x1f\x8b")
+    data = json.loads(invoke(runs_dir, "show", "123", "--json").output)
+    found = [f["path"] for f in data["profile_files"]]
+    assert found == ["hlo_stats.json", "overview_page.json", "plugins/profile/s1/host.trace.json.gz"]
+    assert "found in the run folder" in invoke(runs_dir, "show", "123").output

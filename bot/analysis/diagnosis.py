@@ -443,6 +443,12 @@ def diagnose(inp: DiagnosisInputs) -> Diagnosis:
         summary = f"host/input-bound: the device is idle or waiting on input for {share:.0f}% of the step"
     if secondary:
         summary += "; also " + ", ".join(f"{r} {100 * scores[r]:.0f}%" for r in secondary)
+    if sum(scores.values()) == 0:
+        summary = (
+            "not enough data to diagnose: the profile has no op times and no step breakdown, so no time could "
+            "be attributed to a resource (the bottleneck field defaults to compute)"
+        )
+        confidence = 0.05
 
     return Diagnosis(
         bottleneck=primary,
