@@ -12,11 +12,9 @@ import os
 from pathlib import Path
 
 import click
-from rich.console import Console
 
 from bot.cli import cli
 
-console = Console(highlight=False)
 
 
 @cli.command("index")
@@ -45,16 +43,16 @@ def index_cmd(repos: tuple[Path, ...], github_repos: tuple[str, ...], github_url
     for repo in repos:
         seen = {r.commit for r in known if r.source == "git" and r.commit}
         n = store.upsert(git_history(repo, skip_commits=seen))
-        console.print(f"git {repo}: {n} new or changed history records")
+        click.echo(f"git {repo}: {n} new or changed history records")
     for name in github_repos:
         seen_prs = {int(r.id.split("#", 1)[1].split(":", 1)[0]) for r in known
                     if r.source == "github" and r.id.startswith(f"github:{name}#")}
         n = store.upsert(github_history(name, token=os.environ.get("GITHUB_TOKEN"), base_url=github_url,
                                         skip_numbers=seen_prs))
-        console.print(f"github {name}: {n} new or changed history records")
+        click.echo(f"github {name}: {n} new or changed history records")
     records = store.load()
     stats = KnowledgeIndex(state_dir / "index").update(playbooks_dir=playbooks_dir or PLAYBOOKS_DIR, history=records)
-    console.print(
+    click.echo(
         f"index {state_dir / 'index'}: {stats.documents} documents ({stats.added} added, {stats.changed} changed, "
         f"{stats.removed} removed, {stats.unchanged} unchanged); "
         f"{'rebuilt' if stats.rebuilt else 'up to date'} in {stats.seconds:.2f} s"
