@@ -33,13 +33,15 @@ def cli(ctx: click.Context, runs_dir: str | None) -> None:
 
 def _register() -> None:
     from bot.cli import analyze  # noqa: F401  (registers why/runs/show)
+    from bot.cli import proposals  # noqa: F401  (registers propose/review/eval)
+    from bot.cli import agents  # noqa: F401  (registers chat/ask/log)
 
 
 def main(argv: list[str] | None = None) -> None:
     """Entry point: run the CLI, printing user errors without a traceback."""
     _register()
     try:
-        cli.main(args=argv, prog_name="asap", standalone_mode=False)
+        rc = cli.main(args=argv, prog_name="asap", standalone_mode=False)
     except AsapError as exc:
         err_console.print(f"[bold red]error:[/] {exc.render()}", markup=True, soft_wrap=True)
         sys.exit(2)
@@ -50,3 +52,6 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(exc.exit_code)
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)
+    # With standalone_mode=False, click returns ctx.exit(code) as a value instead of exiting.
+    if isinstance(rc, int) and rc:
+        sys.exit(rc)
