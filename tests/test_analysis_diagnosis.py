@@ -41,7 +41,7 @@ def test_hbm_bound_run_with_busy_device_reports_the_duty_cycle_conflict() -> Non
     assert d.bottleneck == "hbm"
     assert rep.kpis.hbm_bound_percent == pytest.approx(60.0)
     assert len(d.conflicts) == 1
-    assert "99%" in d.conflicts[0] and "a busy device is not a compute-bound device" in d.conflicts[0]
+    assert "99.0%" in d.conflicts[0] and "a busy device is not a compute-bound device" in d.conflicts[0]
     assert any("disagreement" in r for r in d.confidence_reasons)
     # the top HBM ops are cited with their share
     cited = {e.signal: e.value for e in d.evidence}

@@ -284,7 +284,7 @@ def diagnose(inp: DiagnosisInputs) -> Diagnosis:
     ):
         what = "waiting on collectives" if primary == "communication" else "moving data to and from HBM"
         conflicts.append(
-            f"device duty cycle is {k.device_duty_cycle_percent:.0f}%, which looks compute-bound, but "
+            f"device duty cycle is {k.device_duty_cycle_percent:.1f}%, which looks compute-bound, but "
             f"{100 * scores[primary]:.0f}% of the step is {primary} time. Resolved as {LABEL[primary]}: a busy "
             f"device is not a compute-bound device — the duty cycle says it is never idle, the ops say it is "
             f"busy {what}."
@@ -296,7 +296,7 @@ def diagnose(inp: DiagnosisInputs) -> Diagnosis:
         and k.host_wait_percent >= INPUT_BOUND_SHARE * 100
     ):
         conflicts.append(
-            f"device duty cycle is {k.device_duty_cycle_percent:.0f}% yet {k.host_wait_percent:.0f}% of the step "
+            f"device duty cycle is {k.device_duty_cycle_percent:.1f}% yet {k.host_wait_percent:.0f}% of the step "
             "waits on input: the profiler counts infeed/transfer ops as busy. Resolved in favour of the input "
             "wait: time spent waiting for data is not useful work."
         )
