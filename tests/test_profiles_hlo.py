@@ -76,7 +76,9 @@ def test_synthetic_forms_async_and_traps():
 
 def test_unknown_dtype_is_an_error_naming_the_instruction():
     with pytest.raises(ProfileError) as e:
-        parse_hlo_text("HloModule m\nENTRY %e {\n  %ar = q99[4]{0} all-reduce(%x), replica_groups={}\n}\n", source="m.hlo")
+        parse_hlo_text(
+            "HloModule m\nENTRY %e {\n  %ar = q99[4]{0} all-reduce(%x), replica_groups={}\n}\n", source="m.hlo"
+        )
     assert e.value.field == "ar" and "q99" in str(e.value)
 
 

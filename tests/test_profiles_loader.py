@@ -19,7 +19,9 @@ from bot.runs.store import LocalRunStore
 DATA = Path(__file__).parent / "data" / "profiles"
 
 
-def make_run(root: Path, files: dict[str, str | Path | bytes], profile: list[str] | None = None, run_id: str = "77") -> Path:
+def make_run(
+    root: Path, files: dict[str, str | Path | bytes], profile: list[str] | None = None, run_id: str = "77"
+) -> Path:
     folder = root / run_id
     folder.mkdir(parents=True)
     lines = [f"id: '{run_id}'", "chip: tpu-v5p", "num_chips: 4"]
@@ -43,18 +45,28 @@ def load(root: Path, run_id: str = "77"):
 
 
 def test_discovers_and_merges_a_real_cpu_run(tmp_path):
-    make_run(tmp_path, {
-        "overview_page.json": DATA / "cpu_overview_page.json",
-        "hlo_stats.json": DATA / "cpu_hlo_stats.json",
-        "op_profile.json": DATA / "cpu_op_profile.json",
-        "roofline_model.json": DATA / "cpu_roofline_model.json",
-        "step.trace.json.gz": DATA / "cpu_step.trace.json.gz",
-        "step.hlo.txt": DATA / "step.hlo.txt",
-        "notes.txt": "not a profile",
-    })
+    make_run(
+        tmp_path,
+        {
+            "overview_page.json": DATA / "cpu_overview_page.json",
+            "hlo_stats.json": DATA / "cpu_hlo_stats.json",
+            "op_profile.json": DATA / "cpu_op_profile.json",
+            "roofline_model.json": DATA / "cpu_roofline_model.json",
+            "step.trace.json.gz": DATA / "cpu_step.trace.json.gz",
+            "step.hlo.txt": DATA / "step.hlo.txt",
+            "notes.txt": "not a profile",
+        },
+    )
     p = load(tmp_path)
     assert sorted(p.sources) == sorted(
-        ["hlo_stats.json", "op_profile.json", "overview_page.json", "roofline_model.json", "step.trace.json.gz", "step.hlo.txt"]
+        [
+            "hlo_stats.json",
+            "op_profile.json",
+            "overview_page.json",
+            "roofline_model.json",
+            "step.trace.json.gz",
+            "step.hlo.txt",
+        ]
     )
     assert p.num_steps == 3 and p.step_time_us == pytest.approx(sum(p.step_times_us) / 3)
     assert p.num_devices == 4 and p.device_kind == "cpu"
@@ -67,19 +79,48 @@ def test_discovers_and_merges_a_real_cpu_run(tmp_path):
 
 def hlo_rows_table() -> bytes:
     cols = json.loads((DATA / "cpu_hlo_stats.json").read_text())["cols"]
-    row = {"hlo_op_name": "fusion.1", "category": "convolution fusion", "occurrences": 5, "total_time": 100.0,
-           "normalized_flop_rate": 1000.0, "program_id": "1"}
-    return orjson.dumps({"cols": cols, "rows": [{"c": [{"v": row.get(c["id"], 0.0 if c["type"] == "number" else "")} for c in cols]}]})
+    row = {
+        "hlo_op_name": "fusion.1",
+        "category": "convolution fusion",
+        "occurrences": 5,
+        "total_time": 100.0,
+        "normalized_flop_rate": 1000.0,
+        "program_id": "1",
+    }
+    return orjson.dumps(
+        {"cols": cols, "rows": [{"c": [{"v": row.get(c["id"], 0.0 if c["type"] == "number" else "")} for c in cols]}]}
+    )
 
 
 def test_hlo_stats_rows_win_and_roofline_fills_bound_by(tmp_path):
     roof = json.loads((DATA / "cpu_roofline_model.json").read_text())
     cols = roof[0]["cols"]
-    vals = {"step": "Total", "rank": 1, "category": "convolution fusion", "operation": "fusion.1", "occurrences": 5,
-            "total_time": 100.0, "bound_by": "Compute", "roofline_efficiency": 0.8}
-    roof[0]["rows"] = [{"c": [{"v": vals.get(c["id"], False if c["type"] == "boolean" else 0.0 if c["type"] == "number" else "")} for c in cols]}]
-    make_run(tmp_path, {"hlo_stats.json": hlo_rows_table(), "roofline_model.json": json.dumps(roof),
-                        "overview_page.json": DATA / "cpu_overview_page.json"})
+    vals = {
+        "step": "Total",
+        "rank": 1,
+        "category": "convolution fusion",
+        "operation": "fusion.1",
+        "occurrences": 5,
+        "total_time": 100.0,
+        "bound_by": "Compute",
+        "roofline_efficiency": 0.8,
+    }
+    roof[0]["rows"] = [
+        {
+            "c": [
+                {"v": vals.get(c["id"], False if c["type"] == "boolean" else 0.0 if c["type"] == "number" else "")}
+                for c in cols
+            ]
+        }
+    ]
+    make_run(
+        tmp_path,
+        {
+            "hlo_stats.json": hlo_rows_table(),
+            "roofline_model.json": json.dumps(roof),
+            "overview_page.json": DATA / "cpu_overview_page.json",
+        },
+    )
     p = load(tmp_path)
     op = p.ops[0]
     assert op.flops == pytest.approx(1000.0 * 1e3 * 100.0)  # from hlo_stats
@@ -88,8 +129,11 @@ def test_hlo_stats_rows_win_and_roofline_fills_bound_by(tmp_path):
 
 
 def test_profile_list_in_run_yaml_and_folders(tmp_path):
-    make_run(tmp_path, {"exports/hlo_stats.json": hlo_rows_table(), "ignored/hlo_stats.json": "{broken"},
-             profile=["exports", "missing.json"])
+    make_run(
+        tmp_path,
+        {"exports/hlo_stats.json": hlo_rows_table(), "ignored/hlo_stats.json": "{broken"},
+        profile=["exports", "missing.json"],
+    )
     p = load(tmp_path)
     assert p.sources == ["exports/hlo_stats.json"] and len(p.ops) == 1
     assert any("missing.json" in w and "does not exist" in w for w in p.warnings)
@@ -144,15 +188,23 @@ def test_sparse_2gb_file_is_refused_by_size(tmp_path):
 
 
 def test_xplane_session_is_converted_without_writing_into_the_run(tmp_path):
-    folder = make_run(tmp_path, {"plugins/profile/s1/host.xplane.pb": DATA / "session/plugins/profile/2026_01_01_00_00_00/host.xplane.pb"})
+    folder = make_run(
+        tmp_path,
+        {"plugins/profile/s1/host.xplane.pb": DATA / "session/plugins/profile/2026_01_01_00_00_00/host.xplane.pb"},
+    )
     p = load(tmp_path)
     assert p.sources == ["plugins/profile/s1/host.xplane.pb"] and p.num_steps == 3
     assert sorted(x.name for x in (folder / "plugins/profile/s1").iterdir()) == ["host.xplane.pb"]
 
 
 def test_xplane_without_xprof_says_to_install_the_extra(tmp_path, monkeypatch):
-    make_run(tmp_path, {"plugins/profile/s1/host.xplane.pb": DATA / "session/plugins/profile/2026_01_01_00_00_00/host.xplane.pb",
-                        "overview_page.json": DATA / "cpu_overview_page.json"})
+    make_run(
+        tmp_path,
+        {
+            "plugins/profile/s1/host.xplane.pb": DATA / "session/plugins/profile/2026_01_01_00_00_00/host.xplane.pb",
+            "overview_page.json": DATA / "cpu_overview_page.json",
+        },
+    )
     monkeypatch.setitem(sys.modules, "xprof.convert.raw_to_tool_data", None)  # as if not installed
     p = load(tmp_path)
     assert any("xprof" in w and "pip install" in w for w in p.warnings)

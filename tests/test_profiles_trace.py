@@ -34,7 +34,9 @@ def test_real_cpu_trace_ops_per_device_and_steps():
     assert ops["dot.2"].kind is OpKind.COMPUTE and ops["dot.2"].program == "jit_step"
     assert not any(n.startswith("end: ") for n in ops)
     assert p.num_devices == 4 and p.device_kind == "cpu"
-    steps = sorted((e for e in trace if e.get("args", {}).get("step_num") is not None), key=lambda e: int(e["args"]["step_num"]))
+    steps = sorted(
+        (e for e in trace if e.get("args", {}).get("step_num") is not None), key=lambda e: int(e["args"]["step_num"])
+    )
     assert p.num_steps == 3 and p.step_times_us == pytest.approx([e["dur"] for e in steps])
     assert p.ops == sorted(p.ops, key=lambda o: -o.total_time_us)
 
@@ -85,8 +87,10 @@ def test_array_form_is_accepted():
 
 def test_streaming_matches_whole_file(tmp_path, monkeypatch):
     big = tpu_trace()
-    filler = [{"ph": "X", "pid": 9, "tid": 5, "ts": i, "dur": 1.0, "name": f"host work {i}", "args": {"k": "}{\\\"ph\\\":"}}
-              for i in range(3000)]
+    filler = [
+        {"ph": "X", "pid": 9, "tid": 5, "ts": i, "dur": 1.0, "name": f"host work {i}", "args": {"k": '}{\\"ph\\":'}}
+        for i in range(3000)
+    ]
     big["traceEvents"] = big["traceEvents"][:9] + filler + big["traceEvents"][9:]
     path = tmp_path / "big.trace.json.gz"
     path.write_bytes(gzip.compress(orjson.dumps(big)))

@@ -9,6 +9,7 @@ import orjson
 import pytest
 
 from bot.errors import ProfileError
+from bot.profiles import datatable
 from bot.profiles.datatable import fast_table
 from bot.profiles.model import BoundBy, OpKind
 from bot.profiles.xprof_export import (
@@ -43,20 +44,71 @@ def hlo_table(rows: list[dict], drop: tuple[str, ...] = ()) -> dict:
 
 
 TPU_ROWS = [
-    {"rank": 1, "program_id": "17", "category": "convolution fusion", "hlo_op_name": "fusion.12",
-     "hlo_op_expression": "%fusion.12 = bf16[8,4096]{1,0} fusion(...), kind=kOutput", "occurrences": 10,
-     "total_time": 5000.0, "total_self_time": 5000.0, "normalized_flop_rate": 400000.0, "measured_memory_bw": 300.0,
-     "hbm_bw": 200.0, "operational_intensity": 1800.0, "bound_by": "Compute"},
-    {"rank": 2, "program_id": "17", "category": "all-reduce", "hlo_op_name": "all-reduce.3", "occurrences": 10,
-     "total_time": 2000.0, "total_self_time": 2000.0, "hbm_bw": 50.0, "bound_by": "HBM"},
-    {"rank": 3, "program_id": "17", "category": "data formatting", "hlo_op_name": "copy.7", "occurrences": 20,
-     "total_time": 700.0, "total_self_time": 700.0, "measured_memory_bw": 1000.0, "bound_by": "VMEM Read"},
-    {"rank": 4, "program_id": "17", "category": "while", "hlo_op_name": "while.1", "occurrences": 1,
-     "total_time": 9000.0, "total_self_time": 40.0, "normalized_flop_rate": 100.0},
-    {"rank": 5, "program_id": "17", "category": "loop fusion", "hlo_op_name": "add.1", "occurrences": 10,
-     "total_time": 30.0, "parent_op_name": "fusion.12"},
-    {"rank": 6, "program_id": "17", "category": "infeed", "hlo_op_name": "infeed.2", "occurrences": 10,
-     "total_time": 100.0, "bound_by": "Unknown"},
+    {
+        "rank": 1,
+        "program_id": "17",
+        "category": "convolution fusion",
+        "hlo_op_name": "fusion.12",
+        "hlo_op_expression": "%fusion.12 = bf16[8,4096]{1,0} fusion(...), kind=kOutput",
+        "occurrences": 10,
+        "total_time": 5000.0,
+        "total_self_time": 5000.0,
+        "normalized_flop_rate": 400000.0,
+        "measured_memory_bw": 300.0,
+        "hbm_bw": 200.0,
+        "operational_intensity": 1800.0,
+        "bound_by": "Compute",
+    },
+    {
+        "rank": 2,
+        "program_id": "17",
+        "category": "all-reduce",
+        "hlo_op_name": "all-reduce.3",
+        "occurrences": 10,
+        "total_time": 2000.0,
+        "total_self_time": 2000.0,
+        "hbm_bw": 50.0,
+        "bound_by": "HBM",
+    },
+    {
+        "rank": 3,
+        "program_id": "17",
+        "category": "data formatting",
+        "hlo_op_name": "copy.7",
+        "occurrences": 20,
+        "total_time": 700.0,
+        "total_self_time": 700.0,
+        "measured_memory_bw": 1000.0,
+        "bound_by": "VMEM Read",
+    },
+    {
+        "rank": 4,
+        "program_id": "17",
+        "category": "while",
+        "hlo_op_name": "while.1",
+        "occurrences": 1,
+        "total_time": 9000.0,
+        "total_self_time": 40.0,
+        "normalized_flop_rate": 100.0,
+    },
+    {
+        "rank": 5,
+        "program_id": "17",
+        "category": "loop fusion",
+        "hlo_op_name": "add.1",
+        "occurrences": 10,
+        "total_time": 30.0,
+        "parent_op_name": "fusion.12",
+    },
+    {
+        "rank": 6,
+        "program_id": "17",
+        "category": "infeed",
+        "hlo_op_name": "infeed.2",
+        "occurrences": 10,
+        "total_time": 100.0,
+        "bound_by": "Unknown",
+    },
 ]
 
 
@@ -74,7 +126,10 @@ def test_real_cpu_overview_gives_steps_from_the_step_table():
     assert any("CPU_ONLY" in w for w in p.warnings)
 
 
-@pytest.mark.parametrize("tool,parse", [("hlo_stats", parse_hlo_stats), ("roofline_model", parse_roofline_model), ("op_profile", parse_op_profile)])
+@pytest.mark.parametrize(
+    "tool,parse",
+    [("hlo_stats", parse_hlo_stats), ("roofline_model", parse_roofline_model), ("op_profile", parse_op_profile)],
+)
 def test_real_cpu_op_tables_are_empty_but_not_errors(tool, parse):
     p = parse(real(tool), source=f"{tool}.json")
     assert p.ops == []
@@ -111,8 +166,14 @@ def test_hlo_stats_rows_become_ops_with_units_converted():
 
 
 def test_hlo_stats_bytes_from_operational_intensity_when_no_bandwidth():
-    row = {"hlo_op_name": "dot.1", "category": "convolution", "occurrences": 1, "total_time": 10.0,
-           "normalized_flop_rate": 1000.0, "operational_intensity": 4.0}
+    row = {
+        "hlo_op_name": "dot.1",
+        "category": "convolution",
+        "occurrences": 1,
+        "total_time": 10.0,
+        "normalized_flop_rate": 1000.0,
+        "operational_intensity": 4.0,
+    }
     op = parse_hlo_stats(orjson.dumps(hlo_table([row])), source="h.json").ops[0]
     assert op.flops == pytest.approx(1e7) and op.bytes_accessed == pytest.approx(1e7 / 4)
 
@@ -130,6 +191,18 @@ def test_fast_and_general_paths_agree():
     assert a.ops == b.ops and a.warnings == b.warnings
 
 
+def test_fast_path_across_many_windows(monkeypatch):
+    rows = [dict(TPU_ROWS[i % 3], hlo_op_name=f"op.{i}", total_time=float(i)) for i in range(300)]
+    table = hlo_table(rows)
+    monkeypatch.setattr(datatable, "WINDOW_BYTES", 500)  # ~1 row per window
+    args = dict(source="h.json", required=HLO_REQUIRED, optional=HLO_OPTIONAL, known=HLO_KNOWN, warnings=[])
+    fast = fast_table(orjson.dumps(table), **args)
+    assert fast is not None and fast.nrows == 300
+    a = parse_hlo_stats(orjson.dumps(table), source="h.json")
+    b = parse_hlo_stats(json.dumps(table, indent=1).encode(), source="h.json")
+    assert a.ops == b.ops and [o.total_time_us for o in a.ops][:3] == [0.0, 1.0, 2.0]
+
+
 def test_rows_the_fast_pattern_cannot_match_still_read():
     table = hlo_table(TPU_ROWS[:2])
     table["rows"][1]["c"][7] = {"v": 2000.0, "f": "2,000.0"}  # a formatted cell
@@ -139,8 +212,13 @@ def test_rows_the_fast_pattern_cannot_match_still_read():
 
 
 def test_escaped_strings_and_unicode_in_fast_path():
-    row = {"hlo_op_name": 'fusion."q"\\x', "category": "loop fusion", "occurrences": 1, "total_time": 1.0,
-           "hlo_op_expression": '{"c":[{"v":1}]} ünïcode'}
+    row = {
+        "hlo_op_name": 'fusion."q"\\x',
+        "category": "loop fusion",
+        "occurrences": 1,
+        "total_time": 1.0,
+        "hlo_op_expression": '{"c":[{"v":1}]} ünïcode',
+    }
     p = parse_hlo_stats(orjson.dumps(hlo_table([row])), source="h.json")
     assert p.ops[0].name == 'fusion."q"\\x'
 
@@ -185,15 +263,35 @@ def test_malformed_json_reports_line_and_column():
 
 
 def test_hlo_stats_proto_json_camel_and_snake_case():
-    rec = {"hloCategory": "convolution fusion", "hloExpression": "%fusion.1 = bf16[2]{0} fusion(%p)",
-           "occurrences": 4, "totalTimeInUs": 100.0, "totalSelfTimeInUs": 100.0, "flopsV2": 5e9,
-           "bytesAccessed": "2000000", "boundBy": "Compute", "programId": "9"}
+    rec = {
+        "hloCategory": "convolution fusion",
+        "hloExpression": "%fusion.1 = bf16[2]{0} fusion(%p)",
+        "occurrences": 4,
+        "totalTimeInUs": 100.0,
+        "totalSelfTimeInUs": 100.0,
+        "flopsV2": 5e9,
+        "bytesAccessed": "2000000",
+        "boundBy": "Compute",
+        "programId": "9",
+    }
     camel = parse_hlo_stats(orjson.dumps({"hloStatsRecord": [rec]}), source="h.json").ops[0]
     assert camel.name == "fusion.1" and camel.flops == 5e9 and camel.bytes_accessed == 2e6
     assert camel.bound_by is BoundBy.COMPUTE and camel.program == "9"
     snake = parse_hlo_stats(
-        orjson.dumps({"hlo_stats_record": [{"hlo_category": "all-gather", "hlo_expression": "%all-gather.2 = f32[8]{0} all-gather(%x)",
-                                            "occurrences": 1, "total_time_in_us": 7.0}]}), source="h.json").ops[0]
+        orjson.dumps(
+            {
+                "hlo_stats_record": [
+                    {
+                        "hlo_category": "all-gather",
+                        "hlo_expression": "%all-gather.2 = f32[8]{0} all-gather(%x)",
+                        "occurrences": 1,
+                        "total_time_in_us": 7.0,
+                    }
+                ]
+            }
+        ),
+        source="h.json",
+    ).ops[0]
     assert snake.name == "all-gather.2" and snake.kind is OpKind.COLLECTIVE
     with pytest.raises(ProfileError) as e:
         parse_hlo_stats(orjson.dumps({"hloStatsRecord": [{**rec, "mystery": 1}]}), source="h.json")
@@ -213,11 +311,35 @@ def roof_table(rows: list[dict]) -> list[dict]:
 
 def test_roofline_uses_total_rows_and_keeps_efficiency_and_bound_by():
     rows = [
-        {"step": "Total", "rank": 0, "category": "Program", "operation": "Program", "occurrences": 1, "total_time": 9e3},
-        {"step": "Total", "rank": 1, "category": "convolution fusion", "operation": "fusion.1", "occurrences": 8,
-         "total_time": 800.0, "measured_flop_rate": 2e5, "hbm_bw": 100.0, "bound_by": "Compute", "roofline_efficiency": 0.62,
-         "hlo_module_id": "5"},
-        {"step": "1", "rank": 1, "category": "convolution fusion", "operation": "fusion.1", "occurrences": 4, "total_time": 400.0},
+        {
+            "step": "Total",
+            "rank": 0,
+            "category": "Program",
+            "operation": "Program",
+            "occurrences": 1,
+            "total_time": 9e3,
+        },
+        {
+            "step": "Total",
+            "rank": 1,
+            "category": "convolution fusion",
+            "operation": "fusion.1",
+            "occurrences": 8,
+            "total_time": 800.0,
+            "measured_flop_rate": 2e5,
+            "hbm_bw": 100.0,
+            "bound_by": "Compute",
+            "roofline_efficiency": 0.62,
+            "hlo_module_id": "5",
+        },
+        {
+            "step": "1",
+            "rank": 1,
+            "category": "convolution fusion",
+            "operation": "fusion.1",
+            "occurrences": 4,
+            "total_time": 400.0,
+        },
     ]
     p = parse_roofline_model(orjson.dumps(roof_table(rows)), source="r.json")
     assert [o.name for o in p.ops] == ["fusion.1"]
@@ -238,11 +360,28 @@ def test_roofline_sums_per_step_rows_and_counts_steps():
 
 
 def test_roofline_proto_json_record_types():
-    db = {"deviceType": "TPU v4", "peakFlopRate": 275000.0, "rooflineModelRecord": [
-        {"recordType": "ALL", "hloName": "fusion.3", "hloCategory": "output fusion", "occurrences": 3,
-         "totalTimeInUs": 30.0, "rooflineEfficiency": 0.5, "boundBy": "HBM"},
-        {"recordType": "PER_STEP", "stepNum": 1, "hloName": "fusion.3", "hloCategory": "output fusion", "totalTimeInUs": 10.0},
-    ]}
+    db = {
+        "deviceType": "TPU v4",
+        "peakFlopRate": 275000.0,
+        "rooflineModelRecord": [
+            {
+                "recordType": "ALL",
+                "hloName": "fusion.3",
+                "hloCategory": "output fusion",
+                "occurrences": 3,
+                "totalTimeInUs": 30.0,
+                "rooflineEfficiency": 0.5,
+                "boundBy": "HBM",
+            },
+            {
+                "recordType": "PER_STEP",
+                "stepNum": 1,
+                "hloName": "fusion.3",
+                "hloCategory": "output fusion",
+                "totalTimeInUs": 10.0,
+            },
+        ],
+    }
     p = parse_roofline_model(orjson.dumps(db), source="r.json")
     assert len(p.ops) == 1 and p.ops[0].total_time_us == 30.0 and p.ops[0].bound_by is BoundBy.HBM
     assert p.device_kind == "TPU v4"
@@ -253,10 +392,21 @@ def test_overview_tpu_step_table_and_properties():
     tables = json.loads(real("overview_page"))
     tables[0]["p"]["device_duty_cycle_percent"] = "87.5%"
     tables[1] = {
-        "cols": [{"id": i, "label": i, "type": "number"} for i in
-                 ("stepnum", "tcComputeTimeMs", "tcInfeedTimeMs", "tcOutfeedTimeMs", "tcIdleTimeMs", "hostTransferTimeMs")],
-        "rows": [{"c": [{"v": "1"}, {"v": 80.0}, {"v": 15.0}, {"v": 0.0}, {"v": 5.0}, {"v": 0.0}]},
-                 {"c": [{"v": "2"}, {"v": 90.0}, {"v": 5.0}, {"v": 0.0}, {"v": 5.0}, {"v": 0.0}]}],
+        "cols": [
+            {"id": i, "label": i, "type": "number"}
+            for i in (
+                "stepnum",
+                "tcComputeTimeMs",
+                "tcInfeedTimeMs",
+                "tcOutfeedTimeMs",
+                "tcIdleTimeMs",
+                "hostTransferTimeMs",
+            )
+        ],
+        "rows": [
+            {"c": [{"v": "1"}, {"v": 80.0}, {"v": 15.0}, {"v": 0.0}, {"v": 5.0}, {"v": 0.0}]},
+            {"c": [{"v": "2"}, {"v": 90.0}, {"v": 5.0}, {"v": 0.0}, {"v": 5.0}, {"v": 0.0}]},
+        ],
         "p": {"hardware_type": "TPU", "steptime_ms_average": "100.0"},
     }
     tables[2]["p"].update({"device_type": "TPU v5p", "device_core_count": "64"})
@@ -275,9 +425,11 @@ def test_overview_step_table_without_step_time_is_an_error():
 
 
 def test_overview_proto_json():
-    page = {"runEnvironment": {"deviceType": "TPU v6e", "deviceCoreCount": 8, "hostCount": 1},
-            "inputAnalysis": {"hardwareType": "TPU", "stepTimeSummary": {"average": 12.5}, "inputPercent": 30.0},
-            "analysis": {"deviceDutyCyclePercent": 70.0, "mxuUtilizationPercent": 40.0}}
+    page = {
+        "runEnvironment": {"deviceType": "TPU v6e", "deviceCoreCount": 8, "hostCount": 1},
+        "inputAnalysis": {"hardwareType": "TPU", "stepTimeSummary": {"average": 12.5}, "inputPercent": 30.0},
+        "analysis": {"deviceDutyCyclePercent": 70.0, "mxuUtilizationPercent": 40.0},
+    }
     p = parse_overview_page(orjson.dumps(page), source="o.json")
     assert p.step_time_us == 12500.0 and p.host_wait_percent == 30.0 and p.device_duty_cycle_percent == 70.0
     assert p.device_kind == "TPU v6e" and p.num_devices == 8
@@ -288,17 +440,30 @@ def test_overview_proto_json():
 
 def test_op_profile_tree_walks_to_xla_instructions():
     def xla(name, cat, ps, flops, hbm):
-        return {"name": name, "xla": {"op": "fusion", "category": cat, "programId": "3"},
-                "metrics": {"rawTime": ps, "rawFlops": flops, "rawBytesAccessedArray": [hbm, 0, 0], "occurrences": 2},
-                "children": [{"name": "inner.1", "xla": {"op": "add"}, "metrics": {"rawTime": ps}}]}
-    prof = {"deviceType": "TPU v5p", "byCategory": {"name": "root", "metrics": {"rawTime": 1e9}, "children": [
-        {"name": "convolution fusion", "category": {}, "children": [xla("fusion.1", "", 4e6, 1e9, 5e6)]},
-        {"name": "all-reduce", "category": {}, "children": [xla("all-reduce.2", "", 2e6, 0, 1e6)]},
-    ]}}
+        return {
+            "name": name,
+            "xla": {"op": "fusion", "category": cat, "programId": "3"},
+            "metrics": {"rawTime": ps, "rawFlops": flops, "rawBytesAccessedArray": [hbm, 0, 0], "occurrences": 2},
+            "children": [{"name": "inner.1", "xla": {"op": "add"}, "metrics": {"rawTime": ps}}],
+        }
+
+    prof = {
+        "deviceType": "TPU v5p",
+        "byCategory": {
+            "name": "root",
+            "metrics": {"rawTime": 1e9},
+            "children": [
+                {"name": "convolution fusion", "category": {}, "children": [xla("fusion.1", "", 4e6, 1e9, 5e6)]},
+                {"name": "all-reduce", "category": {}, "children": [xla("all-reduce.2", "", 2e6, 0, 1e6)]},
+            ],
+        },
+    }
     p = parse_op_profile(orjson.dumps(prof), source="op.json")
     ops = {o.name: o for o in p.ops}
     assert set(ops) == {"fusion.1", "all-reduce.2"}  # fusion children are not separate ops
-    assert ops["fusion.1"].total_time_us == 4.0 and ops["fusion.1"].flops == 1e9 and ops["fusion.1"].bytes_accessed == 5e6
+    assert (
+        ops["fusion.1"].total_time_us == 4.0 and ops["fusion.1"].flops == 1e9 and ops["fusion.1"].bytes_accessed == 5e6
+    )
     assert ops["fusion.1"].category == "convolution fusion" and ops["all-reduce.2"].kind is OpKind.COLLECTIVE
     with pytest.raises(ProfileError) as e:
         parse_op_profile(orjson.dumps({"byCategory": {"name": "x", "metrics": {"rawTime": "slow"}}}), source="op.json")

@@ -70,7 +70,9 @@ def _by_category(category: str) -> OpKind | None:
     return None
 
 
-_COMPUTE_CATEGORIES = frozenset({"convolution", "dot", "matmul", "gemm", "custom-call", "reduce", "non-fusion elementwise"})
+_COMPUTE_CATEGORIES = frozenset(
+    {"convolution", "dot", "matmul", "gemm", "custom-call", "reduce", "non-fusion elementwise"}
+)
 
 
 def op_kind(category: str | None, name: str | None = None) -> OpKind:

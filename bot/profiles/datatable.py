@@ -69,13 +69,13 @@ class Table:
     @property
     def rows(self) -> list[tuple[Any, ...]]:
         """Row tuples in ``columns`` order (for small tables)."""
-        return list(zip(*(self.data[c] for c in self.columns))) if self.columns else []
+        return list(zip(*(self.data[c] for c in self.columns), strict=True)) if self.columns else []
 
 
 def _columnar(wanted: list[str], rows: list[tuple[Any, ...]]) -> dict[str, list[Any]]:
     if not rows:
         return {c: [] for c in wanted}
-    return {c: list(col) for c, col in zip(wanted, zip(*rows))}
+    return {c: list(col) for c, col in zip(wanted, zip(*rows, strict=True), strict=True)}
 
 
 def _validation_error(exc: ValidationError, source: str, prefix: str) -> ProfileError:
@@ -133,7 +133,9 @@ def resolve_columns(
     recognised = set(wanted) | set(known) | set(aliases)
     unknown = [c for c in ids if c not in recognised]
     if unknown:
-        warnings.append(f"{source}: ignored unknown column(s) {', '.join(unknown[:8])}" + (" ..." if len(unknown) > 8 else ""))
+        warnings.append(
+            f"{source}: ignored unknown column(s) {', '.join(unknown[:8])}" + (" ..." if len(unknown) > 8 else "")
+        )
     return wanted, [index.get(c) for c in wanted]
 
 
@@ -145,10 +147,14 @@ def select_rows(
     append = out.append
     for r, row in enumerate(rows):
         if not isinstance(row, dict) or "c" not in row:
-            raise ProfileError("expected a row object with a 'c' list of cells", source=source, field=f"{where}rows[{r}]")
+            raise ProfileError(
+                "expected a row object with a 'c' list of cells", source=source, field=f"{where}rows[{r}]"
+            )
         if not row.keys() <= _ROW_KEYS:
             extra = sorted(set(row) - _ROW_KEYS)[0]
-            raise ProfileError("unexpected key in row; rows have only 'c' and 'p'", source=source, field=f"{where}rows[{r}].{extra}")
+            raise ProfileError(
+                "unexpected key in row; rows have only 'c' and 'p'", source=source, field=f"{where}rows[{r}].{extra}"
+            )
         cells = row["c"]
         if not isinstance(cells, list) or len(cells) > ncols:
             raise ProfileError(
@@ -187,12 +193,24 @@ def read_table(
     env = parse_envelope(obj, source=source, where=where.rstrip("."))
     ids = [c.id for c in env.cols]
     wanted, positions = resolve_columns(
-        ids, required=required, optional=optional, known=known, aliases=aliases, source=source, where=where, warnings=warnings
+        ids,
+        required=required,
+        optional=optional,
+        known=known,
+        aliases=aliases,
+        source=source,
+        where=where,
+        warnings=warnings,
     )
     rows = select_rows(env.rows, positions, len(ids), source=source, where=where)
-    present = {w for w, p in zip(wanted, positions) if p is not None}
+    present = {w for w, p in zip(wanted, positions, strict=True) if p is not None}
     return Table(
-        columns=wanted, present=present, data=_columnar(wanted, rows), nrows=len(rows), props=dict(env.p or {}), all_ids=ids
+        columns=wanted,
+        present=present,
+        data=_columnar(wanted, rows),
+        nrows=len(rows),
+        props=dict(env.p or {}),
+        all_ids=ids,
     )
 
 
@@ -249,6 +267,10 @@ def _cols_end(data: bytes, start: int) -> int:
     return -1
 
 
+WINDOW_BYTES = 8 << 20
+_ROW_START = b'{"c":['
+
+
 def fast_table(
     data: bytes,
     *,
@@ -281,32 +303,44 @@ def fast_table(
     )
     capture = tuple(sorted({p for p in positions if p is not None}))
     pattern = _row_pattern(len(ids), capture)
-    parts = pattern.split(data, )
-    ngroups = len(capture)
-    step = ngroups + 1
-    nrows = (len(parts) - 1) // step
-    if nrows == 0:
+    step = len(capture) + 1
+    # The matches must sit back to back inside the table's "rows" array: the text before the first row
+    # ends with '"rows":[', the text between two rows is exactly ',', and what follows the last row plus
+    # the text before the first is the envelope. Anything else goes to the general path.
+    first = data.find(_ROW_START, end)
+    if first < 0 or not data[:first].rstrip().endswith(b'"rows":['):
         return None
-    # Every match must sit back to back inside the table's "rows" array: the text before the first one
-    # ends with '"rows":[', the text between two is exactly ',', and the rest of the file is the envelope.
-    if not parts[0].rstrip().endswith(b'"rows":['):
-        return None
-    between = parts[step:-1:step]
-    if between.count(b",") != len(between):
-        return None  # rows the pattern did not match (spaces, formatted cells): the general path reads them
-    obj = loads_json(parts[0] + parts[-1], source=source)
+    columns: dict[int, list[Any]] = {p: [] for p in capture}
+    nrows = 0
+    pos = first
+    tail = b""
+    while pos < len(data):
+        # Windows of ~8 MB cut just before a row start (',{"c":[' never occurs inside a JSON string):
+        # only one window's captures are alive at a time.
+        cut = data.find(b"," + _ROW_START, pos + WINDOW_BYTES) if pos + WINDOW_BYTES < len(data) else -1
+        window_end = cut if cut >= 0 else len(data)
+        parts = pattern.split(data[pos:window_end])
+        count = (len(parts) - 1) // step
+        between = parts[step:-1:step]
+        if count == 0 or parts[0] or between.count(b",") != len(between) or (cut >= 0 and parts[-1]):
+            return None  # rows the pattern did not match (spaces, formatted cells, nulls)
+        for k, p in enumerate(capture):
+            # One orjson call per column: the captures are JSON scalars, so joined they make an array.
+            try:
+                columns[p].extend(orjson.loads(b"[" + b",".join(parts[1 + k :: step]) + b"]"))
+            except orjson.JSONDecodeError:
+                return None  # the general path reports the error at its position in the file
+        nrows += count
+        if cut < 0:
+            tail = parts[-1]
+            break
+        pos = cut + 1
+    obj = loads_json(data[:first] + tail, source=source)
     env_full = parse_envelope(obj, source=source)
     if not isinstance(obj, dict) or obj.get("rows") != [] or [c.id for c in env_full.cols] != ids:
         return None
-    columns: dict[int, list[Any]] = {}
-    for k, pos in enumerate(capture):
-        # One orjson call per column: the captures are valid JSON scalars, so joining them makes an array.
-        try:
-            columns[pos] = orjson.loads(b"[" + b",".join(parts[1 + k :: step]) + b"]")
-        except orjson.JSONDecodeError:
-            return None  # let the general path report the error at its position in the file
     empty = [None] * nrows
-    data = {w: (columns[p] if p is not None else empty) for w, p in zip(wanted, positions)}
+    data = {w: (columns[p] if p is not None else empty) for w, p in zip(wanted, positions, strict=True)}
     warnings.extend(local)
-    present = {w for w, p in zip(wanted, positions) if p is not None}
+    present = {w for w, p in zip(wanted, positions, strict=True) if p is not None}
     return Table(columns=wanted, present=present, data=data, nrows=nrows, props=dict(env_full.p or {}), all_ids=ids)

@@ -21,14 +21,49 @@ from bot.errors import ProfileError
 from bot.profiles.io import MAX_PROFILE_BYTES, decode_text, read_bytes
 from bot.profiles.model import CollectiveOp
 
-COLLECTIVES = ("all-reduce", "all-gather", "reduce-scatter", "all-to-all", "ragged-all-to-all", "collective-permute", "collective-broadcast")
+COLLECTIVES = (
+    "all-reduce",
+    "all-gather",
+    "reduce-scatter",
+    "all-to-all",
+    "ragged-all-to-all",
+    "collective-permute",
+    "collective-broadcast",
+)
 _OPCODES = {op: op for op in COLLECTIVES} | {f"{op}-start": op for op in COLLECTIVES}
 
 DTYPE_BITS = {
-    "pred": 8, "s2": 2, "u2": 2, "s4": 4, "u4": 4, "s8": 8, "u8": 8, "s16": 16, "u16": 16, "s32": 32, "u32": 32,
-    "s64": 64, "u64": 64, "f16": 16, "bf16": 16, "f32": 32, "f64": 64, "c64": 64, "c128": 128,
-    "f8e4m3fn": 8, "f8e5m2": 8, "f8e4m3": 8, "f8e4m3b11fnuz": 8, "f8e4m3fnuz": 8, "f8e5m2fnuz": 8, "f8e3m4": 8,
-    "f8e8m0fnu": 8, "f4e2m1fn": 4, "tf32": 32, "token": 0, "opaque": 0,
+    "pred": 8,
+    "s2": 2,
+    "u2": 2,
+    "s4": 4,
+    "u4": 4,
+    "s8": 8,
+    "u8": 8,
+    "s16": 16,
+    "u16": 16,
+    "s32": 32,
+    "u32": 32,
+    "s64": 64,
+    "u64": 64,
+    "f16": 16,
+    "bf16": 16,
+    "f32": 32,
+    "f64": 64,
+    "c64": 64,
+    "c128": 128,
+    "f8e4m3fn": 8,
+    "f8e5m2": 8,
+    "f8e4m3": 8,
+    "f8e4m3b11fnuz": 8,
+    "f8e4m3fnuz": 8,
+    "f8e5m2fnuz": 8,
+    "f8e3m4": 8,
+    "f8e8m0fnu": 8,
+    "f4e2m1fn": 4,
+    "tf32": 32,
+    "token": 0,
+    "opaque": 0,
 }
 
 _INSTR = re.compile(r"^\s*(?:ROOT\s+)?%?(?P<name>[A-Za-z_][\w.\-]*)\s*=\s*(?P<rest>.*)$")

@@ -57,7 +57,9 @@ def discover(folder: Path) -> list[Path]:
         for session in sorted(sessions.iterdir()):
             if session.is_dir():
                 found.extend(
-                    f for f in sorted(session.iterdir())[:MAX_DISCOVERED] if f.is_file() and kind_of(f) in ("xplane", "trace")
+                    f
+                    for f in sorted(session.iterdir())[:MAX_DISCOVERED]
+                    if f.is_file() and kind_of(f) in ("xplane", "trace")
                 )
     return found[: MAX_DISCOVERED * 4]
 
@@ -96,7 +98,7 @@ def _read_all(files: list[Path], base: Path, warnings: list[str]) -> Profile:
                 warnings.append(f"{source}: not a profile file ASAP reads (expected one of {EXPECTED})")
         except ProfileError as exc:
             warnings.append(exc.render())
-    for session, paths in xplanes.items():
+    for paths in xplanes.values():
         try:
             parts.append(("xplane", read_xplane(paths, sources=[_relative(p, base) for p in paths])))
         except AsapError as exc:  # ProfileError, or xprof not installed
@@ -109,7 +111,10 @@ def _read_all(files: list[Path], base: Path, warnings: list[str]) -> Profile:
 
 def _usable(profile: Profile) -> bool:
     return bool(
-        profile.ops or profile.collectives or profile.step_time_us is not None or profile.device_duty_cycle_percent is not None
+        profile.ops
+        or profile.collectives
+        or profile.step_time_us is not None
+        or profile.device_duty_cycle_percent is not None
     )
 
 

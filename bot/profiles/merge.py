@@ -39,8 +39,13 @@ def merge_profiles(parts: list[tuple[str, Profile]], collectives: list[Collectiv
         counted = _first(parts, STEP_PRIORITY, lambda p: p.num_steps is not None)
         out.num_steps = counted.num_steps if counted else None
     for attr in (
-        "device_duty_cycle_percent", "host_wait_percent", "compute_time_percent", "communication_time_percent",
-        "peak_hbm_bytes", "hbm_capacity_bytes", "num_devices",
+        "device_duty_cycle_percent",
+        "host_wait_percent",
+        "compute_time_percent",
+        "communication_time_percent",
+        "peak_hbm_bytes",
+        "hbm_capacity_bytes",
+        "num_devices",
     ):
         src = _first(parts, STEP_PRIORITY + OP_PRIORITY, lambda p, a=attr: getattr(p, a) is not None)
         if src is not None:
@@ -73,7 +78,12 @@ def merge_profiles(parts: list[tuple[str, Profile]], collectives: list[Collectiv
                     op.roofline_efficiency = other.roofline_efficiency
                 if op.flops is None and other.flops is not None and other.total_time_us and op.total_time_us:
                     op.flops = other.flops * op.total_time_us / other.total_time_us
-                if op.bytes_accessed is None and other.bytes_accessed is not None and other.total_time_us and op.total_time_us:
+                if (
+                    op.bytes_accessed is None
+                    and other.bytes_accessed is not None
+                    and other.total_time_us
+                    and op.total_time_us
+                ):
                     op.bytes_accessed = other.bytes_accessed * op.total_time_us / other.total_time_us
         out.ops = ops
         extra = [k for k, p in parts if k == "trace" and p.ops and p is not primary]

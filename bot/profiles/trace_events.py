@@ -60,7 +60,9 @@ class _State:
 
 def _consume(state: _State, events: Any, source: str) -> None:
     if not isinstance(events, list):
-        raise ProfileError(f"expected a list of trace events, got {type(events).__name__}", source=source, field="traceEvents")
+        raise ProfileError(
+            f"expected a list of trace events, got {type(events).__name__}", source=source, field="traceEvents"
+        )
     for i, ev in enumerate(events):
         if not isinstance(ev, dict):
             continue  # Chrome trace viewers skip non-object entries (JAX writes a trailing {})
@@ -81,10 +83,14 @@ def _consume(state: _State, events: Any, source: str) -> None:
         dur = ev.get("dur", 0)
         if not isinstance(name, str) or isinstance(dur, bool) or not isinstance(dur, (int, float)):
             raise ProfileError(
-                "complete event ('ph': 'X') needs a text 'name' and a numeric 'dur'", source=source, field=f"traceEvents[{i}]"
+                "complete event ('ph': 'X') needs a text 'name' and a numeric 'dur'",
+                source=source,
+                field=f"traceEvents[{i}]",
             )
         if not math.isfinite(dur) or dur < 0:
-            raise ProfileError(f"expected a non-negative duration, got {dur!r}", source=source, field=f"traceEvents[{i}].dur")
+            raise ProfileError(
+                f"expected a non-negative duration, got {dur!r}", source=source, field=f"traceEvents[{i}].dur"
+            )
         if name.startswith("end: "):
             continue  # XLA CPU runtime bookkeeping, not work
         args = ev.get("args")
@@ -138,7 +144,9 @@ def _chunks(fh: IO[bytes], source: str, limit: int) -> Iterator[bytes]:
                 return
             total += len(chunk)
             if total > limit:
-                raise ProfileError(f"decompresses to more than {human_bytes(limit)}, the limit for one profile file", source=source)
+                raise ProfileError(
+                    f"decompresses to more than {human_bytes(limit)}, the limit for one profile file", source=source
+                )
             yield chunk
     except (gzip.BadGzipFile, zlib.error, EOFError) as exc:
         raise ProfileError(f"corrupt or truncated gzip data ({exc})", source=source) from None
@@ -148,7 +156,9 @@ def _parse(data: bytes, source: str, what: str = "JSON") -> Any:
     try:
         return orjson.loads(data)
     except orjson.JSONDecodeError as exc:
-        raise ProfileError(f"malformed {what} at line {exc.lineno}, column {exc.colno} (char {exc.pos}): {exc.msg}", source=source) from None
+        raise ProfileError(
+            f"malformed {what} at line {exc.lineno}, column {exc.colno} (char {exc.pos}): {exc.msg}", source=source
+        ) from None
 
 
 def _whole(data: bytes, state: _State, source: str) -> None:
@@ -208,7 +218,9 @@ def _stream(first: bytes, rest: Iterator[bytes], state: _State, source: str) -> 
         cut = buf.rfind(b"," + _EVENT_START)
         if cut <= 0:
             continue
-        _consume(state, _parse(b"[" + buf[:cut] + b"]", source, f"trace events (near decompressed byte {offset})"), source)
+        _consume(
+            state, _parse(b"[" + buf[:cut] + b"]", source, f"trace events (near decompressed byte {offset})"), source
+        )
         offset += cut + 1
         buf = buf[cut + 1 :]
     # The tail: the last events, then the end of the list (and whatever keys follow it).
@@ -301,7 +313,8 @@ def _to_profile(state: _State, source: str) -> Profile:
         )
     # Steps: a device "Steps" line first (one event per step per device), else StepTraceAnnotation events.
     step_lines = [
-        durs for (pid, tid), durs in state.numbered.items()
+        durs
+        for (pid, tid), durs in state.numbered.items()
         if state.tid_names.get((pid, tid), "").strip().lower() == "steps" and _is_device(state.pid_names.get(pid, ""))
     ]
     if step_lines:

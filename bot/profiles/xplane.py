@@ -11,8 +11,8 @@ from __future__ import annotations
 import contextlib
 import importlib
 import os
-import sys
 import shutil
+import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -63,7 +63,7 @@ def read_xplane(paths: list[Path], *, sources: list[str] | None = None, limit: i
         raise ProfileError("no .xplane.pb files given")
     names = sources or [str(p) for p in paths]
     label = names[0] if len(names) == 1 else f"{names[0]} (+{len(names) - 1} more)"
-    for p, s in zip(paths, names):
+    for p, s in zip(paths, names, strict=True):
         check_size(p, limit, source=s)
     convert = _converter()
     parts: list[tuple[str, Profile]] = []
@@ -99,7 +99,8 @@ def read_xplane(paths: list[Path], *, sources: list[str] | None = None, limit: i
             parts.append((tool, part))
     if not parts:
         raise ProfileError(
-            "xprof could not convert this session: " + "; ".join(w.split(": ", 1)[-1] for w in warnings[:2]), source=label
+            "xprof could not convert this session: " + "; ".join(w.split(": ", 1)[-1] for w in warnings[:2]),
+            source=label,
         )
     merged = merge_profiles(parts)
     merged.sources = list(names)

@@ -27,7 +27,7 @@ from bot.profiles import xprof_proto as proto
 from bot.profiles.classify import CONTAINER_CATEGORIES, bound_by, op_kind
 from bot.profiles.datatable import Table, fast_table, parse_envelope, read_table
 from bot.profiles.io import loads_json, read_bytes
-from bot.profiles.model import OpKind, OpStat, Profile
+from bot.profiles.model import OpStat, Profile
 
 GIB = float(1 << 30)
 GIB_PER_US = GIB * 1e-6  # GiB/s x us -> bytes
@@ -245,32 +245,50 @@ def _hlo_rows_to_ops(table: Table, source: str, profile: Profile) -> None:
     mem = _float_column(d["measured_memory_bw"], source, "measured_memory_bw")
     hbm = _float_column(d["hbm_bw"], source, "hbm_bw")
     ois = _float_column(d["operational_intensity"], source, "operational_intensity")
-    progs = [p or None for p in _text_column(d["program_id"], source, "program_id")] if "program_id" in table.present else d["program_id"]
+    progs = (
+        [p or None for p in _text_column(d["program_id"], source, "program_id")]
+        if "program_id" in table.present
+        else d["program_id"]
+    )
     bounds = d["bound_by"]
     parents = d["parent_op_name"]
 
     containers = {c for c in set(cats) if c.lower() in CONTAINER_CATEGORIES}
-    flops = [r * 1e3 * t if r and t else None for r, t in zip(rates, totals)]  # GFLOP/s x us -> FLOPs
+    flops = [r * 1e3 * t if r and t else None for r, t in zip(rates, totals, strict=True)]  # GFLOP/s x us -> FLOPs
     nbytes = [
         (h or m) * GIB_PER_US * t if (h or m) and t else (f / oi if f and oi else None)
-        for h, m, t, f, oi in zip(hbm, mem, totals, flops, ois)
+        for h, m, t, f, oi in zip(hbm, mem, totals, flops, ois, strict=True)
     ]
     if containers:  # their time includes other rows' ops: self time, and no FLOPs/bytes counted twice
         for r, c in enumerate(cats):
             if c in containers:
                 totals[r] = selfs[r] if selfs[r] is not None else totals[r]
                 flops[r] = nbytes[r] = None
-    kinds = [op_kind(c, n) for c, n in zip(cats, names)]
+    kinds = [op_kind(c, n) for c, n in zip(cats, names, strict=True)]
     bound_cache = {b: bound_by(b) for b in set(bounds) if b is None or isinstance(b, str)}
     bad_bound = next((r for r, b in enumerate(bounds) if b not in bound_cache), None)
     if bad_bound is not None:
         raise ProfileError("expected text", source=source, field=f"rows[{bad_bound}].bound_by")
     none = [None] * table.nrows
     ops = list(
-        map(OpStat, names, cats, kinds, occs, totals, flops, nbytes, [bound_cache[b] for b in bounds], none, none, none, progs)
+        map(
+            OpStat,
+            names,
+            cats,
+            kinds,
+            occs,
+            totals,
+            flops,
+            nbytes,
+            [bound_cache[b] for b in bounds],
+            none,
+            none,
+            none,
+            progs,
+        )
     )
     if "parent_op_name" in table.present and any(parents):
-        kept = [op for op, parent in zip(ops, parents) if not parent]
+        kept = [op for op, parent in zip(ops, parents, strict=True) if not parent]
         profile.warnings.append(
             f"{source}: skipped {len(ops) - len(kept)} nested op row(s) (parent_op_name set) to avoid double counting"
         )
@@ -285,16 +303,26 @@ def parse_hlo_stats(data: bytes, *, source: str) -> Profile:
     gc.disable()  # millions of short-lived containers: generational GC passes would dominate the time
     try:
         table = fast_table(
-            data, source=source, required=HLO_REQUIRED, optional=HLO_OPTIONAL, known=HLO_KNOWN,
-            aliases=HLO_ALIASES, warnings=profile.warnings,
+            data,
+            source=source,
+            required=HLO_REQUIRED,
+            optional=HLO_OPTIONAL,
+            known=HLO_KNOWN,
+            aliases=HLO_ALIASES,
+            warnings=profile.warnings,
         )
         if table is None:
             obj = loads_json(data, source=source)
             if not _is_datatable(obj):
                 return _hlo_stats_proto(obj, source, profile)
             table = read_table(
-                _single_table(obj, source), source=source, required=HLO_REQUIRED, optional=HLO_OPTIONAL,
-                known=HLO_KNOWN, aliases=HLO_ALIASES, warnings=profile.warnings,
+                _single_table(obj, source),
+                source=source,
+                required=HLO_REQUIRED,
+                optional=HLO_OPTIONAL,
+                known=HLO_KNOWN,
+                aliases=HLO_ALIASES,
+                warnings=profile.warnings,
             )
         _hlo_rows_to_ops(table, source, profile)
     finally:
@@ -318,10 +346,19 @@ def _hlo_stats_proto(obj: Any, source: str, profile: Profile) -> Profile:
             continue
         profile.ops.append(
             _make_op(
-                name=name, category=rec.hlo_category, occurrences=rec.occurrences, total_us=rec.total_time_in_us,
-                self_us=rec.total_self_time_in_us, flop_rate=rec.measured_flop_rate, mem_bw=rec.measured_memory_bw,
-                hbm_bw=rec.hbm_bw, intensity=rec.operational_intensity, flops=rec.flops_v2 or rec.flops,
-                bytes_accessed=rec.bytes_accessed, bound=rec.bound_by, program=str(rec.program_id),
+                name=name,
+                category=rec.hlo_category,
+                occurrences=rec.occurrences,
+                total_us=rec.total_time_in_us,
+                self_us=rec.total_self_time_in_us,
+                flop_rate=rec.measured_flop_rate,
+                mem_bw=rec.measured_memory_bw,
+                hbm_bw=rec.hbm_bw,
+                intensity=rec.operational_intensity,
+                flops=rec.flops_v2 or rec.flops,
+                bytes_accessed=rec.bytes_accessed,
+                bound=rec.bound_by,
+                program=str(rec.program_id),
             )
         )
     _no_ops_warning(profile, source, "hlo_stats")
@@ -367,7 +404,14 @@ ROOF_KNOWN = (
     "include_infeed_outfeed",
     "source_info",
 )
-_RECORD_TYPES = {"1": "Total", "ALL": "Total", "4": "Total (HW)", "ALL_HW": "Total (HW)", "2": "Average", "AVERAGE_STEP": "Average"}
+_RECORD_TYPES = {
+    "1": "Total",
+    "ALL": "Total",
+    "4": "Total (HW)",
+    "ALL_HW": "Total (HW)",
+    "2": "Average",
+    "AVERAGE_STEP": "Average",
+}
 
 
 def _pick_step_rows(groups: dict[str, list[OpStat]], profile: Profile, source: str) -> None:
@@ -427,14 +471,21 @@ def parse_roofline_model(data: bytes, *, source: str) -> Profile:
         raise ProfileError("no roofline table (columns operation/category/total_time) in the list", source=source)
     i, t = roof
     table = read_table(
-        t, source=source, where=f"[{i}].", required=ROOF_REQUIRED, optional=ROOF_OPTIONAL, known=ROOF_KNOWN,
+        t,
+        source=source,
+        where=f"[{i}].",
+        required=ROOF_REQUIRED,
+        optional=ROOF_OPTIONAL,
+        known=ROOF_KNOWN,
         warnings=profile.warnings,
     )
     device = table.props.get("device_type")
     if isinstance(device, str) and device:
         profile.device_kind = device
     groups: dict[str, list[OpStat]] = {}
-    for r, (name, cat, occ, total, step, rank, self_t, rate, mem_bw, hbm, oi, bound, eff, module) in enumerate(table.rows):
+    for r, (name, cat, occ, total, step, rank, self_t, rate, mem_bw, hbm, oi, bound, eff, module) in enumerate(
+        table.rows
+    ):
         f = f"[{i}].rows[{r}]"
         category = _text(cat, source, f + ".category")
         if _num(rank, source, f + ".rank") == 0 or category == "Program":
@@ -446,11 +497,18 @@ def parse_roofline_model(data: bytes, *, source: str) -> Profile:
         if total_us is None or total_us < 0:
             raise ProfileError("expected a non-negative total time", source=source, field=f + ".total_time")
         op = _make_op(
-            name=name, category=category, occurrences=_num(occ, source, f + ".occurrences"), total_us=total_us,
-            self_us=_num(self_t, source, f + ".total_self_time"), flop_rate=_num(rate, source, f + ".measured_flop_rate"),
-            mem_bw=_num(mem_bw, source, f + ".measured_memory_bw"), hbm_bw=_num(hbm, source, f + ".hbm_bw"),
-            intensity=_num(oi, source, f + ".operational_intensity"), bound=bound,
-            efficiency=_num(eff, source, f + ".roofline_efficiency"), program=_text(module, source, f + ".hlo_module_id"),
+            name=name,
+            category=category,
+            occurrences=_num(occ, source, f + ".occurrences"),
+            total_us=total_us,
+            self_us=_num(self_t, source, f + ".total_self_time"),
+            flop_rate=_num(rate, source, f + ".measured_flop_rate"),
+            mem_bw=_num(mem_bw, source, f + ".measured_memory_bw"),
+            hbm_bw=_num(hbm, source, f + ".hbm_bw"),
+            intensity=_num(oi, source, f + ".operational_intensity"),
+            bound=bound,
+            efficiency=_num(eff, source, f + ".roofline_efficiency"),
+            program=_text(module, source, f + ".hlo_module_id"),
         )
         groups.setdefault(_text(step, source, f + ".step"), []).append(op)
     _pick_step_rows(groups, profile, source)
@@ -473,10 +531,19 @@ def _roofline_proto(obj: Any, source: str, profile: Profile) -> Profile:
         rtype = str(rec.record_type)
         step = _RECORD_TYPES.get(rtype, str(rec.step_num) if rtype in ("3", "PER_STEP") else "")
         op = _make_op(
-            name=rec.hlo_name, category=rec.hlo_category, occurrences=rec.occurrences, total_us=rec.total_time_in_us,
-            self_us=rec.total_self_time_in_us, flop_rate=rec.measured_flop_rate, mem_bw=rec.measured_memory_bw,
-            hbm_bw=rec.hbm_bw, intensity=rec.operational_intensity, flops=rec.flops_v2 or rec.flops,
-            bytes_accessed=rec.bytes_accessed, bound=rec.bound_by, efficiency=rec.roofline_efficiency,
+            name=rec.hlo_name,
+            category=rec.hlo_category,
+            occurrences=rec.occurrences,
+            total_us=rec.total_time_in_us,
+            self_us=rec.total_self_time_in_us,
+            flop_rate=rec.measured_flop_rate,
+            mem_bw=rec.measured_memory_bw,
+            hbm_bw=rec.hbm_bw,
+            intensity=rec.operational_intensity,
+            flops=rec.flops_v2 or rec.flops,
+            bytes_accessed=rec.bytes_accessed,
+            bound=rec.bound_by,
+            efficiency=rec.roofline_efficiency,
             program=str(rec.hlo_module_id),
         )
         groups.setdefault(step, []).append(op)
@@ -489,14 +556,39 @@ def _roofline_proto(obj: Any, source: str, profile: Profile) -> Profile:
 STEP_REQUIRED = ("stepnum",)
 # Generic (GPU/CPU) step table columns, then the TPU form (no stepTimeMs: a step is the sum of its parts).
 STEP_OPTIONAL = (
-    "stepTimeMs", "infeedTimeMs", "deviceComputeTimeMs", "deviceCollectivesTimeMs", "deviceToDeviceTimeMs",
-    "tcComputeTimeMs", "scv0ComputeTimeMs", "tcInfeedTimeMs", "scv0InfeedTimeMs", "tcOutfeedTimeMs", "tcIdleTimeMs",
+    "stepTimeMs",
+    "infeedTimeMs",
+    "deviceComputeTimeMs",
+    "deviceCollectivesTimeMs",
+    "deviceToDeviceTimeMs",
+    "tcComputeTimeMs",
+    "scv0ComputeTimeMs",
+    "tcInfeedTimeMs",
+    "scv0InfeedTimeMs",
+    "tcOutfeedTimeMs",
+    "tcIdleTimeMs",
 )
 STEP_KNOWN = (
-    "hostComputeTimeMs", "kernelLaunchTimeMs", "outfeedTimeMs", "compileTimeMs", "otherTimeMs", "tooltip",
-    "hostTransferTimeMs", "infeedPercentAverage", "infeedPercentMin", "infeedPercentMax", "stepname",
+    "hostComputeTimeMs",
+    "kernelLaunchTimeMs",
+    "outfeedTimeMs",
+    "compileTimeMs",
+    "otherTimeMs",
+    "tooltip",
+    "hostTransferTimeMs",
+    "infeedPercentAverage",
+    "infeedPercentMin",
+    "infeedPercentMax",
+    "stepname",
 )
-_TPU_STEP_PARTS = ("tcComputeTimeMs", "scv0ComputeTimeMs", "tcInfeedTimeMs", "scv0InfeedTimeMs", "tcOutfeedTimeMs", "tcIdleTimeMs")
+_TPU_STEP_PARTS = (
+    "tcComputeTimeMs",
+    "scv0ComputeTimeMs",
+    "tcInfeedTimeMs",
+    "scv0InfeedTimeMs",
+    "tcOutfeedTimeMs",
+    "tcIdleTimeMs",
+)
 
 
 def _mean(values: list[float]) -> float | None:
@@ -531,7 +623,12 @@ def parse_overview_page(data: bytes, *, source: str) -> Profile:
     if step_table is not None:
         i, t = step_table
         table = read_table(
-            t, source=source, where=f"[{i}].", required=STEP_REQUIRED, optional=STEP_OPTIONAL, known=STEP_KNOWN,
+            t,
+            source=source,
+            where=f"[{i}].",
+            required=STEP_REQUIRED,
+            optional=STEP_OPTIONAL,
+            known=STEP_KNOWN,
             warnings=profile.warnings,
         )
         present = table.present
@@ -539,7 +636,8 @@ def parse_overview_page(data: bytes, *, source: str) -> Profile:
         if not tpu and "stepTimeMs" not in present:
             raise ProfileError(
                 "missing required column 'stepTimeMs' (or the TPU step columns tcComputeTimeMs, tcIdleTimeMs, ...)",
-                source=source, field=f"[{i}].cols",
+                source=source,
+                field=f"[{i}].cols",
             )
         d = table.data
 
@@ -582,7 +680,10 @@ def parse_overview_page(data: bytes, *, source: str) -> Profile:
         infeed_avg = _prop_float(props, "infeed_time_ms_avg")
         infeed = infeed_avg
         compute = _prop_float(props, "device_compute_time_ms_avg")
-        c1, c2 = _prop_float(props, "device_collectives_time_ms_avg"), _prop_float(props, "device_to_device_time_ms_avg")
+        c1, c2 = (
+            _prop_float(props, "device_collectives_time_ms_avg"),
+            _prop_float(props, "device_to_device_time_ms_avg"),
+        )
         comm = (c1 or 0.0) + (c2 or 0.0) if (c1 is not None or c2 is not None) else None
     profile.step_time_us = step_us or None
     if cpu_only:
@@ -645,9 +746,13 @@ def parse_op_profile(data: bytes, *, source: str) -> Profile:
                 cat = category or node.xla.category
                 profile.ops.append(
                     OpStat(
-                        name=node.name.lstrip("%"), category=cat, kind=op_kind(cat, node.name),
-                        occurrences=int(m.occurrences), total_time_us=max(m.raw_time, 0.0) / 1e6,
-                        flops=m.raw_flops or None, bytes_accessed=hbm or None,
+                        name=node.name.lstrip("%"),
+                        category=cat,
+                        kind=op_kind(cat, node.name),
+                        occurrences=int(m.occurrences),
+                        total_time_us=max(m.raw_time, 0.0) / 1e6,
+                        flops=m.raw_flops or None,
+                        bytes_accessed=hbm or None,
                         program=str(node.xla.program_id) if node.xla.program_id else None,
                     )
                 )
