@@ -50,6 +50,7 @@ ENTRY %main (x: bf16[8,1024]) -> bf16[64,1024] {
   %all-reduce-done.2 = f32[1024]{0} all-reduce-done(%all-reduce-start.2)
   %cp-start = (s8[16]{0}, s8[16]{0}, u32[], u32[]) collective-permute-start(%z), source_target_pairs={{0,1},{1,2},{2,3}}
   %all-reduce.9 = s4[1001]{0} all-reduce(%q), replica_groups={}, to_apply=%add
+  %ag.5 = f32[1024,256]{0,1} all-gather(%w), channel_id=4, replica_groups=mesh['a'=1,'b'=2,'c'=4], device_ids=([2,2,2]T(1,0,2)) {'c'}, dimensions={1}
   %rs-start = ((bf16[64,1024]{1,0}), bf16[8,1024]{1,0}) async-start(%all-gather-done), calls=%wrapped_reduce_scatter
   %all-reduce-fusion = f32[16]{0} fusion(%x), kind=kLoop, calls=%fused, metadata={op_name="jit(f)/all-reduce all-gather(x)" source_file="all-to-all.py"}
   %add.7 = f32[4]{0} add(%a, %b), metadata={op_name="%all-reduce.99 = f32[1000] all-reduce(%z), replica_groups={{0,1}}"}
@@ -60,7 +61,15 @@ ENTRY %main (x: bf16[8,1024]) -> bf16[64,1024] {
 
 def test_synthetic_forms_async_and_traps():
     ops = {c.name: c for c in parse_hlo_text(SYNTHETIC, source="s.hlo")}
-    assert set(ops) == {"all-gather-start", "all-reduce-start.2", "cp-start", "all-reduce.9", "reduce-scatter.4"}
+    assert set(ops) == {
+        "all-gather-start",
+        "all-reduce-start.2",
+        "cp-start",
+        "all-reduce.9",
+        "reduce-scatter.4",
+        "ag.5",
+    }
+    assert (ops["ag.5"].group_size, ops["ag.5"].num_groups) == (4, 2)  # mesh form with a device order
     ag = ops["all-gather-start"]
     assert ag.op == "all-gather" and ag.is_async and ag.result_bytes == 64 * 1024 * 2 and ag.dtype == "bf16"
     assert (ag.group_size, ag.num_groups) == (4, 2)  # iota [2,4]: 2 groups of 4, transposed or not

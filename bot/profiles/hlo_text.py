@@ -161,7 +161,10 @@ def _groups(attrs: str, total_devices: int | None) -> tuple[int | None, int | No
     m = re.search(r"replica_groups=\[(\d+),(\d+)\]<=\[[\d,]+\](?:T\([\d,]+\))?", attrs)
     if m:
         return int(m.group(2)), int(m.group(1))
-    m = re.search(r"replica_groups=mesh\[([^\]]*)\]\s*\{([^}]*)\}", attrs)
+    # mesh['x'=2,'y'=4] {'y'}, optionally with a device order: mesh[...], device_ids=([2,2,2]T(1,0,2)) {'y'}
+    m = re.search(
+        r"replica_groups=mesh\[([^\]]*)\](?:\s*,\s*device_ids=\((?:[^()]|\([^()]*\))*\))?\s*\{([^}]*)\}", attrs
+    )
     if m:
         sizes = {k: int(v) for k, v in re.findall(r"'([^']+)'\s*=\s*(\d+)", m.group(1))}
         axes = re.findall(r"'([^']+)'", m.group(2))
