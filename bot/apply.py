@@ -1,0 +1,235 @@
+"""Apply a proposal: a bot-owned branch, one commit that edits only the mesh lines, and a change request.
+
+``apply_proposal(run_id, index, requester, host, config_path=None)`` is what ``asap apply``, the GitHub
+``@asap apply N`` mention and Slack's Apply button call. It
+
+1. analyses the run and proposes (deterministic engine), and picks proposal ``index`` (1-based rank);
+2. finds the repository config the run is measured by: ``config_path``, else the config linked to the
+   run in the default branch's ``.asap.yml``, else the run's own config file name at the repository root;
+3. refuses to start a second apply PR for a config that already has one open (it points to it instead);
+4. stops, and says so, when a person has pushed to the bot's branch ``asap/<run>-p<N>``;
+5. rewrites only the mesh values (:func:`bot.configs.edit.apply_mesh`: byte-preserving round trip) on top
+   of the default branch, commits as the bot, and opens the change request or updates the existing one.
+
+Authorization is the caller's job (:mod:`bot.auth`). Applying twice is idempotent: the same branch and the
+same change request, updated; when nothing changed no commit is written.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from bot.configs.detect import parse_config
+from bot.configs.edit import apply_mesh, diff_text
+from bot.configs.mesh import Mesh
+from bot.errors import AsapError, ConfigError
+from integrations.codehost.base import CodeHost, PullRequest, safe_repo_path
+
+if TYPE_CHECKING:
+    from bot.analysis.report import AnalysisReport
+    from bot.proposals.models import Proposal, ProposalSet
+    from bot.runs.store import Run, RunStore
+
+MARKER_RE = re.compile(r"<!-- asap:apply run=(?P<run>\S+) proposal=(?P<n>\d+) config=(?P<config>\S+) -->")
+
+
+@dataclass
+class ApplyResult:
+    """What happened; ``message`` is the one line to show the person who asked."""
+
+    url: str
+    branch: str
+    created: bool
+    message: str
+    status: str = "created"  # created | updated | unchanged | locked | human_push
+    pull_number: int | None = None
+    config_path: str | None = None
+    commit_sha: str | None = None
+    diff: str = ""
+    notes: list[str] = field(default_factory=list)
+
+
+def branch_name(run_id: str, index: int) -> str:
+    """``asap/<run>-p<N>`` with the run ID reduced to branch-safe characters."""
+    safe = re.sub(r"[^A-Za-z0-9._-]+", "-", run_id).strip("-.") or "run"
+    return f"asap/{safe[:60]}-p{index}"
+
+
+def marker(run_id: str, index: int, config_path: str) -> str:
+    return f"<!-- asap:apply run={re.sub(r'[^A-Za-z0-9._-]+', '-', run_id)} proposal={index} config={config_path} -->"
+
+
+def pick_proposal(pset: ProposalSet, index: int) -> Proposal:
+    """Proposal of rank ``index``; a clear error when there is no such proposal (or none at all)."""
+    if not pset.proposals:
+        raise AsapError(f"run {pset.run_id} has no proposal to apply: {pset.summary}", field="proposal")
+    for p in pset.proposals:
+        if p.rank == index:
+            return p
+    raise AsapError(f"run {pset.run_id} has {len(pset.proposals)} proposal(s); there is no proposal {index}",
+                    field="proposal", hint=f"pick 1-{len(pset.proposals)}")
+
+
+def resolve_config_path(run: Run, host: CodeHost, base: str, config_path: str | None,
+                        linked: list[str] | None = None) -> str:
+    """Which repository file the apply edits (see module docstring, step 2)."""
+    if config_path:
+        return safe_repo_path(config_path)
+    if linked:
+        if len(linked) > 1:
+            raise AsapError(f"run {run.id} is linked to several configs in .asap.yml: {', '.join(linked)}",
+                            field="config_path", hint="name one with --config PATH (or 'apply N to PATH')")
+        return safe_repo_path(linked[0])
+    if run.record.config:
+        guess = safe_repo_path(run.record.config.rsplit("/", 1)[-1])
+        if host.read_file(guess, base) is not None:
+            return guess
+    raise AsapError(f"cannot tell which config file in {host.name} run {run.id} uses", field="config_path",
+                    hint="pass --config PATH, or link it in .asap.yml under runs: {PATH: " + repr(run.id) + "}")
+
+
+def _linked_configs(host: CodeHost, base: str, run_id: str) -> list[str]:
+    from integrations.github.settings import SETTINGS_FILE, parse_settings
+
+    return parse_settings(host.read_file(SETTINGS_FILE, base), f"{host.name}:{SETTINGS_FILE}").configs_for_run(run_id)
+
+
+def _find_pull(pulls: list[PullRequest], branch: str) -> PullRequest | None:
+    return next((p for p in pulls if p.head_branch == branch), None)
+
+
+def _lock_holder(pulls: list[PullRequest], branch: str, config_path: str) -> PullRequest | None:
+    for p in pulls:
+        m = MARKER_RE.search(p.body or "")
+        if p.head_branch != branch and m and m.group("config") == config_path:
+            return p
+    return None
+
+
+def apply_proposal(
+    run_id: str,
+    index: int,
+    requester: Any,
+    host: CodeHost,
+    *,
+    config_path: str | None = None,
+    runs: RunStore | None = None,
+    report: AnalysisReport | None = None,
+    proposals: ProposalSet | None = None,
+) -> ApplyResult:
+    """Open (or update) the change request applying proposal ``index`` of ``run_id`` (module docstring)."""
+    from bot.analysis.analyze import analyze_run
+    from bot.proposals.engine import propose
+    from bot.runs.store import LocalRunStore
+
+    if isinstance(index, bool) or not isinstance(index, int) or not 1 <= index <= 20:
+        raise AsapError(f"proposal number must be 1..20, got {index!r}", field="proposal")
+    run = (runs or LocalRunStore()).get(run_id)
+    report = report or analyze_run(run)
+    pset = proposals or propose(run, report)
+    proposal = pick_proposal(pset, index)
+    base = host.default_branch()
+    path = resolve_config_path(run, host, base, config_path,
+                               None if config_path else _linked_configs(host, base, run.id))
+    branch = branch_name(run.id, index)
+
+    pulls = host.open_pulls()
+    holder = _lock_holder(pulls, branch, path)
+    if holder is not None:
+        return ApplyResult(url=holder.url, branch=holder.head_branch, created=False, status="locked",
+                           pull_number=holder.number, config_path=path,
+                           message=f"an apply for {path} is already open: {holder.url} ({holder.title}); "
+                                   "merge or close it before applying another proposal to the same config")
+    existing = _find_pull(pulls, branch)
+    head = host.branch_head(branch)
+    if head is not None and not head.written_by(host.bot):
+        url = existing.url if existing else branch
+        return ApplyResult(url=url, branch=branch, created=False, status="human_push",
+                           pull_number=existing.number if existing else None, config_path=path,
+                           commit_sha=head.sha,
+                           message=f"someone else pushed to {branch} (head {head.sha[:10]} by {head.author_email}); "
+                                   "ASAP no longer rewrites this branch — edit it by hand or delete it to re-apply")
+
+    text = host.read_file(path, base)
+    if text is None:
+        raise ConfigError(f"no file {path} on {base} in {host.name}", source=path, field="config_path")
+    cfg = parse_config(text, path)
+    mesh = Mesh(ici=proposal.mesh.get("ici", {}), dcn=proposal.mesh.get("dcn", {}))  # type: ignore[arg-type]
+    new_text = apply_mesh(cfg, mesh)
+    if new_text == text:
+        raise AsapError(f"{path} on {base} already uses {proposal.mesh_short}; nothing to apply", field="proposal")
+    diff = diff_text(text, new_text, path)
+    title = f"ASAP: {proposal.mesh_short} for {path} (run {run.id}, proposal {index})"
+    message = (f"asap: apply proposal {index} of run {run.id} to {path}\n\n"
+               f"Mesh {pset.baseline.mesh_short} -> {proposal.mesh_short} ({proposal.kind}).\n"
+               f"Only the mesh lines change.\n\nAsap-Run: {run.id}\nAsap-Proposal: {index}\n")
+    commit = host.commit_file(branch, base, path, new_text, message)
+    body = render_pr_body(run.id, index, path, report, pset, proposal, requester, diff)
+    if existing is not None:
+        pull = host.update_pull(existing, title, body)
+        status = "updated" if commit.changed else "unchanged"
+        verb = "updated" if commit.changed else "is up to date:"
+        return ApplyResult(url=pull.url, branch=branch, created=False, status=status, pull_number=pull.number,
+                           config_path=path, commit_sha=commit.sha, diff=diff,
+                           message=f"proposal {index} of run {run.id} {verb} {pull.url}")
+    pull = host.create_pull(branch, base, title, body)
+    return ApplyResult(url=pull.url, branch=branch, created=True, status="created", pull_number=pull.number,
+                       config_path=path, commit_sha=commit.sha, diff=diff,
+                       message=f"opened {pull.url} applying proposal {index} of run {run.id} "
+                               f"({pset.baseline.mesh_short} -> {proposal.mesh_short}) to {path}")
+
+
+def _pct(v: float | None) -> str:
+    return "n/a" if v is None else f"{v:+.1f}%"
+
+
+def _gb(b: float | None) -> str:
+    return "n/a" if b is None else f"{b / 1e9:.1f} GB"
+
+
+def render_pr_body(run_id: str, index: int, path: str, report: AnalysisReport, pset: ProposalSet,
+                   proposal: Proposal, requester: Any, diff: str) -> str:
+    """The change request's description: diagnosis, proposal, predicted impact, confidence, citations, diff."""
+    d = report.diagnosis
+    lines = [marker(run_id, index, path), f"## Apply ASAP proposal {index} of run {run_id} to `{path}`", ""]
+    lines += [f"**Diagnosis** ({d.bottleneck}-bound, confidence {d.confidence:.2f}): {d.summary}", ""]
+    lines += [f"**Proposal {index}**: `{pset.baseline.mesh_short}` -> `{proposal.mesh_short}` ({proposal.kind}, "
+              f"from {proposal.origin})", "", proposal.rationale, ""]
+    c, pred, base_pred = proposal.change, proposal.predicted, pset.baseline.predicted
+    lines.append("**Predicted impact**")
+    if pred is not None and base_pred is not None:
+        speed = f", x{c.speedup:.2f}" if c.speedup else ""
+        lines.append(f"- step time {base_pred.step_time_ms:.1f} -> {pred.step_time_ms:.1f} ms "
+                     f"({_pct(c.step_time_percent)}{speed}; band {pred.step_time_low_ms:.1f}-{pred.step_time_high_ms:.1f} ms)"
+                     + (" — within the model's noise" if c.within_noise else ""))
+        lines.append(f"- memory per chip {_gb(base_pred.memory_per_chip_bytes)} -> {_gb(pred.memory_per_chip_bytes)} "
+                     f"of {_gb(pred.memory_capacity_bytes)} ({'fits' if pred.fits_memory else 'DOES NOT FIT'})")
+    else:
+        lines.append("- no absolute prediction: the run's model is unknown "
+                     f"(missing: {', '.join(pset.missing_info) or 'model shape'})")
+    if proposal.labels:
+        lines.append(f"- labels: {', '.join(proposal.labels)}")
+    lines += ["", f"**Confidence**: {proposal.confidence:.2f}"]
+    lines += [f"- {r}" for r in proposal.confidence_reasons]
+    if proposal.tradeoffs:
+        lines += ["", "**Trade-offs**"] + [f"- {t}" for t in proposal.tradeoffs]
+    lines += ["", "**Citations**"]
+    if proposal.move is not None:
+        lines.append(f"- playbook `{proposal.move.id}` — {proposal.move.source}")
+    lines += [f"- advice `{a.id}` — {a.source}" for a in pset.advice]
+    if proposal.move is None and not pset.advice:
+        lines.append("- mesh search over the calibrated cost model (no playbook rule matched)")
+    passed = [ch.name for ch in proposal.critic if ch.passed]
+    lines += ["", f"**Checks passed**: {', '.join(passed) or 'none'}"]
+    measured = report.kpis.step_time_ms
+    lines += ["", f"**Compare against**: run `{run_id}`"
+              + (f" (measured {measured:.1f} ms/step)" if measured else "")
+              + ". Launch the merged config and compare its step time with this run's."]
+    who = getattr(requester, "display", None) or getattr(requester, "user_id", None)
+    src = getattr(requester, "source", None)
+    if who:
+        lines += ["", f"Requested by {who}" + (f" via {src}" if src else "") + ". Only the mesh lines change."]
+    lines += ["", "<details><summary>Diff</summary>", "", "```diff", diff.rstrip("\n"), "```", "", "</details>"]
+    return "\n".join(lines) + "\n"
