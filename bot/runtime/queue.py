@@ -1,0 +1,602 @@
+"""The work queue between the front ends and the workers.
+
+``open_queue(env)`` gives :class:`RedisStreamsQueue` when ``REDIS_URL`` is set, else :class:`InProcessQueue`;
+both have the same interface (:class:`JobQueue`):
+
+- ``submit(job) -> bool``: False when a job with that id was already accepted (dedupe in Redis with
+  ``SET NX`` + TTL, or in the shared memory store for the embedded queue; never in process memory alone).
+- ``run_worker(dispatcher, consumer=, stop=, concurrency=)``: take jobs until ``stop`` is set. A job is
+  acknowledged only after its handler returns. A failing handler is retried (bounded by ``max_attempts``);
+  then the job goes to the dead-letter stream and the front end's failure reply is posted. On shutdown,
+  in-flight jobs get ``grace_s`` to finish; the rest are returned to the queue at once for another worker.
+- ``depth()``: jobs queued or running.
+
+Redis layout (prefix ``asap:``): stream ``jobs`` with consumer group ``workers``; ``jobs:dead`` (dead
+letters); ``job:seen:<id>`` (dedupe), ``job:attempts:<id>`` (deliveries), ``job:result:<id>``.
+Acknowledged entries are deleted from the stream, so its length is the number of jobs queued or running.
+A worker refreshes the idle time of the jobs it runs (``XCLAIM ... JUSTID``) every ``visibility_s / 3``;
+a job whose worker died stops being refreshed and is taken over by another worker (``XAUTOCLAIM``) once it
+has been idle ``visibility_s``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import time
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+import orjson
+from pydantic import BaseModel, ConfigDict, Field
+
+from bot.errors import AsapError
+from bot.runtime.jobs import Job
+from bot.runtime.logs import job_context
+
+if TYPE_CHECKING:
+    from bot.runtime.handlers import Dispatcher
+    from bot.store.base import MemoryStore
+
+log = logging.getLogger("asap.runtime.queue")
+
+
+class QueueUnavailable(AsapError):
+    """The queue's backing service (Redis) cannot be reached."""
+
+
+class QueueSettings(BaseModel):
+    """Tuning of the queue; defaults suit a chat bot (jobs of seconds to minutes)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    prefix: str = "asap:"
+    visibility_s: float = Field(default=30.0, gt=0)  # a job idle this long (worker dead) is taken over
+    max_attempts: int = Field(default=3, ge=1)  # handler runs before a job is dead-lettered
+    dedupe_ttl_s: float = Field(default=86400.0, gt=0)  # how long a job id is remembered
+    result_ttl_s: float = Field(default=86400.0, gt=0)
+    block_ms: int = Field(default=1000, ge=1)  # how long an idle worker waits for new work per poll
+    grace_s: float = Field(default=8.0, ge=0)  # shutdown: time in-flight jobs get to finish
+    dead_maxlen: int = Field(default=10000, ge=1)
+
+
+@runtime_checkable
+class JobQueue(Protocol):
+    settings: QueueSettings
+
+    async def submit(self, job: Job) -> bool: ...
+
+    async def seen(self, job_id: str) -> bool: ...
+
+    async def remember(self, job_id: str) -> bool: ...
+
+    async def run_worker(self, handlers: Dispatcher, *, consumer: str, stop: asyncio.Event,
+                         concurrency: int = 1) -> None: ...
+
+    async def depth(self) -> int: ...
+
+    async def ping(self) -> None: ...
+
+    async def set_result(self, job_id: str, result: Mapping[str, Any]) -> None: ...
+
+    async def get_result(self, job_id: str) -> dict[str, Any] | None: ...
+
+    async def dead_letters(self, limit: int = 100) -> list[dict[str, Any]]: ...
+
+    async def close(self) -> None: ...
+
+
+@dataclass
+class Delivery:
+    """One job handed to this worker (``ref`` is the stream entry id, or an in-process token)."""
+
+    ref: Any
+    raw: bytes
+    job: Job | None = None
+    error: str | None = None
+    taken_at: float = field(default_factory=time.time)
+
+
+def queue_settings_from_env(env: Mapping[str, str]) -> QueueSettings:
+    """``ASAP_QUEUE_PREFIX``, ``ASAP_VISIBILITY_S``, ``ASAP_MAX_ATTEMPTS``, ``ASAP_GRACE_S`` (bad values named)."""
+    names = {"prefix": "ASAP_QUEUE_PREFIX", "visibility_s": "ASAP_VISIBILITY_S", "max_attempts": "ASAP_MAX_ATTEMPTS",
+             "grace_s": "ASAP_GRACE_S", "dedupe_ttl_s": "ASAP_DEDUPE_TTL_S", "block_ms": "ASAP_QUEUE_BLOCK_MS"}
+    values = {k: env[v] for k, v in names.items() if env.get(v)}
+    try:
+        return QueueSettings.model_validate(values)
+    except Exception as exc:
+        bad = getattr(exc, "errors", lambda: [{}])()[0]
+        key = names.get(str((bad.get("loc") or ["?"])[0]), "ASAP_*")
+        raise AsapError(f"bad queue setting {key}={env.get(key)!r}: {bad.get('msg', exc)}", field=key) from None
+
+
+def open_queue(env: Mapping[str, str] | None = None, *, store: MemoryStore | None = None) -> JobQueue:
+    """Redis Streams when ``REDIS_URL`` is set, else the in-process queue (dedupe in ``store``)."""
+    env = os.environ if env is None else env
+    settings = queue_settings_from_env(env)
+    url = env.get("REDIS_URL")
+    if url:
+        return RedisStreamsQueue.from_url(url, settings=settings)
+    if store is None:
+        from bot.store import open_store
+
+        store = open_store(env)  # type: ignore[arg-type]
+    return InProcessQueue(store, settings=settings)
+
+
+# ------------------------------------------------------------------------------------------- worker core
+class _WorkerCore:
+    """The worker loop shared by both queues; subclasses supply fetch/ack/retry/return/dead-letter."""
+
+    settings: QueueSettings
+
+    async def _fetch(self, consumer: str, count: int) -> list[Delivery]:
+        raise NotImplementedError
+
+    async def _begin(self, d: Delivery) -> int:
+        """Count a delivery of ``d``'s job; returns the attempt number (1 for the first)."""
+        raise NotImplementedError
+
+    async def _ack(self, d: Delivery) -> None:
+        raise NotImplementedError
+
+    async def _retry(self, d: Delivery) -> None:
+        raise NotImplementedError
+
+    async def _return(self, d: Delivery) -> None:
+        raise NotImplementedError
+
+    async def _dead(self, d: Delivery, reason: str, consumer: str) -> None:
+        raise NotImplementedError
+
+    async def _heartbeat(self, consumer: str, refs: list[Any]) -> None:
+        return None
+
+    async def _prepare(self) -> None:
+        return None
+
+    async def run_worker(self, handlers: Dispatcher, *, consumer: str, stop: asyncio.Event,
+                         concurrency: int = 1) -> None:
+        """Take and run jobs until ``stop`` is set, then finish or return the in-flight ones."""
+        if concurrency < 1:
+            raise AsapError(f"worker concurrency must be at least 1, got {concurrency}", field="concurrency")
+        inflight: dict[asyncio.Task[None], Delivery] = {}
+        hb = asyncio.create_task(self._heartbeat_loop(consumer, inflight, stop))
+        outage: float | None = None
+        backoff = 0.2
+        log.info("worker started", extra={"consumer": consumer, "concurrency": concurrency})
+        try:
+            while not stop.is_set():
+                free = concurrency - len(inflight)
+                if free <= 0:
+                    waiter = asyncio.ensure_future(stop.wait())
+                    await asyncio.wait([*inflight, waiter], return_when=asyncio.FIRST_COMPLETED)
+                    waiter.cancel()
+                    continue
+                try:
+                    if outage is not None:
+                        await self._prepare()
+                    deliveries = await self._fetch(consumer, free)
+                except QueueUnavailable as exc:
+                    if outage is None:
+                        outage = time.monotonic()
+                        log.error("queue unavailable; retrying until it is back: %s", exc.message,
+                                  extra={"consumer": consumer})
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(stop.wait(), timeout=backoff)
+                    backoff = min(backoff * 2, 5.0)
+                    continue
+                if outage is not None:
+                    log.warning("queue reachable again after %.1f s", time.monotonic() - outage,
+                                extra={"consumer": consumer})
+                    outage, backoff = None, 0.2
+                for d in deliveries:
+                    task = asyncio.create_task(self._process(handlers, d, consumer))
+                    inflight[task] = d
+                    task.add_done_callback(lambda t: inflight.pop(t, None))
+        finally:
+            await self._drain(inflight, consumer)
+            hb.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await hb
+            log.info("worker stopped", extra={"consumer": consumer})
+
+    async def _drain(self, inflight: dict[asyncio.Task[None], Delivery], consumer: str) -> None:
+        if not inflight:
+            return
+        tasks = list(inflight)
+        log.info("shutting down: %d job(s) in flight get %.0f s to finish", len(tasks), self.settings.grace_s,
+                 extra={"consumer": consumer})
+        _, pending = await asyncio.wait(tasks, timeout=self.settings.grace_s)
+        for t in pending:
+            t.cancel()
+        if pending:
+            await asyncio.gather(*pending, return_exceptions=True)
+
+    async def _heartbeat_loop(self, consumer: str, inflight: dict[asyncio.Task[None], Delivery],
+                              stop: asyncio.Event) -> None:
+        period = max(0.05, self.settings.visibility_s / 3)
+        while True:
+            await asyncio.sleep(period)
+            refs = [d.ref for d in list(inflight.values())]
+            if refs:
+                try:
+                    await self._heartbeat(consumer, refs)
+                except QueueUnavailable as exc:
+                    log.warning("could not refresh in-flight jobs: %s", exc.message, extra={"consumer": consumer})
+
+    async def _process(self, handlers: Dispatcher, d: Delivery, consumer: str) -> None:
+        from bot.runtime.handlers import Outcome
+
+        if d.job is None:
+            log.error("dropping a malformed queue entry: %s", d.error, extra={"consumer": consumer, "ref": str(d.ref)})
+            await self._settle(self._dead, d, d.error or "malformed", consumer)
+            return
+        job = d.job
+        with job_context(job.id):
+            try:
+                attempt = await self._begin(d)
+            except QueueUnavailable as exc:
+                log.error("could not start job (left for another delivery): %s", exc.message)
+                return
+            if attempt > self.settings.max_attempts:
+                reason = (f"gave up after {self.settings.max_attempts} attempts "
+                          "(the worker running it stopped each time)")
+                handlers.count(job, Outcome.DEAD)
+                await handlers.fail(job, reason, outcome=Outcome.DEAD)
+                await self._settle(self._dead, d, reason, consumer)
+                return
+            try:
+                result = await handlers.execute(job, attempt=attempt, max_attempts=self.settings.max_attempts,
+                                                queued_at=job.created_at)
+            except asyncio.CancelledError:
+                log.warning("returning the job to the queue (worker shutting down)")
+                handlers.count(job, Outcome.RETURNED)
+                await asyncio.shield(self._settle(self._return, d))
+                raise
+            if result.outcome is Outcome.RETRY:
+                await self._settle(self._retry, d)
+            elif result.outcome is Outcome.DEAD:
+                await self._settle(self._dead, d, result.reason or "failed", consumer)
+            else:
+                await self._settle(self._ack, d)
+
+    async def _settle(self, op: Any, *args: Any) -> None:
+        """Run an ack/retry/return/dead-letter, retrying through a queue outage (up to visibility_s)."""
+        deadline = time.monotonic() + max(self.settings.visibility_s, 1.0)
+        delay = 0.1
+        while True:
+            try:
+                await op(*args)
+                return
+            except QueueUnavailable as exc:
+                if time.monotonic() > deadline:
+                    log.error("could not settle the job (%s); it will be redelivered: %s", op.__name__, exc.message)
+                    return
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 2.0)
+
+
+# ------------------------------------------------------------------------------------------- in-process
+class InProcessQueue(_WorkerCore):
+    """The embedded default: an asyncio queue in this process; dedupe in the memory store.
+
+    Jobs live only as long as the process (the front and the workers run together, ``asap serve --all``);
+    a job returned on shutdown is lost with the process, so run Redis when that matters.
+    """
+
+    def __init__(self, store: MemoryStore, *, settings: QueueSettings | None = None) -> None:
+        self.settings = settings or QueueSettings()
+        self.store = store
+        self._q: asyncio.Queue[Delivery] | None = None
+        self._inflight = 0
+        self._attempts: dict[str, int] = {}
+        self._results: dict[str, dict[str, Any]] = {}
+        self._dead_letters: list[dict[str, Any]] = []
+        self._accepted: set[str] = set()
+
+    @property
+    def q(self) -> asyncio.Queue[Delivery]:
+        if self._q is None:
+            self._q = asyncio.Queue()
+        return self._q
+
+    async def submit(self, job: Job) -> bool:
+        if not self.store.claim(f"{self.settings.prefix}job:{job.id}", self.settings.dedupe_ttl_s):
+            return False
+        self._accepted.add(job.id)
+        self.q.put_nowait(Delivery(ref=job.id, raw=job.to_bytes(), job=job))
+        return True
+
+    async def remember(self, job_id: str) -> bool:
+        if not self.store.claim(f"{self.settings.prefix}job:{job_id}", self.settings.dedupe_ttl_s):
+            return False
+        self._accepted.add(job_id)
+        return True
+
+    async def seen(self, job_id: str) -> bool:
+        # A fast probe for this process; ``submit``'s claim in the store stays the authority.
+        return job_id in self._accepted
+
+    async def depth(self) -> int:
+        return self.q.qsize() + self._inflight
+
+    async def ping(self) -> None:
+        return None
+
+    async def _fetch(self, consumer: str, count: int) -> list[Delivery]:
+        try:
+            first = await asyncio.wait_for(self.q.get(), timeout=self.settings.block_ms / 1000)
+        except TimeoutError:
+            return []
+        out = [first]
+        while len(out) < count and not self.q.empty():
+            out.append(self.q.get_nowait())
+        self._inflight += len(out)
+        return out
+
+    async def _begin(self, d: Delivery) -> int:
+        n = self._attempts.get(str(d.ref), 0) + 1
+        self._attempts[str(d.ref)] = n
+        return n
+
+    async def _ack(self, d: Delivery) -> None:
+        self._inflight -= 1
+        self._attempts.pop(str(d.ref), None)
+
+    async def _retry(self, d: Delivery) -> None:
+        self._inflight -= 1
+        self.q.put_nowait(d)
+
+    async def _return(self, d: Delivery) -> None:
+        self._inflight -= 1
+        self._attempts[str(d.ref)] = max(0, self._attempts.get(str(d.ref), 1) - 1)
+        self.q.put_nowait(d)
+
+    async def _dead(self, d: Delivery, reason: str, consumer: str) -> None:
+        self._inflight -= 1
+        self._attempts.pop(str(d.ref), None)
+        self._dead_letters.append({"id": str(d.ref), "reason": reason, "consumer": consumer, "at": time.time(),
+                                   "job": d.raw.decode(errors="replace")})
+
+    async def set_result(self, job_id: str, result: Mapping[str, Any]) -> None:
+        self._results[job_id] = dict(result)
+
+    async def get_result(self, job_id: str) -> dict[str, Any] | None:
+        return self._results.get(job_id)
+
+    async def dead_letters(self, limit: int = 100) -> list[dict[str, Any]]:
+        return self._dead_letters[-limit:]
+
+    async def close(self) -> None:
+        return None
+
+
+# ------------------------------------------------------------------------------------------- Redis Streams
+_SUBMIT = """
+if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
+  redis.call('XADD', KEYS[2], '*', 'job', ARGV[3])
+  return 1
+end
+return 0
+"""
+
+GROUP = "workers"
+
+
+@contextlib.asynccontextmanager
+async def redis_errors(client: Any) -> AsyncIterator[None]:
+    """Turn connection failures into :class:`QueueUnavailable` naming the server (never the password)."""
+    import redis.exceptions as rex
+
+    try:
+        yield
+    except (rex.ConnectionError, rex.TimeoutError, OSError) as exc:
+        kw = client.connection_pool.connection_kwargs
+        where = f"{kw.get('host', '?')}:{kw.get('port', '?')}/{kw.get('db', 0)}"
+        raise QueueUnavailable(f"cannot reach Redis at {where}: {exc}", field="REDIS_URL",
+                               hint="start Redis (or fix REDIS_URL); workers retry until it is back") from None
+
+
+class RedisStreamsQueue(_WorkerCore):
+    """Jobs in a Redis stream read by the consumer group ``workers`` (see the module docstring)."""
+
+    def __init__(self, client: Any, *, settings: QueueSettings | None = None) -> None:
+        self.settings = settings or QueueSettings()
+        self._r = client
+        p = self.settings.prefix
+        self.stream = f"{p}jobs"
+        self.dead_stream = f"{p}jobs:dead"
+        self._submit = client.register_script(_SUBMIT)
+        self._group_ready = False
+        self._next_autoclaim = 0.0
+        self._autoclaim_cursor = "0-0"
+
+    @classmethod
+    def from_url(cls, url: str, *, settings: QueueSettings | None = None) -> RedisStreamsQueue:
+        """A client for ``url`` (connections open lazily; ``ping()`` checks reachability)."""
+        import redis.asyncio as aioredis
+
+        settings = settings or QueueSettings()
+        try:
+            client = aioredis.Redis.from_url(url, socket_connect_timeout=3,
+                                             socket_timeout=settings.block_ms / 1000 + 10,
+                                             health_check_interval=15)
+        except ValueError as exc:
+            raise AsapError(f"malformed REDIS_URL: {exc}", field="REDIS_URL", hint="e.g. redis://localhost:6379/0") from None
+        return cls(client, settings=settings)
+
+    @property
+    def client(self) -> Any:
+        return self._r
+
+    def _key(self, kind: str, job_id: str) -> str:
+        return f"{self.settings.prefix}job:{kind}:{job_id}"
+
+    # ---------------------------------------------------------------- front side
+    async def submit(self, job: Job) -> bool:
+        async with redis_errors(self._r):
+            added = await self._submit(keys=[self._key("seen", job.id), self.stream],
+                                       args=[job.id, int(self.settings.dedupe_ttl_s * 1000), job.to_bytes()])
+        return bool(added)
+
+    async def seen(self, job_id: str) -> bool:
+        async with redis_errors(self._r):
+            return bool(await self._r.exists(self._key("seen", job_id)))
+
+    async def remember(self, job_id: str) -> bool:
+        """Mark ``job_id`` as handled without queueing it (a refused request); False if already known."""
+        async with redis_errors(self._r):
+            return bool(await self._r.set(self._key("seen", job_id), job_id, nx=True,
+                                          px=int(self.settings.dedupe_ttl_s * 1000)))
+
+    async def depth(self) -> int:
+        async with redis_errors(self._r):
+            return int(await self._r.xlen(self.stream))
+
+    async def ping(self) -> None:
+        async with redis_errors(self._r):
+            await self._r.ping()
+
+    async def set_result(self, job_id: str, result: Mapping[str, Any]) -> None:
+        async with redis_errors(self._r):
+            await self._r.set(self._key("result", job_id), orjson.dumps(dict(result), default=str),
+                              px=int(self.settings.result_ttl_s * 1000))
+
+    async def get_result(self, job_id: str) -> dict[str, Any] | None:
+        async with redis_errors(self._r):
+            raw = await self._r.get(self._key("result", job_id))
+        return orjson.loads(raw) if raw else None
+
+    async def dead_letters(self, limit: int = 100) -> list[dict[str, Any]]:
+        async with redis_errors(self._r):
+            entries = await self._r.xrevrange(self.dead_stream, count=limit)
+        out = []
+        for ref, fields in reversed(entries):
+            row = {k.decode(): v.decode(errors="replace") for k, v in fields.items()}
+            row["entry"] = ref.decode()
+            out.append(row)
+        return out
+
+    async def close(self) -> None:
+        await self._r.aclose()
+
+    # ---------------------------------------------------------------- worker side
+    async def _prepare(self) -> None:
+        import redis.exceptions as rex
+
+        async with redis_errors(self._r):
+            try:
+                await self._r.xgroup_create(self.stream, GROUP, id="0", mkstream=True)
+            except rex.ResponseError as exc:
+                if "BUSYGROUP" not in str(exc):
+                    raise
+        self._group_ready = True
+
+    def _deliveries(self, entries: list[Any]) -> list[Delivery]:
+        out = []
+        for ref, fields in entries:
+            if not fields:  # deleted while pending
+                continue
+            raw = fields.get(b"job", b"")
+            try:
+                out.append(Delivery(ref=ref, raw=raw, job=Job.from_bytes(raw)))
+            except AsapError as exc:
+                out.append(Delivery(ref=ref, raw=raw, error=exc.message))
+        return out
+
+    async def _fetch(self, consumer: str, count: int) -> list[Delivery]:
+        import redis.exceptions as rex
+
+        if not self._group_ready:
+            await self._prepare()
+        try:
+            async with redis_errors(self._r):
+                now = time.monotonic()
+                if now >= self._next_autoclaim:
+                    self._next_autoclaim = now + max(0.05, self.settings.visibility_s / 4)
+                    res = await self._r.xautoclaim(self.stream, GROUP, consumer,
+                                                   min_idle_time=int(self.settings.visibility_s * 1000),
+                                                   start_id=self._autoclaim_cursor, count=count)
+                    self._autoclaim_cursor = res[0].decode() if isinstance(res[0], bytes) else str(res[0])
+                    claimed = self._deliveries(res[1])
+                    if claimed:
+                        log.warning("took over %d job(s) idle for over %.0f s (their worker stopped)", len(claimed),
+                                    self.settings.visibility_s, extra={"consumer": consumer,
+                                                                       "jobs": [d.job.id for d in claimed if d.job]})
+                        return claimed
+                res = await self._r.xreadgroup(GROUP, consumer, {self.stream: ">"}, count=count,
+                                               block=self.settings.block_ms)
+        except rex.ResponseError as exc:
+            if "NOGROUP" in str(exc):  # Redis restarted empty, or the stream was deleted: recreate
+                self._group_ready = False
+                log.warning("consumer group missing (Redis restarted?); recreating it", extra={"consumer": consumer})
+                return []
+            raise
+        if not res:
+            return []
+        return self._deliveries(res[0][1])
+
+    async def _begin(self, d: Delivery) -> int:
+        assert d.job is not None
+        key = self._key("attempts", d.job.id)
+        async with redis_errors(self._r):
+            pipe = self._r.pipeline(transaction=True)
+            pipe.incr(key)
+            pipe.pexpire(key, int(self.settings.dedupe_ttl_s * 1000))
+            n, _ = await pipe.execute()
+        return int(n)
+
+    async def _ack(self, d: Delivery) -> None:
+        async with redis_errors(self._r):
+            pipe = self._r.pipeline(transaction=True)
+            pipe.xack(self.stream, GROUP, d.ref)
+            pipe.xdel(self.stream, d.ref)
+            if d.job is not None:
+                pipe.delete(self._key("attempts", d.job.id))
+            await pipe.execute()
+
+    async def _requeue(self, d: Delivery, *, uncount: bool) -> None:
+        async with redis_errors(self._r):
+            pipe = self._r.pipeline(transaction=True)
+            pipe.xadd(self.stream, {"job": d.raw})
+            pipe.xack(self.stream, GROUP, d.ref)
+            pipe.xdel(self.stream, d.ref)
+            if uncount and d.job is not None:
+                pipe.decr(self._key("attempts", d.job.id))
+            await pipe.execute()
+
+    async def _retry(self, d: Delivery) -> None:
+        await self._requeue(d, uncount=False)
+
+    async def _return(self, d: Delivery) -> None:
+        await self._requeue(d, uncount=True)
+
+    async def _dead(self, d: Delivery, reason: str, consumer: str) -> None:
+        async with redis_errors(self._r):
+            pipe = self._r.pipeline(transaction=True)
+            pipe.xadd(self.dead_stream, {"job": d.raw, "id": d.job.id if d.job else "", "reason": reason,
+                                         "consumer": consumer, "at": f"{time.time():.3f}"},
+                      maxlen=self.settings.dead_maxlen, approximate=True)
+            pipe.xack(self.stream, GROUP, d.ref)
+            pipe.xdel(self.stream, d.ref)
+            if d.job is not None:
+                pipe.delete(self._key("attempts", d.job.id))
+            await pipe.execute()
+
+    async def _heartbeat(self, consumer: str, refs: list[Any]) -> None:
+        """Reset the idle time of the jobs this worker still owns, so nobody takes them over."""
+        async with redis_errors(self._r):
+            owned = await self._r.xpending_range(self.stream, GROUP, min="-", max="+", count=len(refs) + 100,
+                                                 consumername=consumer)
+            mine = {p["message_id"] for p in owned}
+            keep = [r for r in refs if r in mine]
+            lost = [r for r in refs if r not in mine]
+            if keep:
+                await self._r.xclaim(self.stream, GROUP, consumer, min_idle_time=0, message_ids=keep, justid=True)
+        for r in lost:
+            log.warning("a job this worker runs was taken over by another worker (were we stalled?)",
+                        extra={"consumer": consumer, "ref": r.decode() if isinstance(r, bytes) else str(r)})
