@@ -258,7 +258,8 @@ class KnowledgeIndex:
             self.root.mkdir(parents=True, exist_ok=True)
             store.persist(str(self._docstore_path))
             if docs:
-                nodes = [store.docs[i] for i in docs]  # stable order = document order
+                stored = store.docs  # one read: the property deserializes every node on each access
+                nodes = [stored[i] for i in docs]  # stable order = document order
                 retriever = BM25Retriever.from_defaults(nodes=nodes, similarity_top_k=min(10, len(nodes)))
                 self._bm25_dir.mkdir(parents=True, exist_ok=True)
                 retriever.persist(str(self._bm25_dir), show_progress=False)
