@@ -16,7 +16,6 @@ import click
 from bot.cli import cli
 
 
-
 @cli.command("index")
 @click.option("--repo", "repos", multiple=True, type=click.Path(file_okay=False, path_type=Path),
               help="Local git repository whose commits to sharding configs become history (repeatable).")

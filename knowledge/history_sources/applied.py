@@ -15,11 +15,11 @@ from typing import Any
 from bot.configs.mesh import Mesh
 from bot.errors import AsapError
 from knowledge.history import (
+    NEUTRAL_BAND,
     ConfigSnapshot,
     HistoryRecord,
     HistoryStore,
     Metrics,
-    NEUTRAL_BAND,
     Outcome,
     describe_change,
     size_band,
