@@ -142,6 +142,8 @@ def test_github_history_errors() -> None:
         client = make_client(None, gh.base_url, retry=False)
         with pytest.raises(AsapError, match="GitHub answered 404"):
             list(github_history("acme/missing", client=client))
+    with pytest.raises(AsapError, match="cannot reach GitHub"):
+        list(github_history("acme/llm", client=make_client(None, "http://127.0.0.1:9", retry=False)))
     with pytest.raises(AsapError, match="not a repository name"):
         list(github_history("just-a-name", client=object()))
 

@@ -12,6 +12,8 @@ from __future__ import annotations
 import base64
 from collections.abc import Iterator
 
+import requests
+
 from bot.errors import AsapError
 from knowledge.history import HistoryRecord
 from knowledge.history_sources.common import build_record, is_config_path
@@ -110,3 +112,6 @@ def github_history(
     except GithubException as exc:
         msg = exc.data.get("message") if isinstance(exc.data, dict) else str(exc.data)
         raise AsapError(f"GitHub answered {exc.status}: {msg}", source=full_name, field="--github") from None
+    except requests.exceptions.RequestException as exc:
+        raise AsapError(f"cannot reach GitHub: {type(exc).__name__}", source=full_name, field="--github",
+                        hint="check --github-url / GITHUB_API_URL and the network") from None
