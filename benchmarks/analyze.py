@@ -26,11 +26,6 @@ from pathlib import Path
 
 import orjson
 
-# Run as a script, Python puts benchmarks/ first on sys.path, where sibling scripts (benchmarks/knowledge.py)
-# would shadow the project's packages of the same name; the project is imported from its install instead.
-_HERE = Path(__file__).resolve().parent
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
-
 GOAL_SECONDS = 1.0
 GOAL_MB = 200.0
 STEPS = 20

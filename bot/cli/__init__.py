@@ -35,6 +35,7 @@ def _register() -> None:
     from bot.cli import analyze  # noqa: F401  (registers why/runs/show)
     from bot.cli import proposals  # noqa: F401  (registers propose/review/eval)
     from bot.cli import agents  # noqa: F401  (registers chat/ask/log)
+    from bot.cli import knowledge  # noqa: F401  (registers index)
 
 
 def main(argv: list[str] | None = None) -> None:
