@@ -70,7 +70,8 @@ def propose_cmd(ctx: click.Context, run_id: str, as_json: bool, k: int, diff: bo
         for t in p.tradeoffs:
             console.print(f"   [dim]trade-off:[/] {t}")
         checks = "  ".join(
-            f"[{'green' if c.passed else ('red' if c.hard else 'yellow')}]{c.name}{'~' if c.skipped else ''}[/]"
+            f"[{'green' if c.passed else ('red' if c.hard else 'yellow')}]{c.name} "
+            f"{'skipped' if c.skipped else ('ok' if c.passed else ('FAIL' if c.hard else 'warn'))}[/]"
             for c in p.critic
         )
         console.print(f"   critic: {checks}")
