@@ -1,0 +1,209 @@
+"""The Slack front: one Bolt ``AsyncApp`` served over HTTP (``POST /slack/events``) and/or Socket Mode.
+
+``setup_routes(app, ctx)`` is the runtime's route hook (``bot.runtime.server.ROUTE_SETUPS``). It builds the
+Bolt app from :class:`~integrations.slack.settings.SlackSettings` and
+
+- HTTP mode (``SLACK_SIGNING_SECRET``): mounts ``POST /slack/events`` for events, ``/asap`` and button
+  clicks (one Request URL for all three). Bolt checks the ``v0`` HMAC signature and refuses requests
+  older than 5 minutes with 401 before any listener runs.
+- Socket Mode (``SLACK_APP_TOKEN``): opens the WebSocket when the aiohttp app starts, closes it on cleanup.
+
+Listeners only turn the request into a :class:`~bot.runtime.jobs.Job` and queue it through
+``ctx.submit`` (dedupe by id in the shared store or Redis, rate limits, global cap), so Slack gets its
+acknowledgement in milliseconds whatever the agents are doing. ``process_before_response=True`` makes
+the 200 wait for the job to be queued: a crash after the acknowledgement can never lose a request. The
+eyes reaction is a lazy listener that runs after the acknowledgement. Retried deliveries
+(``X-Slack-Retry-Num``) carry the same event id and are acknowledged without queuing anything.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+from typing import TYPE_CHECKING, Any
+
+from aiohttp import web
+from slack_bolt.adapter.aiohttp import to_aiohttp_response, to_bolt_request
+from slack_bolt.async_app import AsyncAck, AsyncApp, AsyncBoltContext
+from slack_bolt.request.async_request import AsyncBoltRequest
+from slack_sdk.errors import SlackApiError
+from slack_sdk.web.async_client import AsyncWebClient
+
+from bot.errors import AsapError
+from integrations.slack import handlers as slack_handlers  # registers the worker handlers
+from integrations.slack.intake import action_job, command_job, event_job, mentions_bot
+from integrations.slack.settings import SlackSettings
+
+if TYPE_CHECKING:
+    from bot.runtime.context import RuntimeContext
+    from bot.runtime.jobs import Job
+
+log = logging.getLogger("asap.slack")
+
+EVENTS_PATH = "/slack/events"
+BOLT_KEY: web.AppKey[AsyncApp] = web.AppKey("asap_slack_bolt", AsyncApp)
+SOCKET_KEY = "slack.socket_handler"
+ACTIONS = re.compile(r"^asap_(apply|explain):[1-9]$")
+USAGE = ("Ask me about a training run: `/asap why 123`, or mention me in a channel: "
+         "`@asap why is job 123 slow?` I answer in a thread; reply there to ask follow-ups.")
+
+
+async def _queue(ctx: RuntimeContext, job: Job, context: AsyncBoltContext) -> str:
+    """Submit ``job``; returns the submission status and leaves it in the Bolt context for lazy listeners."""
+    try:
+        sub = await ctx.submit(job)
+    except AsapError as exc:  # the queue is down: Slack will retry the event, which is what we want
+        log.error("could not queue a Slack request: %s", exc.message)
+        raise
+    context["asap_status"] = sub.status
+    context["asap_message"] = sub.message
+    context["asap_job"] = job.model_dump(mode="json")
+    return sub.status
+
+
+def retry_num(request: AsyncBoltRequest) -> int:
+    """Slack's ``X-Slack-Retry-Num`` (0 for a first delivery); a retry is answered by the dedupe, not here."""
+    values = request.headers.get("x-slack-retry-num") or ["0"]
+    try:
+        return int(values[0])
+    except (TypeError, ValueError):
+        return 0
+
+
+def build_bolt_app(ctx: RuntimeContext, settings: SlackSettings | None = None) -> AsyncApp:
+    """The Bolt app shared by HTTP and Socket Mode; its Web API client is also the workers' client."""
+    settings = settings or SlackSettings.from_env()
+    ctx.extras[slack_handlers.SETTINGS_KEY] = settings
+    client = AsyncWebClient(token=settings.bot_token.get_secret_value(), base_url=settings.api_url, timeout=15)
+    ctx.extras.setdefault(slack_handlers.CLIENT_KEY, client)
+    secret = settings.signing_secret.get_secret_value() if settings.signing_secret else None
+    bolt = AsyncApp(client=client, signing_secret=secret, process_before_response=True,
+                    request_verification_enabled=secret is not None, name="asap",
+                    logger=logging.getLogger("asap.slack.bolt"))
+    deadline = ctx.settings.deadline_s
+
+    async def refused(context: AsyncBoltContext, client: AsyncWebClient) -> None:
+        """After the ack: tell a rate-limited person why nothing happens (ephemeral, in the thread)."""
+        if context.get("asap_status") not in ("limited", "busy"):
+            return
+        job = context.get("asap_job") or {}
+        reply = job.get("reply_to") or {}
+        try:
+            await client.chat_postEphemeral(channel=reply.get("channel"), user=(job.get("requester") or {}).get("user_id"),
+                                            thread_ts=reply.get("thread_ts") or None, text=context.get("asap_message"))
+        except SlackApiError as exc:
+            log.warning("could not tell the requester about the limit: %s", exc.response.get("error"))
+
+    async def react(context: AsyncBoltContext, client: AsyncWebClient) -> None:
+        """Eyes on the message as soon as the request is queued (the worker adds it too, idempotently)."""
+        if context.get("asap_status") != "queued":
+            await refused(context, client)
+            return
+        reply = (context.get("asap_job") or {}).get("reply_to") or {}
+        if reply.get("message_ts"):
+            try:
+                await client.reactions_add(channel=reply["channel"], timestamp=reply["message_ts"],
+                                           name=slack_handlers.REACTION)
+            except SlackApiError as exc:
+                if exc.response.get("error") != "already_reacted":
+                    log.warning("could not add the reaction: %s", exc.response.get("error"))
+
+    async def on_mention(body: dict[str, Any], context: AsyncBoltContext, request: AsyncBoltRequest) -> None:
+        event = body.get("event") or {}
+        if str(event.get("channel", "")).startswith("D"):
+            return  # a DM: the message.im event answers it
+        job = event_job(body, bot_user_id=context.bot_user_id, deadline_s=deadline)
+        if job is not None:
+            status = await _queue(ctx, job, context)
+            log.info("mention %s", status, extra={"job": job.id, "retry": retry_num(request)})
+
+    async def on_message(body: dict[str, Any], context: AsyncBoltContext) -> None:
+        event = body.get("event") or {}
+        if event.get("subtype") or event.get("bot_id"):
+            return  # edits, joins, bot posts (ours included): not questions
+        text = str(event.get("text") or "")
+        if event.get("channel_type") == "im":
+            pass  # every DM is for ASAP
+        elif mentions_bot(text, context.bot_user_id):
+            return  # the app_mention event answers it
+        elif not event.get("thread_ts"):
+            return  # ordinary channel chatter
+        else:
+            key = f"slack:{event.get('channel')}:{event.get('thread_ts')}"
+            if ctx.store.get_thread(key) is None:
+                return  # a thread ASAP is not in
+        job = event_job(body, bot_user_id=context.bot_user_id, deadline_s=deadline)
+        if job is not None:
+            await _queue(ctx, job, context)
+
+    async def on_command(ack: AsyncAck, body: dict[str, Any], context: AsyncBoltContext) -> None:
+        job = command_job(body, deadline_s=deadline)
+        if job is None:
+            await ack(text=USAGE)
+            return
+        status = await _queue(ctx, job, context)
+        if status == "queued":
+            await ack(text=f"Looking at run {job.run}; I'll answer in this channel.")
+        elif status == "duplicate":
+            await ack()
+        else:
+            await ack(text=str(context.get("asap_message")))
+
+    async def on_action(ack: AsyncAck, body: dict[str, Any], context: AsyncBoltContext) -> None:
+        try:
+            job = action_job(body, deadline_s=deadline)
+        except AsapError as exc:
+            await ack()
+            log.warning("ignored a button click: %s", exc.message)
+            return
+        await _queue(ctx, job, context)
+        await ack()
+
+    async def noop_ack(ack: AsyncAck) -> None:
+        await ack()
+
+    bolt.event("app_mention")(ack=on_mention, lazy=[react])
+    bolt.event("message")(ack=on_message, lazy=[react])
+    bolt.command("/asap")(ack=on_command, lazy=[refused])
+    bolt.action(ACTIONS)(ack=on_action, lazy=[refused])
+    bolt.action(re.compile(r".*"))(noop_ack)  # anything else clicked on our messages: acknowledge, do nothing
+    return bolt
+
+
+async def handle_events(request: web.Request) -> web.Response:
+    """``POST /slack/events``: Bolt verifies the signature (401 when forged or stale) and dispatches."""
+    bolt = request.app[BOLT_KEY]
+    t0 = time.perf_counter()
+    bolt_req = await to_bolt_request(request)
+    bolt_resp = await bolt.async_dispatch(bolt_req)
+    resp = await to_aiohttp_response(bolt_resp)
+    log.debug("slack request answered", extra={"status": resp.status, "ms": round((time.perf_counter() - t0) * 1000, 2)})
+    return resp
+
+
+def setup_routes(app: web.Application, ctx: RuntimeContext) -> None:
+    """The runtime's route hook: HTTP route and/or Socket Mode connection, per the settings present."""
+    settings = SlackSettings.from_env()
+    bolt = build_bolt_app(ctx, settings)
+    app[BOLT_KEY] = bolt
+    if "http" in settings.modes:
+        app.router.add_post(EVENTS_PATH, handle_events)
+    if "socket" in settings.modes:
+        token = settings.app_token.get_secret_value()  # type: ignore[union-attr]
+
+        async def start_socket(_: web.Application) -> None:
+            from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
+
+            handler = AsyncSocketModeHandler(bolt, app_token=token)
+            ctx.extras[SOCKET_KEY] = handler
+            await handler.connect_async()
+            log.info("Slack Socket Mode connected")
+
+        async def stop_socket(_: web.Application) -> None:
+            handler = ctx.extras.pop(SOCKET_KEY, None)
+            if handler is not None:
+                await handler.close_async()
+
+        app.on_startup.append(start_socket)
+        app.on_cleanup.append(stop_socket)

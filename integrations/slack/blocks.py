@@ -1,0 +1,346 @@
+"""Block Kit for ASAP's Slack replies: the progress message, the answer with proposal cards, and splitting.
+
+Everything here is a pure function of computed results (the thread's workspace and the agents' Answer),
+so what a person sees in Slack is the same numbers ``asap why`` prints. Text from profiles and configs
+(op names, run names, config values) is escaped before it reaches mrkdwn, so it can never mention
+``@channel`` or a person, or forge a link.
+
+Slack's limits are enforced here (and checked again by the test double): at most 50 blocks per
+message, 3000 characters per section text, 2000 per section field, 150 per header, 75 per button
+label, 2000 per button value. Long content is split over several messages instead of being cut.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from bot.errors import AsapError
+
+MAX_BLOCKS = 50
+MAX_SECTION_TEXT = 3000
+MAX_FIELD_TEXT = 2000
+MAX_HEADER_TEXT = 150
+MAX_BUTTON_TEXT = 75
+MAX_BUTTON_VALUE = 2000
+MAX_CONTEXT_ELEMENTS = 10
+MAX_FALLBACK_TEXT = 3000  # the notification text; Slack truncates at 40,000 but previews show far less
+
+APPLY_ACTION = "asap_apply"
+EXPLAIN_ACTION = "asap_explain"
+ACTION_ID_RE = re.compile(rf"^({APPLY_ACTION}|{EXPLAIN_ACTION}):([1-9])$")
+RUN_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+MAX_PROPOSALS = 3
+
+
+@dataclass
+class SlackMessage:
+    """One chat message: the notification/fallback ``text`` and its ``blocks``."""
+
+    text: str
+    blocks: list[dict[str, Any]]
+
+
+# ---------------------------------------------------------------- text helpers
+def escape(text: Any) -> str:
+    """Slack's three control characters escaped, so untrusted text cannot mention or link."""
+    return str(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def clip(text: str, limit: int) -> str:
+    """``text`` cut to ``limit`` characters with an ellipsis (for labels and headers only, never data)."""
+    text = " ".join(str(text).split()) if "\n" not in str(text) else str(text)
+    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
+
+
+def split_text(text: str, limit: int = MAX_SECTION_TEXT) -> list[str]:
+    """Pieces of at most ``limit`` characters, broken at line ends (a too-long line at a space)."""
+    pieces: list[str] = []
+    cur = ""
+    for line in text.split("\n"):
+        while len(line) > limit:
+            cut = line.rfind(" ", 0, limit)
+            cut = cut if cut > limit // 2 else limit
+            head, line = line[:cut], line[cut:].lstrip(" ")
+            if cur:
+                pieces.append(cur)
+                cur = ""
+            pieces.append(head)
+        candidate = f"{cur}\n{line}" if cur else line
+        if len(candidate) > limit:
+            pieces.append(cur)
+            cur = line
+        else:
+            cur = candidate
+    if cur.strip():
+        pieces.append(cur)
+    return [p for p in pieces if p.strip()] or ([text[:limit]] if text.strip() else [])
+
+
+def section(text: str) -> dict[str, Any]:
+    return {"type": "section", "text": {"type": "mrkdwn", "text": text}}
+
+
+def sections(text: str) -> list[dict[str, Any]]:
+    """As many section blocks as ``text`` needs (each within the 3000-character limit)."""
+    return [section(p) for p in split_text(text, MAX_SECTION_TEXT)]
+
+
+def context(*parts: str) -> dict[str, Any]:
+    els = [{"type": "mrkdwn", "text": clip(p, MAX_SECTION_TEXT)} for p in parts if p][:MAX_CONTEXT_ELEMENTS]
+    return {"type": "context", "elements": els or [{"type": "mrkdwn", "text": " "}]}
+
+
+def header(text: str) -> dict[str, Any]:
+    return {"type": "header", "text": {"type": "plain_text", "text": clip(text, MAX_HEADER_TEXT), "emoji": False}}
+
+
+def _f(v: Any, unit: str = "", nd: int = 1) -> str:
+    if v is None:
+        return "n/a"
+    if isinstance(v, float):
+        return f"{v:.{nd}f}{unit}"
+    return f"{v}{unit}"
+
+
+def _gb(v: Any) -> str:
+    return "n/a" if not isinstance(v, (int, float)) else f"{v / 1e9:.1f} GB"
+
+
+# ---------------------------------------------------------------- action values
+def action_value(run_id: str, index: int) -> str:
+    """The value an Apply/Explain button carries: the run and the 1-based proposal number, nothing else."""
+    return json.dumps({"run": run_id, "i": int(index)}, separators=(",", ":"))
+
+
+def parse_action(action_id: str, value: str) -> tuple[str, str, int]:
+    """``(kind, run_id, index)`` from a button click, or AsapError when anything is off.
+
+    The value comes back from Slack inside a signed request, but it is still text a client sent: it
+    must be exactly ``{"run": <run id>, "i": <1..3>}``, and the index must agree with the action id.
+    The caller then checks the run against the thread the button sits in.
+    """
+    m = ACTION_ID_RE.match(action_id or "")
+    if not m:
+        raise AsapError(f"unknown action {action_id!r}", field="action_id")
+    kind = "apply" if m.group(1) == APPLY_ACTION else "explain"
+    try:
+        data = json.loads(value or "")
+    except (json.JSONDecodeError, TypeError):
+        raise AsapError("the button value is not ASAP's", field="value") from None
+    if not isinstance(data, dict) or set(data) != {"run", "i"}:
+        raise AsapError("the button value is not ASAP's", field="value")
+    run, idx = data["run"], data["i"]
+    if not isinstance(run, str) or not RUN_ID_RE.match(run):
+        raise AsapError("the button names no valid run", field="value.run")
+    if not isinstance(idx, int) or isinstance(idx, bool) or not 1 <= idx <= MAX_PROPOSALS or idx != int(m.group(2)):
+        raise AsapError("the button names no valid proposal", field="value.i")
+    return kind, run, idx
+
+
+# ---------------------------------------------------------------- progress
+def progress_message(lines: list[str], *, run: str | None, done: bool = False) -> SlackMessage:
+    """The one progress message: what the agents are doing, newest last (kept within one section)."""
+    title = f"Looking at run {run}…" if run else "Looking into it…"
+    body = "\n".join(f"• {escape(clip(line, 300))}" for line in lines[-12:]) or "• queued"
+    body = body[-MAX_SECTION_TEXT:]
+    blocks = [section(f":hourglass_flowing_sand: *{escape(title)}*"), section(body)]
+    return SlackMessage(text=title, blocks=blocks)
+
+
+# ---------------------------------------------------------------- answers
+def _diagnosis_blocks(report: dict[str, Any]) -> list[dict[str, Any]]:
+    run = report.get("run") or {}
+    diag = report.get("diagnosis") or {}
+    k = report.get("kpis") or {}
+    title = f"Run {run.get('id', '?')}" + (f": {diag.get('bottleneck')}-bound" if diag.get("bottleneck") else "")
+    out = [header(title)]
+    what = f"*{escape(run['name'])}*\n" if run.get("name") else ""
+    what += (f"{run.get('num_chips', '?')} × {escape(run.get('chip_name') or run.get('chip') or '?')}, "
+             f"mesh `{escape(run.get('mesh_short') or 'unknown')}`")
+    out.append(section(what))
+    if diag:
+        out += sections(f"*Diagnosis:* {escape(diag.get('bottleneck'))}-bound (confidence {_f(diag.get('confidence'), nd=2)}). "
+                        f"{escape(diag.get('summary', ''))}".rstrip())
+        fields = [f"*Step time*\n{_f(k.get('step_time_ms'), ' ms')}"]
+        for key, label in (("device_duty_cycle_percent", "Duty cycle"), ("collective_percent", "Collectives"),
+                           ("mfu_percent", "MFU"), ("hbm_use_percent", "HBM use"), ("host_wait_percent", "Host wait")):
+            if k.get(key) is not None:
+                fields.append(f"*{label}*\n{_f(k[key], '%')}")
+        out.append({"type": "section", "fields": [{"type": "mrkdwn", "text": clip(f, MAX_FIELD_TEXT)} for f in fields[:10]]})
+        evidence = [f"• {escape(e.get('statement'))}" for e in diag.get("evidence") or [] if e.get("statement")]
+        if evidence:
+            out += sections("*Evidence*\n" + "\n".join(evidence))
+    return out
+
+
+def proposal_card(p: dict[str, Any], index: int, run_id: str) -> list[dict[str, Any]]:
+    """One proposal: mesh, predicted step time and memory, confidence, one-line rationale, two buttons."""
+    pred = p.get("predicted") or {}
+    ch = p.get("change") or {}
+    labels = f"  _{escape(', '.join(p['labels']))}_" if p.get("labels") else ""
+    rationale = " ".join(str(p.get("rationale") or "").split())
+    title = f"*{index}. `{escape(p.get('mesh_short', '?'))}`*{labels}"
+    text = title + (f"\n{escape(clip(rationale, 300))}" if rationale else "")
+    if pred:
+        step = f"{_f(pred.get('step_time_ms'), ' ms')} ({_signed(ch.get('step_time_percent'))} vs now)"
+    else:
+        step = "no absolute prediction (model unknown)"
+    mem = _gb(pred.get("memory_per_chip_bytes"))
+    if isinstance(pred.get("memory_capacity_bytes"), (int, float)) and pred.get("memory_per_chip_bytes") is not None:
+        mem += f" of {_gb(pred['memory_capacity_bytes'])}"
+    fields = [f"*Predicted step*\n{step}", f"*Memory per chip*\n{mem}", f"*Confidence*\n{_f(p.get('confidence'), nd=2)}"]
+    value = action_value(run_id, index)
+    mesh = clip(str(p.get("mesh_short", "")), 40)
+    return [
+        {"type": "section", "block_id": f"proposal:{index}", "text": {"type": "mrkdwn", "text": clip(text, MAX_SECTION_TEXT)},
+         "fields": [{"type": "mrkdwn", "text": clip(f, MAX_FIELD_TEXT)} for f in fields]},
+        {"type": "actions", "block_id": f"proposal_actions:{index}", "elements": [
+            {"type": "button", "action_id": f"{APPLY_ACTION}:{index}", "style": "primary", "value": value,
+             "text": {"type": "plain_text", "text": clip(f"Apply {index}: {mesh}", MAX_BUTTON_TEXT)},
+             "confirm": {"title": {"type": "plain_text", "text": "Open a pull request?"},
+                         "text": {"type": "mrkdwn", "text": clip(f"ASAP will open a pull request that changes the mesh of run {escape(run_id)} to `{escape(mesh)}`.", 300)},
+                         "confirm": {"type": "plain_text", "text": "Open PR"},
+                         "deny": {"type": "plain_text", "text": "Cancel"}}},
+            {"type": "button", "action_id": f"{EXPLAIN_ACTION}:{index}", "value": value,
+             "text": {"type": "plain_text", "text": clip(f"Explain {index}", MAX_BUTTON_TEXT)}},
+        ]},
+    ]
+
+
+def _signed(v: Any) -> str:
+    return "n/a" if not isinstance(v, (int, float)) else f"{v:+.1f}%"
+
+
+def _proposal_blocks(proposals: dict[str, Any] | None, passed: list[dict[str, Any]], verdicts: dict[str, Any],
+                     run_id: str) -> list[dict[str, Any]]:
+    if proposals is None:
+        return [section("*Proposals:* not available.")]
+    out: list[dict[str, Any]] = [{"type": "divider"}]
+    out += sections(f"*Proposals* ({escape(proposals.get('verdict'))}): {escape(proposals.get('summary', ''))}".rstrip())
+    for i, p in enumerate(passed[:MAX_PROPOSALS], 1):
+        out += proposal_card(p, i, run_id)
+    if not passed:
+        out.append(section("No mesh change passed the Critic's checks."))
+    dropped = []
+    for mesh, v in verdicts.items():
+        if not v.get("ok"):
+            reasons = "; ".join(c["reason"] for c in v.get("checks", []) if not c.get("passed") and c.get("hard", True))
+            dropped.append(f"dropped by the Critic: `{escape(mesh)}`: {escape(reasons)}")
+    advice = [f"advice: {escape(a.get('text'))}" for a in proposals.get("advice") or [] if a.get("text")]
+    for line in dropped + advice:
+        out += [{"type": "context", "elements": [{"type": "mrkdwn", "text": piece}]} for piece in split_text(line)]
+    return out
+
+
+def footer(answer: dict[str, Any], report: dict[str, Any] | None) -> dict[str, Any]:
+    """The context line: run, profile files, model, tokens (and the thread, for ``asap log``)."""
+    run = (report or {}).get("run") or {}
+    sources = run.get("profile_sources") or []
+    profile = ", ".join(sources[:4]) + (f" +{len(sources) - 4}" if len(sources) > 4 else "") if sources else "none"
+    usage = answer.get("usage") or {}
+    model = f"{answer.get('model') or 'analyst'} ({answer.get('mode')} mode)"
+    return context(f"run `{escape(answer.get('run_id'))}`", f"profile: {escape(profile)}",
+                   f"model: {escape(model)}", f"{usage.get('total_tokens', 0)} tokens",
+                   f"thread `{escape(answer.get('thread_id'))}`")
+
+
+def answer_blocks(answer: dict[str, Any], workspace: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """All blocks of an answer (before splitting into messages).
+
+    A first answer is built from the thread's workspace (diagnosis, evidence, Critic-passed proposals as
+    cards with buttons); a follow-up is the computed text the agents rendered. A model's note and any
+    fallback notice follow the computed part; the footer closes it.
+    """
+    ws = workspace or {}
+    report = ws.get("report")
+    blocks: list[dict[str, Any]] = []
+    if answer.get("intent") == "first" and report:
+        from agents.workspace import Workspace
+
+        w = Workspace.from_dict(ws)
+        blocks += _diagnosis_blocks(report)
+        blocks += _proposal_blocks(w.proposals, w.proposal_list(), w.verdicts, str(answer.get("run_id")))
+        if answer.get("model_note"):
+            blocks += sections(escape(answer["model_note"]))
+        if answer.get("fallback"):
+            blocks += sections(f"_Note: the model was not used for this answer ({escape(answer['fallback'])}); "
+                               "this is the analyst answer._")
+    else:
+        body = str(answer.get("text") or "")
+        body = re.sub(r"\n*\[[a-z]+ mode; [^\]]*\]\s*$", "", body)  # the CLI's footer; Slack has its own
+        blocks += sections(f"```{escape(body)}```" if _looks_tabular(body) else escape(body)) if body.strip() else []
+    blocks.append(footer(answer, report))
+    return blocks
+
+
+def _looks_tabular(text: str) -> bool:
+    return any(line.startswith("  ") for line in text.splitlines()) and len(text) < MAX_SECTION_TEXT - 6
+
+
+def fallback_text(answer: dict[str, Any], workspace: dict[str, Any] | None) -> str:
+    """The message's plain ``text`` (notifications, screen readers): the first line of the answer."""
+    report = (workspace or {}).get("report") or {}
+    diag = report.get("diagnosis") or {}
+    if answer.get("intent") == "first" and diag:
+        n = len(((workspace or {}).get("proposals") or {}).get("proposals") or [])
+        return clip(f"Run {answer.get('run_id')}: {diag.get('bottleneck')}-bound — {min(n, MAX_PROPOSALS)} proposal(s)",
+                    MAX_FALLBACK_TEXT)
+    first = next((ln for ln in str(answer.get("text") or "").splitlines() if ln.strip()), "ASAP answer")
+    return clip(first, MAX_FALLBACK_TEXT)
+
+
+def paginate(blocks: list[dict[str, Any]], text: str) -> list[SlackMessage]:
+    """Blocks over as many messages as needed (at most 50 each), never splitting a card from its buttons."""
+    pages: list[list[dict[str, Any]]] = [[]]
+    i = 0
+    while i < len(blocks):
+        unit = [blocks[i]]
+        if blocks[i].get("type") == "section" and i + 1 < len(blocks) and blocks[i + 1].get("type") == "actions":
+            unit.append(blocks[i + 1])
+        if len(pages[-1]) + len(unit) > MAX_BLOCKS:
+            pages.append([])
+        pages[-1] += unit
+        i += len(unit)
+    return [SlackMessage(text=text if n == 0 else f"{clip(text, 200)} (continued {n + 1}/{len(pages)})", blocks=page)
+            for n, page in enumerate(pages) if page]
+
+
+def error_message(exc: AsapError) -> SlackMessage:
+    """A problem a person can fix, as one clear message (never a traceback)."""
+    text = f":warning: {escape(exc.message)}"
+    if exc.hint:
+        text += f"\n_hint: {escape(exc.hint)}_"
+    return SlackMessage(text=clip(exc.message, MAX_FALLBACK_TEXT), blocks=sections(text))
+
+
+def explain_blocks(run_id: str, index: int, p: dict[str, Any]) -> list[dict[str, Any]]:
+    """Everything behind one proposal card: rationale, trade-offs, the prediction and the Critic's checks."""
+    pred = p.get("predicted") or {}
+    lines = [f"*Proposal {index} for run {escape(run_id)}: `{escape(p.get('mesh_short'))}`*"]
+    if p.get("rationale"):
+        lines.append(escape(" ".join(str(p["rationale"]).split())))
+    if p.get("tradeoffs"):
+        lines.append("*Trade-offs*\n" + "\n".join(f"• {escape(t)}" for t in p["tradeoffs"]))
+    if pred:
+        lo, hi = pred.get("step_time_low_ms"), pred.get("step_time_high_ms")
+        band = f" (range {_f(lo, ' ms')} – {_f(hi, ' ms')})" if lo is not None and hi is not None else ""
+        lines.append(f"*Predicted step:* {_f(pred.get('step_time_ms'), ' ms')}{band}")
+        if pred.get("breakdown_ms"):
+            lines.append("\n".join(f"• {escape(k)}: {_f(float(v), ' ms')}" for k, v in pred["breakdown_ms"].items()
+                                   if isinstance(v, (int, float))))
+        if pred.get("memory_breakdown_bytes"):
+            lines.append("*Memory per chip:* " + _gb(pred.get("memory_per_chip_bytes")) + "\n" +
+                         "\n".join(f"• {escape(k)}: {_gb(v)}" for k, v in pred["memory_breakdown_bytes"].items()))
+        if pred.get("assumptions"):
+            lines.append("*Assumptions*\n" + "\n".join(f"• {escape(a)}" for a in pred["assumptions"]))
+    if p.get("confidence_reasons"):
+        lines.append(f"*Confidence {_f(p.get('confidence'), nd=2)}*\n" +
+                     "\n".join(f"• {escape(r)}" for r in p["confidence_reasons"]))
+    checks = p.get("critic") or []
+    if checks:
+        lines.append("*Critic checks*\n" + "\n".join(
+            f"• {'✅' if c.get('passed') else '❌'} {escape(c.get('name'))}: {escape(c.get('reason'))}" for c in checks))
+    return sections("\n\n".join(lines))
