@@ -11,6 +11,7 @@ A thread is about one run: a call naming another run ID (a model inventing one) 
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable
 from typing import Any
@@ -24,6 +25,19 @@ from bot.errors import AsapError
 from bot.runs.store import Run, normalize_run_query
 
 MAX_WHATIF_CANDIDATES = 40
+
+
+class JsonTool(FunctionTool):
+    """A FunctionTool whose results reach the model as JSON.
+
+    AutoGen's default stringifies a dict with ``str()`` (a Python repr: single quotes, ``None``), which
+    neither a model nor the analyst client should have to parse.
+    """
+
+    def return_value_as_string(self, value: Any) -> str:
+        if isinstance(value, (dict, list)):
+            return json.dumps(value, default=str)
+        return super().return_value_as_string(value)
 
 
 class ToolBox:
@@ -193,7 +207,7 @@ class ToolBox:
     # ---------------------------------------------------------------- wiring
     def tools_for(self, agent: str) -> list[FunctionTool]:
         names = AGENT_TOOLS[agent]
-        return [FunctionTool(getattr(self, n), description=(getattr(self, n).__doc__ or n).strip(), name=n) for n in names]
+        return [JsonTool(getattr(self, n), description=(getattr(self, n).__doc__ or n).strip(), name=n) for n in names]
 
 
 AGENT_TOOLS: dict[str, list[str]] = {
