@@ -115,7 +115,7 @@ class Dispatcher:
             await self.fail(job, reason, outcome=Outcome.ERROR)
             return Result(Outcome.ERROR, reason)
         log.info("job started", extra={"source": job.source, "kind": job.kind, "attempt": attempt,
-                                       "thread": job.thread, "user": job.user_key()})
+                                       "job_thread": job.thread, "user": job.user_key()})
         try:
             async with asyncio.timeout(job.deadline_s):
                 await handler(job, self.ctx)

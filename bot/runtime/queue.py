@@ -194,7 +194,7 @@ class _WorkerCore:
                                 extra={"consumer": consumer})
                     outage, backoff = None, 0.2
                 for d in deliveries:
-                    task = asyncio.create_task(self._process(handlers, d, consumer))
+                    task = asyncio.create_task(self._guarded(handlers, d, consumer))
                     inflight[task] = d
                     task.add_done_callback(lambda t: inflight.pop(t, None))
         finally:
@@ -227,6 +227,16 @@ class _WorkerCore:
                     await self._heartbeat(consumer, refs)
                 except QueueUnavailable as exc:
                     log.warning("could not refresh in-flight jobs: %s", exc.message, extra={"consumer": consumer})
+
+    async def _guarded(self, handlers: Dispatcher, d: Delivery, consumer: str) -> None:
+        """A bug in the runtime itself must not kill the worker: log it; the job stays unacknowledged."""
+        try:
+            await self._process(handlers, d, consumer)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("internal error while running a job; it stays pending and will be redelivered",
+                          extra={"consumer": consumer, "job": d.job.id if d.job else None})
 
     async def _process(self, handlers: Dispatcher, d: Delivery, consumer: str) -> None:
         from bot.runtime.handlers import Outcome
@@ -524,7 +534,7 @@ class RedisStreamsQueue(_WorkerCore):
                     self._autoclaim_cursor = res[0].decode() if isinstance(res[0], bytes) else str(res[0])
                     claimed = self._deliveries(res[1])
                     if claimed:
-                        log.warning("took over %d job(s) idle for over %.0f s (their worker stopped)", len(claimed),
+                        log.warning("took over %d job(s) idle for over %g s (their worker stopped)", len(claimed),
                                     self.settings.visibility_s, extra={"consumer": consumer,
                                                                        "jobs": [d.job.id for d in claimed if d.job]})
                         return claimed
