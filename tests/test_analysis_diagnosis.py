@@ -230,3 +230,15 @@ def test_nothing_to_attribute_says_so_with_minimal_confidence() -> None:
     d = run_analysis(record(model=False), profiled([], duty=None)).diagnosis
     assert d.confidence == 0.05
     assert d.summary.startswith("not enough data to diagnose")
+
+
+def test_evidence_never_cites_negligible_ops() -> None:
+    """An op under 1% of the step is noise, not evidence (run 311 has a 0.1% all-gather)."""
+    from bot.analysis.analyze import analyze_run
+    from bot.runs.store import LocalRunStore
+    from tests.conftest import EXAMPLE_RUNS
+
+    report = analyze_run(LocalRunStore(EXAMPLE_RUNS).get("311"))
+    cited = [e for e in report.diagnosis.evidence if e.signal.startswith("op:")]
+    assert cited, "the leading collectives should be cited"
+    assert all(isinstance(e.value, float) and e.value >= 1.0 for e in cited), cited

@@ -46,6 +46,7 @@ NEAR_OPTIMAL_EFFICIENCY = 0.70
 REMAT_HEADROOM_PERCENT = 50.0  # full recompute while less than half of HBM is used is a lever left unpulled
 RECOMPUTE_RATIO = 1.2  # the device executing >= 1.2x the model FLOPs means recomputation or non-model work
 LOW_MFU = 25.0
+MIN_EVIDENCE_OP_SHARE = 1.0  # an op under 1% of the step is not evidence of anything
 
 
 @dataclass
@@ -234,6 +235,8 @@ def diagnose(inp: DiagnosisInputs) -> Diagnosis:
                 "checkpointing rather than the input pipeline"
             )
     for lead in inp.leaders.get(primary, []):
+        if lead.share < MIN_EVIDENCE_OP_SHARE:
+            continue
         evidence.append(
             Evidence(
                 signal=f"op:{lead.name}",
