@@ -136,3 +136,15 @@ def test_host_op_and_idle_ops_are_not_busy_time() -> None:
     ops = [matmul("fusion.mm", 0.5), OpStat("IDLE", "idle", OpKind.IDLE, 10, 0.3 * 1e6)]
     k = run_analysis(record(), profiled(ops)).kpis
     assert k.device_duty_cycle_percent == pytest.approx(50.0)
+
+
+def test_a_reported_mfu_under_another_convention_is_explained_not_hidden() -> None:
+    """Run 123's job reports 55.9% MFU; ASAP's PaLM-convention figure differs and the report says why."""
+    from bot.analysis.analyze import analyze_run
+    from bot.runs.store import LocalRunStore
+    from tests.conftest import EXAMPLE_RUNS
+
+    report = analyze_run(LocalRunStore(EXAMPLE_RUNS).get("123"))
+    assert report.kpis.mfu_source == "computed"
+    notes = [w for w in report.warnings if "the job reports MFU 55.9%" in w]
+    assert notes and "PaLM" in notes[0]

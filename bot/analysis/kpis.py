@@ -216,6 +216,14 @@ def compute_kpis(record: RunRecord, profile: Profile, chip: Chip, att: Attributi
                     f"computed MFU {mfu:.1f}% differs from measured.mfu_percent {reported:.1f}%: check the "
                     "model shape, batch and step time in run.yaml"
                 )
+            elif abs(reported - mfu) >= 3.0:
+                # Within reach of a counting convention: say which one ASAP uses so the two can be compared.
+                warnings.append(
+                    f"the job reports MFU {reported:.1f}%, ASAP computes {mfu:.1f}%: ASAP counts 6 x active "
+                    "params (embeddings included) + 12 x layers x seq x heads x head_dim FLOPs per token "
+                    "(PaLM, Appendix B: attention without the causal-mask halving); jobs that halve causal "
+                    "attention or leave out embeddings report less"
+                )
     elif record.measured and record.measured.mfu_percent is not None:
         mfu, mfu_source = round(record.measured.mfu_percent, 2), "measured"
     if mfu is None and not any(u.startswith("MFU:") for u in unavailable):
