@@ -115,6 +115,8 @@ def safe_repo_path(path: str, *, field: str = "config_path") -> str:
     raw = path.strip()
     if len(raw) > 400 or not raw.isprintable() or "\\" in raw or "\x00" in raw:
         raise AsapError(f"{raw[:80]!r} is not a plain repository-relative path", field=field)
+    if "://" in raw:
+        raise AsapError(f"{raw!r} is a URL; expected a path inside the repository", field=field)
     if raw.startswith("/") or re.match(r"^[A-Za-z]:", raw) or raw.startswith("~"):
         raise AsapError(f"{raw!r} is an absolute path; expected a path inside the repository", field=field,
                         hint="name the config relative to the repository root, e.g. configs/train.yml")

@@ -175,7 +175,7 @@ class GitHubHost:
         self.gh = gh
         self.full_name = repo
         self._bot = bot or BotIdentity()
-        self.repo = gh.get_repo(repo, lazy=True)
+        self.repo = gh.get_repo(repo)  # lazy when the client is (GitHubClients makes lazy clients)
         self._default: str | None = None
 
     def _call(self, what: str, fn: Any, *args: Any, **kw: Any) -> Any:
@@ -292,6 +292,15 @@ class GitHubHost:
         for f in self._call("listing changed files", lambda: list(pr.get_files()[:limit])):
             out.append(PRFileChange(path=f.filename, status=f.status, previous_path=f.previous_filename))
         return out
+
+    def find_comment(self, number: int, marker: str) -> int | None:
+        """The id of the bot's comment carrying ``marker`` on issue/PR ``number``, if any."""
+        issue = self.repo.get_issue(int(number))
+        login = self._bot.login
+        for c in self._call("listing comments", lambda: list(issue.get_comments())):
+            if marker in (c.body or "") and (login is None or (c.user and c.user.login == login)):
+                return int(c.id)
+        return None
 
     def upsert_comment(self, number: int, marker: str, body: str) -> tuple[int, bool]:
         """Edit the bot's comment carrying ``marker`` on issue/PR ``number``, or create it. -> (id, created)."""

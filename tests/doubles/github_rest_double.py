@@ -470,3 +470,95 @@ class GitHubRestDouble:
                                   "created_at": _now(), "updated_at": _now(), "edits": 0}
             return 201, self._comment_json(repo, cid)
         return nf
+
+
+# ------------------------------------------------------------------------------------------- webhook harness
+class WebhookHarness:
+    """The REAL runtime server (``bot.runtime.server.build_app``) on 127.0.0.1 with the GitHub route, an
+    in-process queue on a SQLite store, and the GitHub integration pointed at a :class:`GitHubRestDouble`.
+
+    ``await h.deliver(event, payload)`` signs and POSTs a delivery; ``await h.drain()`` runs a worker until
+    the queue is empty.
+    """
+
+    def __init__(self, double: GitHubRestDouble, tmp: Any, *, secret: bytes = b"whsec-test", runs_dir: str | None = None,
+                 user_rate: tuple[int, float] = (1000, 60.0), apply_teams: tuple[str, ...] = ()) -> None:
+        self.double, self.tmp, self.secret = double, tmp, secret
+        self.runs_dir, self.user_rate, self.apply_teams = runs_dir, user_rate, apply_teams
+        self.url = ""
+        self._n = 0
+
+    async def __aenter__(self) -> WebhookHarness:
+        from bot.runtime.context import RuntimeContext, RuntimeSettings
+        from bot.runtime.limits import Rate
+        from bot.runtime.queue import InProcessQueue, QueueSettings
+        from bot.runtime.server import build_app
+        from bot.store.sqlite_store import SQLiteStore
+        from integrations.codehost.github import GitHubAuthSettings
+        from integrations.github.config import GitHubIntegration
+
+        store = SQLiteStore(self.tmp / "state.db")
+        queue = InProcessQueue(store, settings=QueueSettings(block_ms=20, max_attempts=1))
+        settings = RuntimeSettings(user_rate=Rate(*self.user_rate), channel_rate=Rate(10000, 60.0), max_pending=10000)
+        self.ctx = RuntimeContext(settings=settings, store=store, queue=queue)
+        auth = GitHubAuthSettings(api_url=self.double.base_url, token="bot-token", bot_login="asap-bot", retry=False)
+        self.ctx.extras["github"] = GitHubIntegration(webhook_secret=self.secret, auth=auth, runs_dir=self.runs_dir,
+                                                      apply_teams=self.apply_teams)
+        app = build_app(self.ctx, env={"GITHUB_WEBHOOK_SECRET": self.secret.decode()})
+        self._runner = web.AppRunner(app, access_log=None)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        await site.start()
+        self.url = f"http://127.0.0.1:{site._server.sockets[0].getsockname()[1]}/github/webhook"  # type: ignore[union-attr]
+        import aiohttp
+
+        self.session = aiohttp.ClientSession()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.session.close()
+        await self._runner.cleanup()
+        self.ctx.store.close()
+
+    async def deliver(self, event: str, payload: dict[str, Any], *, delivery: str | None = None,
+                      signature: str | None = None) -> tuple[int, dict[str, Any]]:
+        import json as _json
+
+        from integrations.github.webhook import sign
+
+        self._n += 1
+        body = _json.dumps(payload).encode()
+        headers = {"X-GitHub-Event": event, "X-GitHub-Delivery": delivery or f"d-{self._n}-{time.time_ns()}",
+                   "Content-Type": "application/json",
+                   "X-Hub-Signature-256": signature if signature is not None else sign(self.secret, body)}
+        async with self.session.post(self.url, data=body, headers=headers) as resp:
+            return resp.status, await resp.json()
+
+    async def drain(self, timeout: float = 60.0) -> None:
+        from bot.runtime.handlers import Dispatcher
+
+        stop = asyncio.Event()
+        task = asyncio.create_task(self.ctx.queue.run_worker(Dispatcher(self.ctx), consumer="test", stop=stop))
+        deadline = time.monotonic() + timeout
+        await asyncio.sleep(0.05)
+        while await self.ctx.queue.depth() > 0 and time.monotonic() < deadline:
+            await asyncio.sleep(0.02)
+        stop.set()
+        await task
+
+
+def comment_event(repo: str, number: int, body: str, login: str = "alice", *, is_pull: bool = True,
+                  comment_id: int = 1, app_id: int | None = None) -> dict[str, Any]:
+    issue: dict[str, Any] = {"number": number, "title": "t"}
+    if is_pull:
+        issue["pull_request"] = {"url": f"https://api.example/repos/{repo}/pulls/{number}"}
+    comment: dict[str, Any] = {"id": comment_id, "body": body, "user": {"login": login, "type": "User"}}
+    if app_id is not None:
+        comment["performed_via_github_app"] = {"id": app_id}
+    return {"action": "created", "issue": issue, "comment": comment, "repository": {"full_name": repo},
+            "sender": {"login": login}}
+
+
+def pull_event(repo: str, number: int, head_sha: str, action: str = "opened", sender: str = "dev") -> dict[str, Any]:
+    return {"action": action, "number": number, "pull_request": {"number": number, "head": {"sha": head_sha}},
+            "repository": {"full_name": repo}, "sender": {"login": sender}}

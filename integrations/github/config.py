@@ -1,0 +1,84 @@
+"""The GitHub integration's settings and shared clients, from the environment only.
+
+``GITHUB_WEBHOOK_SECRET`` (required: enables ``POST /github/webhook``), ``GITHUB_TOKEN`` or
+``GITHUB_APP_ID`` + ``GITHUB_PRIVATE_KEY``/``GITHUB_PRIVATE_KEY_PATH`` (see
+:mod:`integrations.codehost.github`), ``GITHUB_API_URL``, ``GITHUB_BOT_LOGIN``, ``ASAP_GITHUB_MENTION``
+(default ``asap``), ``ASAP_APPLY_GITHUB_TEAMS`` (comma-separated ``org/slug``, besides writers and the
+teams in each repository's ``.asap.yml``), ``ASAP_RUNS_DIR``.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from bot.errors import AsapError
+from integrations.codehost.github import GitHubAuthSettings, GitHubClients
+
+if TYPE_CHECKING:
+    from bot.runtime.context import RuntimeContext
+
+EXTRAS_KEY = "github"
+
+
+@dataclass
+class GitHubIntegration:
+    """Everything the webhook route and the job handlers share (kept in ``ctx.extras['github']``)."""
+
+    webhook_secret: bytes
+    auth: GitHubAuthSettings | None
+    mention: str = "asap"
+    apply_teams: tuple[str, ...] = ()
+    runs_dir: str | None = None
+    _clients: GitHubClients | None = field(default=None, repr=False)
+
+    @classmethod
+    def from_env(cls, env: dict[str, str] | None = None) -> GitHubIntegration:
+        env = dict(os.environ if env is None else env)
+        secret = env.get("GITHUB_WEBHOOK_SECRET", "")
+        if not secret:
+            raise AsapError("GITHUB_WEBHOOK_SECRET is not set", field="GITHUB_WEBHOOK_SECRET",
+                            hint="the same secret as in the repository's or App's webhook settings")
+        mention = env.get("ASAP_GITHUB_MENTION") or "asap"
+        if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9-]{0,38}(?:\[bot\])?", mention):
+            raise AsapError(f"ASAP_GITHUB_MENTION={mention!r} is not a GitHub login", field="ASAP_GITHUB_MENTION")
+        teams = tuple(t.strip() for t in (env.get("ASAP_APPLY_GITHUB_TEAMS") or "").split(",") if t.strip())
+        for t in teams:
+            if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9-]*/[A-Za-z0-9][A-Za-z0-9._-]*", t):
+                raise AsapError(f"team {t!r} must be written org/team-slug", field="ASAP_APPLY_GITHUB_TEAMS")
+        auth = GitHubAuthSettings.from_env(env) if (env.get("GITHUB_TOKEN") or env.get("GITHUB_APP_ID")) else None
+        return cls(webhook_secret=secret.encode(), auth=auth, mention=mention, apply_teams=teams,
+                   runs_dir=env.get("ASAP_RUNS_DIR") or None)
+
+    @property
+    def clients(self) -> GitHubClients:
+        if self.auth is None:
+            raise AsapError("no GitHub credentials to reply with", field="GITHUB_TOKEN",
+                            hint="set GITHUB_TOKEN, or GITHUB_APP_ID and GITHUB_PRIVATE_KEY")
+        if self._clients is None:
+            self._clients = GitHubClients(self.auth)
+        return self._clients
+
+    @property
+    def bot_login(self) -> str | None:
+        return self.auth.bot_login if self.auth else None
+
+    @property
+    def app_id(self) -> str | None:
+        return self.auth.app_id if self.auth else None
+
+    def runs(self) -> Any:
+        from bot.runs.store import LocalRunStore
+
+        return LocalRunStore(self.runs_dir)
+
+
+def integration(ctx: RuntimeContext) -> GitHubIntegration:
+    """The context's GitHub integration, built from the environment on first use (worker processes)."""
+    got = ctx.extras.get(EXTRAS_KEY)
+    if got is None:
+        got = GitHubIntegration.from_env()
+        ctx.extras[EXTRAS_KEY] = got
+    return got  # type: ignore[no-any-return]

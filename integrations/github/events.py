@@ -1,0 +1,100 @@
+"""Turn a verified GitHub webhook delivery into a queued :class:`~bot.runtime.jobs.Job`, or a reason to ignore it.
+
+Handled: ``issue_comment`` (created) that mentions the bot -> ``ask`` / ``explain`` / ``apply`` jobs, and
+``pull_request`` opened / synchronize / reopened -> a ``review`` job. The job id is
+``github:<X-GitHub-Delivery>``, so a redelivery is the same job and is answered once. The bot's own
+comments (its login, its App id, or a body carrying an ``<!-- asap:`` marker) are ignored, so ASAP never
+answers itself. Pure functions: no network, so the webhook can answer 2xx in milliseconds.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from bot.runtime.jobs import Job, Requester
+from integrations.github.commands import find_mention, parse_command
+from integrations.github.config import GitHubIntegration
+
+REPO_RE = re.compile(r"^[A-Za-z0-9_.-]{1,100}/[A-Za-z0-9_.-]{1,100}$")
+DELIVERY_RE = re.compile(r"^[A-Za-z0-9-]{1,100}$")
+REVIEW_ACTIONS = frozenset({"opened", "synchronize", "reopened"})
+MARKER_PREFIX = "<!-- asap:"
+
+
+def _repo(payload: dict[str, Any]) -> str | None:
+    name = (payload.get("repository") or {}).get("full_name")
+    return name if isinstance(name, str) and REPO_RE.match(name) else None
+
+
+def _installation(payload: dict[str, Any]) -> int | None:
+    inst = (payload.get("installation") or {}).get("id")
+    return inst if isinstance(inst, int) and not isinstance(inst, bool) else None
+
+
+def is_own_comment(comment: dict[str, Any], gi: GitHubIntegration) -> bool:
+    """True for comments ASAP wrote (login, App id, or its hidden marker)."""
+    user = comment.get("user") or {}
+    login = str(user.get("login") or "")
+    if gi.bot_login and login.lower() == gi.bot_login.lower():
+        return True
+    if login.lower() == f"{gi.mention}[bot]".lower():
+        return True
+    app = comment.get("performed_via_github_app") or {}
+    if gi.app_id and str(app.get("id")) == str(gi.app_id):
+        return True
+    return MARKER_PREFIX in str(comment.get("body") or "")
+
+
+def job_from_event(event: str, delivery: str, payload: dict[str, Any], gi: GitHubIntegration,
+                   *, deadline_s: float = 300.0) -> Job | str:
+    """The job for this delivery, or a short reason why it is ignored."""
+    if not DELIVERY_RE.match(delivery or ""):
+        return "missing or malformed X-GitHub-Delivery"
+    repo = _repo(payload)
+    if repo is None:
+        return "no repository in the payload"
+    inst = _installation(payload)
+    if event == "issue_comment":
+        if payload.get("action") != "created":
+            return f"issue_comment {payload.get('action')!r} is not handled"
+        comment = payload.get("comment") or {}
+        issue = payload.get("issue") or {}
+        number = issue.get("number")
+        if not isinstance(number, int) or isinstance(number, bool):
+            return "no issue number"
+        if is_own_comment(comment, gi):
+            return "the bot's own comment"
+        text = find_mention(str(comment.get("body") or ""), gi.mention)
+        if text is None:
+            return "no mention"
+        login = str((comment.get("user") or {}).get("login") or "")
+        if not login:
+            return "no comment author"
+        cmd = parse_command(text)
+        kind = {"ask": "ask", "propose": "ask", "explain": "explain", "apply": "apply"}[cmd.action]
+        return Job(
+            id=f"github:{delivery}", source="github", kind=kind, thread=f"github:{repo}#{number}", run=cmd.run,  # type: ignore[arg-type]
+            text=text, requester=Requester(source="github", user_id=login, display=f"@{login}"),
+            reply_to={"repo": repo, "number": number},
+            payload={"command": cmd.to_dict(), "installation": inst, "comment_id": comment.get("id"),
+                     "is_pull": bool(issue.get("pull_request"))},
+            deadline_s=deadline_s,
+        )
+    if event == "pull_request":
+        action = payload.get("action")
+        if action not in REVIEW_ACTIONS:
+            return f"pull_request {action!r} is not reviewed"
+        pr = payload.get("pull_request") or {}
+        number = pr.get("number") or payload.get("number")
+        head_sha = (pr.get("head") or {}).get("sha")
+        if not isinstance(number, int) or not isinstance(head_sha, str):
+            return "no pull request number or head sha"
+        sender = str((payload.get("sender") or {}).get("login") or (pr.get("user") or {}).get("login") or "github")
+        return Job(
+            id=f"github:{delivery}", source="github", kind="review", thread=f"github:{repo}#{number}",
+            text="", requester=Requester(source="github", user_id=sender, display=f"@{sender}"),
+            reply_to={"repo": repo, "number": number},
+            payload={"installation": inst, "head_sha": head_sha, "action": action}, deadline_s=deadline_s,
+        )
+    return f"event {event!r} is not handled"

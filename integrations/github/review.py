@@ -1,0 +1,187 @@
+"""The pull-request auto-review of sharding-config changes: ONE comment per PR, plus a commit status.
+
+For each changed file matching the repository's globs (``.asap.yml`` from the DEFAULT branch), the base
+and head versions are parsed with the config parsers and compared with :func:`bot.proposals.review.review`
+(step time and memory per chip before/after, Critic checks, moves that contradict the diagnosis),
+calibrated on the run linked to that config: ``.asap.yml`` ``runs:`` first, else a ``run: <id>`` / ``asap-run:
+<id>`` line in the PR body. Files that are not sharding configs are skipped quietly. The comment carries
+``<!-- asap:review -->`` and is edited in place on every push; the status on the head commit is
+``failure`` when a problem (or, with ``fail_on: warning``, a warning) is flagged, else ``success``.
+"""
+
+from __future__ import annotations
+
+import re
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from bot.configs.detect import parse_config
+from bot.errors import AsapError, ConfigError
+from integrations.github.settings import MAX_REVIEWED_FILES, SETTINGS_FILE, RepoSettings, parse_settings
+
+REVIEW_MARKER = "<!-- asap:review -->"
+BODY_RUN_RE = re.compile(r"(?im)^\s*(?:asap[-_ ]?)?run\s*[:=]\s*#?([A-Za-z0-9][A-Za-z0-9._-]{0,63})\s*$")
+ICON = {"problem": "❌", "warning": "⚠️", "info": "ℹ️"}
+
+
+@dataclass
+class FileReview:
+    path: str
+    run_id: str | None
+    result: Any | None = None  # ReviewResult
+    error: str | None = None
+    note: str | None = None
+
+    @property
+    def severity(self) -> str:
+        if self.error:
+            return "problem"
+        if self.result is None:
+            return "info"
+        sev = {f.severity for f in self.result.findings}
+        return "problem" if "problem" in sev else "warning" if "warning" in sev else "info"
+
+
+@dataclass
+class ReviewOutcome:
+    files: list[FileReview] = field(default_factory=list)
+    settings_error: str | None = None
+    head_sha: str = ""
+    state: str = "success"
+    description: str = ""
+    body: str = ""
+    context: str = "asap/sharding-review"
+
+
+def _not_a_sharding_config(text: str | None, path: str) -> bool:
+    if text is None:
+        return True
+    try:
+        parse_config(text, path)
+    except ConfigError as exc:
+        return "no sharding keys" in exc.message or "expected a YAML mapping" in exc.message or "empty" in exc.message
+    return False
+
+
+def run_from_body(body: str) -> str | None:
+    m = BODY_RUN_RE.search(body or "")
+    return m.group(1) if m else None
+
+
+def review_pull(host: Any, number: int, *, runs: Any) -> ReviewOutcome:
+    """Review PR ``number`` on ``host`` (a GitHubHost); returns the comment body and the status to set."""
+    pr = host.pull_info(number)
+    out = ReviewOutcome(head_sha=pr.head_sha)
+    base_branch = host.default_branch()
+    try:
+        settings = parse_settings(host.read_file(SETTINGS_FILE, base_branch), f"{SETTINGS_FILE} on {base_branch}")
+    except AsapError as exc:
+        out.settings_error = exc.render()
+        settings = RepoSettings()
+    out.context = settings.review.status_context
+    if not settings.review.enabled:
+        out.state, out.description = "success", "ASAP review is off for this repository (.asap.yml)"
+        return _finish(out, settings)
+    body_run = run_from_body(pr.body)
+    changed = [f for f in host.pull_files(number) if f.status != "removed" and settings.matches(f.path)]
+    skipped_count = max(0, len(changed) - MAX_REVIEWED_FILES)
+    for f in changed[:MAX_REVIEWED_FILES]:
+        after = host.read_file(f.path, pr.head_sha)
+        before = host.read_file(f.previous_path or f.path, pr.base_sha) if f.status != "added" else None
+        if _not_a_sharding_config(after, f.path) and _not_a_sharding_config(before, f.path):
+            continue
+        run_id = settings.run_for(f.path) or body_run
+        out.files.append(_review_file(f.path, before, after, run_id, runs))
+    if skipped_count:
+        out.files.append(FileReview(path=f"({skipped_count} more files)", run_id=None,
+                                    note=f"only the first {MAX_REVIEWED_FILES} matching files are reviewed"))
+    return _finish(out, settings)
+
+
+def _review_file(path: str, before: str | None, after: str | None, run_id: str | None, runs: Any) -> FileReview:
+    from bot.proposals.review import review
+
+    fr = FileReview(path=path, run_id=run_id)
+    run = None
+    if run_id:
+        try:
+            run = runs.get(run_id)
+        except AsapError as exc:
+            fr.note = f"linked run {run_id!r} could not be loaded ({exc.message}); reviewed without it"
+    name = Path(path).name
+    with tempfile.TemporaryDirectory(prefix="asap-review-") as tmp:
+        new_p = Path(tmp, "new", name)
+        old_p = Path(tmp, "old", name)
+        new_p.parent.mkdir()
+        old_p.parent.mkdir()
+        new_p.write_text(after or "", encoding="utf-8")
+        old_p.write_text(before if before is not None else (after or ""), encoding="utf-8")
+        try:
+            fr.result = review(old_p, new_p, run=run)
+        except AsapError as exc:
+            msg = exc.render().replace(str(tmp), "")
+            if "how many chips" in exc.message:
+                fr.note = (f"{msg} — link the run that measures this config in {SETTINGS_FILE} "
+                           f"(runs: {{{path}: RUN}}) or add 'run: RUN' to the PR description")
+            else:
+                fr.error = msg
+    if before is None and fr.result is not None:
+        fr.note = (fr.note + "; " if fr.note else "") + "new file: its mesh is checked on its own"
+    return fr
+
+
+def _fmt_pred(side: Any) -> str:
+    p = side.predicted
+    if p is None:
+        return "n/a"
+    return f"{p.step_time_ms:.1f} ms/step, {p.memory_per_chip_bytes / 1e9:.1f} GB/chip"
+
+
+def _finish(out: ReviewOutcome, settings: RepoSettings) -> ReviewOutcome:
+    fail_on = {"problem"} if settings.review.fail_on == "problem" else {"problem", "warning"}
+    bad = [f for f in out.files if f.severity in fail_on]
+    if out.settings_error:
+        out.state, out.description = "error", f"{SETTINGS_FILE} on the default branch is invalid"
+    elif bad:
+        out.state = "failure"
+        out.description = f"{len(bad)} sharding config(s) with {'problems' if fail_on == {'problem'} else 'problems or warnings'}"
+    elif out.files:
+        out.state, out.description = "success", f"{len(out.files)} sharding config change(s) reviewed"
+    else:
+        out.state, out.description = "success", "no sharding config changed"
+    lines = [REVIEW_MARKER, f"### ASAP sharding review — `{out.head_sha[:10]}`", ""]
+    if out.settings_error:
+        lines += [f"❌ `{SETTINGS_FILE}` on the default branch is invalid, defaults used: {out.settings_error}", ""]
+    if not out.files:
+        lines.append("No sharding config changed in this pull request.")
+    for f in out.files:
+        lines += _file_section(f)
+    lines += ["", f"<sub>Status `{out.context}`: {out.state} — {out.description}. "
+                  f"Settings from `{SETTINGS_FILE}` on the default branch. Updated on every push.</sub>"]
+    out.body = "\n".join(lines) + "\n"
+    return out
+
+
+def _file_section(f: FileReview) -> list[str]:
+    icon = ICON[f.severity]
+    lines = [f"#### {icon} `{f.path}`" + (f" (run `{f.run_id}`)" if f.run_id and f.result and f.result.run_id else "")]
+    if f.error:
+        lines.append(f"- ❌ cannot be reviewed: {f.error}")
+    r = f.result
+    if r is not None:
+        lines.append(f"- mesh: `{r.old.mesh_short}` -> `{r.new.mesh_short or 'invalid'}`"
+                     + (f"; bottleneck of the linked run: **{r.bottleneck}**" if r.bottleneck else ""))
+        if r.old.predicted is not None or r.new.predicted is not None:
+            lines.append(f"- predicted: {_fmt_pred(r.old)} -> {_fmt_pred(r.new)}"
+                         + (f" ({r.change.step_time_percent:+.1f}% step time)" if r.change and r.change.step_time_percent is not None else ""))
+        order = {"problem": 0, "warning": 1, "info": 2}
+        for finding in sorted(r.findings, key=lambda x: order[x.severity]):
+            lines.append(f"- {ICON[finding.severity]} **{finding.check}**: {finding.message}")
+        if r.skipped:
+            lines += ["<details><summary>Not checked</summary>", ""] + [f"- {s}" for s in r.skipped] + ["", "</details>"]
+    if f.note:
+        lines.append(f"- note: {f.note}")
+    lines.append("")
+    return lines
