@@ -53,7 +53,7 @@ class ApplyResult:
 
 def branch_name(run_id: str, index: int) -> str:
     """``asap/<run>-p<N>`` with the run ID reduced to branch-safe characters."""
-    safe = re.sub(r"[^A-Za-z0-9._-]+", "-", run_id).strip("-.") or "run"
+    safe = re.sub(r"\.{2,}", ".", re.sub(r"[^A-Za-z0-9._-]+", "-", run_id)).strip("-.") or "run"
     return f"asap/{safe[:60]}-p{index}"
 
 
