@@ -147,4 +147,8 @@ def test_settings_modes_and_appliers() -> None:
     s = SlackSettings.from_env({**ENV, "SLACK_APP_TOKEN": "xapp-1", "ASAP_SLACK_APPLIERS": "U012ABC, W0XYZ"})
     assert s.modes == ["http", "socket"] and s.appliers == {"U012ABC", "W0XYZ"}
     assert "xoxb" not in repr(s)
+    merged = SlackSettings.from_env({**ENV, "ASAP_SLACK_APPLIERS": "U1AA", "ASAP_APPLY_SLACK_USERS": "U2BB",
+                                     "ASAP_SLACK_APPLIER_GROUP": "S1AA", "ASAP_APPLY_SLACK_GROUPS": "S2BB,S3CC"})
+    assert merged.appliers == {"U1AA", "U2BB"} and merged.applier_groups == {"S1AA", "S2BB", "S3CC"}
+    assert merged.policy().check_slack("U2BB").allowed and not merged.policy().check_slack("U9ZZ").allowed
     assert SlackSettings.enabled({"SLACK_APP_TOKEN": "xapp-1"}) and not SlackSettings.enabled({"SLACK_BOT_TOKEN": "x"})

@@ -74,15 +74,6 @@ def _mark(ctx: RuntimeContext, job: Job, event: str) -> None:
         sink.append((job.id, event, time.time()))
 
 
-async def _react(client: AsyncWebClient, channel: str, ts: str) -> None:
-    """Eyes on the person's message; 'already_reacted' (a retry) is fine, other failures are logged."""
-    try:
-        await client.reactions_add(channel=channel, timestamp=ts, name=REACTION)
-    except SlackApiError as exc:
-        if exc.response.get("error") != "already_reacted":
-            log.warning("could not add the reaction: %s", exc.response.get("error"))
-
-
 async def _ephemeral(client: AsyncWebClient, job: Job, text: str) -> None:
     await client.chat_postEphemeral(channel=str(job.reply_to["channel"]), user=job.requester.user_id, text=text,
                                     thread_ts=str(job.reply_to.get("thread_ts") or "") or None,
@@ -199,31 +190,38 @@ async def _upsert(client: AsyncWebClient, record: ReplyRecord, channel: str, thr
 
 # ---------------------------------------------------------------- apply
 async def may_apply(ctx: RuntimeContext, client: AsyncWebClient, user: str) -> bool:
-    """Is ``user`` listed in ASAP_SLACK_APPLIERS or a member of ASAP_SLACK_APPLIER_GROUP?"""
+    """The shared policy (:class:`bot.auth.ApplyPolicy`): a listed user, or a member of a listed user group.
+
+    Group members come from ``usergroups.users.list`` (cached for ``group_cache_s``), asked only when the
+    user is not listed by ID.
+    """
     s = slack_settings(ctx)
-    if user in s.appliers:
-        return True
-    if not s.applier_group:
-        return False
+    policy = s.policy()
+    if policy.check_slack(user).allowed or not s.applier_groups:
+        return policy.check_slack(user).allowed
     cache: dict[str, tuple[float, frozenset[str]]] = ctx.extras.setdefault(GROUP_CACHE_KEY, {})
-    hit = cache.get(s.applier_group)
-    if hit is None or time.monotonic() - hit[0] > s.group_cache_s:
-        try:
-            resp = await client.usergroups_users_list(usergroup=s.applier_group)
-        except SlackApiError as exc:
-            raise AsapError(f"cannot read the members of user group {s.applier_group}: {exc.response.get('error')}",
-                            field="ASAP_SLACK_APPLIER_GROUP",
-                            hint="check the group ID and that the app has the usergroups:read scope") from None
-        hit = cache[s.applier_group] = (time.monotonic(), frozenset(resp.get("users") or []))
-    return user in hit[1]
+    member_of = []
+    for group in sorted(s.applier_groups):
+        hit = cache.get(group)
+        if hit is None or time.monotonic() - hit[0] > s.group_cache_s:
+            try:
+                resp = await client.usergroups_users_list(usergroup=group)
+            except SlackApiError as exc:
+                raise AsapError(f"cannot read the members of user group {group}: {exc.response.get('error')}",
+                                field="ASAP_SLACK_APPLIER_GROUP",
+                                hint="check the group ID and that the app has the usergroups:read scope") from None
+            hit = cache[group] = (time.monotonic(), frozenset(resp.get("users") or []))
+        if user in hit[1]:
+            member_of.append(group)
+    return policy.check_slack(user, member_of).allowed
 
 
 def _refusal(s: SlackSettings) -> str:
     who = []
     if s.appliers:
         who.append("the people listed in ASAP_SLACK_APPLIERS")
-    if s.applier_group:
-        who.append(f"members of the user group <!subteam^{s.applier_group}>")
+    if s.applier_groups:
+        who.append("members of " + ", ".join(f"<!subteam^{g}>" for g in sorted(s.applier_groups)))
     if not who:
         return ("Applying proposals from Slack is turned off: nobody is allowed yet. An admin can set "
                 "ASAP_SLACK_APPLIERS (user IDs) or ASAP_SLACK_APPLIER_GROUP (a user group).")
@@ -231,13 +229,18 @@ def _refusal(s: SlackSettings) -> str:
 
 
 def code_host(ctx: RuntimeContext) -> Any:
-    """The code host Apply writes to: ``ctx.extras['slack.codehost']`` if set, else the local git repository
-    at ``ASAP_APPLY_REPO`` (default: the current directory)."""
+    """The code host Apply writes to: ``ctx.extras['slack.codehost']`` if set; else GitHub when
+    ``ASAP_APPLY_GITHUB_REPO`` (owner/repo) is set (credentials as for ``asap apply --github``); else the
+    local git repository at ``ASAP_APPLY_REPO`` (default: the current directory), like ``asap apply``."""
     host = ctx.extras.get(CODEHOST_KEY)
     if callable(host) and not hasattr(host, "create_pull"):
         host = host()
     if host is not None:
         return host
+    if os.environ.get("ASAP_APPLY_GITHUB_REPO"):
+        from integrations.codehost.github import GitHubAuthSettings, GitHubClients
+
+        return GitHubClients(GitHubAuthSettings.from_env()).host(os.environ["ASAP_APPLY_GITHUB_REPO"])
     from integrations.codehost.localgit import LocalGitHost
 
     return LocalGitHost(os.environ.get("ASAP_APPLY_REPO") or ".")
@@ -281,9 +284,8 @@ async def _open_pull(job: Job, ctx: RuntimeContext, client: AsyncWebClient) -> N
                             bk.sections(f":gear: {who} is applying proposal {index} (`{bk.escape(mesh)}`) of run "
                                         f"{bk.escape(job.run)}: opening a pull request…"))
     await _upsert(client, record, channel, root, [start])
-    host = code_host(ctx)
     try:
-        result = await asyncio.to_thread(apply_proposal, str(job.run), rank, job.requester, host)
+        result = await asyncio.to_thread(lambda: apply_proposal(str(job.run), rank, job.requester, code_host(ctx)))
     except AsapError as exc:
         await _upsert(client, record, channel, root, [bk.error_message(exc)])
         ctx.store.append_log(job.thread, {"at": round(time.time(), 3), "kind": "slack_apply", "proposal": index,
