@@ -31,7 +31,8 @@ from knowledge.cost_network import (
     gather_time,
     p2p_bandwidth,
 )
-from knowledge.cost_shapes import OPTIMIZER_BYTES_PER_PARAM, Shape
+from knowledge.cost_remat import Dims, everything_bytes, recompute_params_per_layer, score_bytes, tensor_bytes
+from knowledge.cost_shapes import Shape
 from knowledge.hardware import Chip
 
 DATA, FSDP, TENSOR, SEQUENCE, EXPERT, PIPELINE = range(6)
@@ -45,18 +46,8 @@ DEFAULT_EFFICIENCY = 0.55  # achieved / peak FLOP/s of well-shaped matmul work i
 # 0 = perfect overlap (the lower bound), 1 = none (the upper bound). A middle-low guess; calibrated.
 DEFAULT_OVERLAP_MISS = 0.25
 
-# Extra FLOPs from rematerialization, as multipliers on (matmul, attention-core) FLOPs.
-#   full: the forward pass is recomputed in backward: 8/6 of the 6N training FLOPs [KOR §5, "full
-#         activation recomputation ... 33% overhead"].
-#   minimal: MaxText 'minimal' saves matmul outputs without batch dims; the attention core (QK^T, AV,
-#         which have batch dims) is recomputed: attention FLOPs x 4/3 [KOR §4.2 selective recompute].
-#   dots: all matmul outputs saved; only elementwise ops recomputed (negligible FLOPs).
-REMAT_FLOP_FACTORS: dict[str, tuple[float, float]] = {
-    "none": (1.0, 1.0),
-    "dots": (1.0, 1.0),
-    "minimal": (1.0, 4.0 / 3.0),
-    "full": (4.0 / 3.0, 4.0 / 3.0),
-}
+# Extra FLOPs from rematerialization come from knowledge.cost_remat (per policy: which projections and
+# whether the attention core are re-run in backward) [KOR §5: full recompute ~ +1/3 of the step's FLOPs].
 
 
 @dataclass(frozen=True)
@@ -97,35 +88,73 @@ def _intensity(tokens: np.ndarray, d_in: float, d_out: np.ndarray) -> np.ndarray
     return 1.0 / (1.0 / t + 1.0 / d_in + 1.0 / np.maximum(d_out, 1e-9))
 
 
-def activation_bytes_per_token_layer(shape: Shape) -> dict[str, float]:
-    """Activation bytes kept per token per layer for each remat policy, before tensor/sequence sharding.
+def _dims(shape: Shape) -> Dims:
+    return Dims(
+        d_model=float(shape.d_model), d_ff=float(shape.d_ff), heads=float(shape.heads),
+        kv_heads=float(shape.kv_heads), head_dim=float(shape.head_dim), mlp_matrices=float(shape.mlp_matrices),
+        top_k=float(shape.top_k), seq_len=float(shape.seq_len),
+    )
 
-    [KOR §4.1] counts 34·h bytes per token per layer for a GPT layer (attention 11h, MLP 19h with
-    d_ff = 4h, layer norms 4h) plus 5·a·s for the attention scores. We assume fused/flash attention (the
-    default in MaxText on TPU and in Megatron via Transformer Engine), so the 5·a·s score term is not
-    stored. The MLP part generalizes to 3h + 2·d_ff·mlp_matrices (input, per-matrix outputs, mask) and
-    to top-k routed copies for MoE.
-      none:    everything above.
-      dots:    only matmul outputs + layer input: x (2h), q/k/v (2·hd·(H+2KV)), attention context
-               (2·H·hd), out-proj (2h), MLP in (2·d_ff·(mats-1)·k), MLP out (2h).
-      minimal: as dots without the attention context (dots with batch dims are not saved).
-      full:    only the layer input, 2h [KOR §4: "2sbh per layer"]; one layer's full set is re-created
-               during its backward (added once by the caller).
+
+def activation_bytes_per_token_layer(shape: Shape) -> dict[str, float]:
+    """Stored activation bytes per token per layer (tensor = 1) for the run.yaml policy vocabulary.
+
+    Kept for callers that compare policies; :func:`activation_bytes_per_token` is what the model uses.
     """
-    h, f, k = float(shape.d_model), float(shape.d_ff), float(shape.top_k)
-    hd, nh, nkv = float(shape.head_dim), float(shape.heads), float(shape.kv_heads)
-    mats = float(shape.mlp_matrices)
-    attn = 11.0 * h
-    norms = 4.0 * h
-    mlp = (3.0 * h + 2.0 * f * mats) * k
-    qkv = BF16 * hd * (nh + 2 * nkv)
-    minimal = BF16 * h + qkv + BF16 * h + BF16 * f * (mats - 1) * k + BF16 * h
-    return {
-        "none": attn + norms + mlp,
-        "dots": minimal + BF16 * nh * hd,
-        "minimal": minimal,
-        "full": BF16 * h,
-    }
+    from knowledge.cost_remat import runyaml_policy
+
+    out = {}
+    for name in ("none", "dots", "minimal", "full"):
+        spec = runyaml_policy(name, "maxtext", source="comparison")
+        stored, _ = _stored_transient(shape, spec, np.ones(1), np.ones(1) * shape.layers)
+        out[name] = float(stored[0])
+    return out
+
+
+def activation_bytes_per_token(shape: Shape, nt: np.ndarray, local_layers: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(stored per token per layer, transient per token) activation bytes per chip for the run's remat policy."""
+    return _stored_transient(shape, shape.spec, nt, local_layers)
+
+
+def _stored_transient(shape: Shape, spec, nt: np.ndarray, local_layers: np.ndarray) -> tuple[np.ndarray, np.ndarray]:  # type: ignore[no-untyped-def]
+    """See knowledge.cost_remat for what each policy keeps.
+
+    Per chip, tensor parallelism divides the head, MLP and (MaxText/GSPMD, or Megatron with sequence
+    parallelism) embedding-sized tensors; KV heads replicate once tensor exceeds kv_heads; without sequence
+    parallelism Megatron replicates the norm inputs/outputs and the layer input [KOR Table 2].
+    """
+    d = _dims(shape)
+    tb = tensor_bytes(d)
+    rep, shd = everything_bytes(d, dropout=shape.dropout)
+    nt = np.asarray(nt, dtype=np.float64)
+    emb_div = nt if shape.sequence_parallel else np.ones_like(nt)
+    kv_div = np.minimum(nt, max(d.kv_heads, 1.0))
+    everything = rep / emb_div + shd / nt
+    scores = 0.0 if shape.flash_attention else score_bytes(d, dropout=shape.dropout) / nt
+    layer_input = tb["input"] / emb_div
+    if spec.stores_everything:
+        if spec.recompute_attention_core:  # selective: scores recomputed, one layer's at a time
+            return everything, scores
+        return everything + scores, np.zeros_like(nt)
+    if spec.megatron_full:
+        n = float(spec.megatron_layers)
+        full_layer = everything + scores
+        if spec.megatron_method == "block":
+            ll = np.asarray(local_layers, dtype=np.float64)
+            recomputed = np.minimum(n, ll)
+            per_layer = (recomputed * layer_input + np.maximum(ll - n, 0.0) * full_layer) / np.maximum(ll, 1.0)
+            return per_layer, full_layer
+        return layer_input / n, n * full_layer
+    saved = layer_input.copy()
+    for name in spec.saved:
+        if name in ("k", "v"):
+            saved = saved + tb[name] / kv_div
+        elif name in ("input", "o"):
+            saved = saved + tb[name] / emb_div
+        else:
+            saved = saved + tb[name] / nt
+    transient = np.maximum(everything + scores - saved, 0.0)
+    return saved, transient
 
 
 def evaluate(
@@ -160,6 +189,8 @@ def evaluate(
         mb = np.minimum(float(shape.micro_batch), per_rank)
     else:
         m_guess = np.where(npp > 1, np.minimum(per_rank, 4.0 * npp), 1.0)  # [GPipe] M >= 4K
+        if shape.grad_accum is not None:  # MaxText gradient_accumulation_steps: a fixed count per step
+            m_guess = np.minimum(per_rank, float(shape.grad_accum))
         mb = per_rank / np.maximum(m_guess, 1.0)
     m = np.maximum(per_rank / np.maximum(mb, 1e-12), 1.0)
     tok_mb = mb * S / ns  # tokens one chip processes per micro-batch (tensor ranks share them)
@@ -172,10 +203,16 @@ def evaluate(
     expert_active = shape.params_expert * K / E if shape.is_moe else 0.0
     dense_params = matmul_params - expert_active
     attn_flops = 12.0 * L * shape.heads * shape.head_dim * S * tokens
-    mm_factor, attn_factor = REMAT_FLOP_FACTORS[shape.remat]
-    dense_flops = 6.0 * dense_params * tokens * mm_factor
-    expert_flops = 6.0 * expert_active * tokens * mm_factor
-    attn_hw = attn_flops * attn_factor
+    # Rematerialization re-runs part of the forward in backward: 2 FLOPs per re-run matmul parameter per
+    # token per layer, and the attention core's forward (1/3 of its training FLOPs) when it is recomputed
+    # (knowledge.cost_remat.recompute_params_per_layer; [KOR §5]: full recompute ~ +1/3).
+    spec = shape.spec
+    dims = _dims(shape)
+    re_attn, re_mlp, re_core = recompute_params_per_layer(spec, dims)
+    moe_mlp = re_mlp if shape.is_moe else 0.0
+    dense_flops = 6.0 * dense_params * tokens + 2.0 * L * (re_attn + re_mlp - moe_mlp) * tokens
+    expert_flops = 6.0 * expert_active * tokens + 2.0 * L * moe_mlp * tokens
+    attn_hw = attn_flops * (4.0 / 3.0 if re_core else 1.0)
     model_flops = 6.0 * matmul_params * tokens + attn_flops
     peak = chip.peak_bf16_flops * efficiency
     bw = chip.hbm_bandwidth * efficiency
@@ -196,7 +233,7 @@ def evaluate(
     # --- collectives ---------------------------------------------------------------------------
     P_ne, P_e = shape.params_dense, shape.params_expert
     local_layers = L / npp
-    full = shape.remat == "full"
+    full = spec.is_full
     zeros = np.zeros_like(nd)
     comm_ovl = {k: zeros.copy() for k in AXIS_KEYS}  # overlappable with compute
     comm_crit = {k: zeros.copy() for k in AXIS_KEYS}  # on the critical path
@@ -260,29 +297,34 @@ def evaluate(
     bubble_frac = (npp - 1.0) / m
 
     # --- memory per chip -------------------------------------------------------------------------
-    # Model state [ZeRO §3.1]: bf16 weights 2 B + gradients 2 B (Megatron: fp32 main_grad, 4 B) +
-    # optimizer (fp32 master + moments, OPTIMIZER_BYTES_PER_PARAM), divided by the axes that shard them:
-    # fsdp, tensor, pipeline, and expert for expert weights. data/sequence replicate.
-    w_shard = P_ne / (nf * nt * npp) + P_e / (nf * nt * npp * ne)
-    grad_bytes = 4.0 if shape.framework == "megatron" else BF16
-    opt_shard = w_shard / (nd * ns) if shape.distributed_optimizer else w_shard
-    # FSDP keeps ~2 layers' gathered weights live (current + prefetched next).
+    # Model state [ZeRO §3.1]: weights, gradients and optimizer state in the bytes per parameter the run's
+    # framework and config give (knowledge.cost_shapes._model_state), divided by the axes that shard them:
+    # fsdp, tensor, pipeline, and expert for expert weights; data/sequence replicate. Megatron's distributed
+    # optimizer shards the optimizer state over data x context (x expert for dense weights) as well.
+    w_dense = P_ne / (nf * nt * npp)
+    w_exp = P_e / (nf * nt * npp * ne)
+    w_shard = w_dense + w_exp
+    if shape.distributed_optimizer:
+        opt_shard = w_dense / (nd * ns * ne) + w_exp / (nd * ns)
+    else:
+        opt_shard = w_shard
+    # FSDP keeps ~2 layers' gathered bf16 weights live (current + prefetched next).
     gathered_layer = BF16 * ((P_ne - 2.0 * V * D) / L / nt + P_e / L / (nt * ne))
-    weights = BF16 * w_shard + np.where(nf > 1, 2.0 * gathered_layer, 0.0)
-    per_tok = activation_bytes_per_token_layer(shape)
-    # Activations: per token per layer bytes x tokens per chip per micro-batch / tensor (sequence already
-    # in tok_mb) x local layers x micro-batches in flight (1F1B keeps up to p on the first stage, so
-    # pipelining does not shrink this below one micro-batch for all layers [PTD §2.2; KOR §4.2.3]).
+    weights = shape.weight_bytes * w_shard + np.where(nf > 1, 2.0 * gathered_layer, 0.0)
+    stored, transient = activation_bytes_per_token(shape, nt, local_layers)
+    # Activations: bytes per token per layer x tokens per chip per micro-batch (sequence already in tok_mb) x
+    # local layers x micro-batches in flight (1F1B keeps up to p on the first stage, so pipelining does not
+    # shrink this below one micro-batch for all layers [PTD §2.2; KOR §4.2.3]), plus what one layer
+    # re-materializes during its backward.
     in_flight = np.minimum(m, npp)
-    acts = per_tok[shape.remat] * tok_mb / nt * local_layers * in_flight
-    if full:
-        acts = acts + per_tok["none"] * tok_mb / nt  # one layer re-materialized during its backward
-    # Logits: bf16 logits + fp32 softmax/loss per token per vocab entry, vocab sharded over tensor.
-    acts = acts + 6.0 * tok_mb * V / nt
+    acts = stored * tok_mb * local_layers * in_flight + transient * tok_mb
+    # Logits: bf16 logits + fp32 softmax/loss per token per vocab entry (bf16 only with a fused
+    # cross-entropy kernel, Megatron cross_entropy_loss_fusion), vocab sharded over tensor.
+    acts = acts + (2.0 if shape.fused_cross_entropy else 6.0) * tok_mb * V / nt
     memory = {
         "weights": weights,
-        "gradients": grad_bytes * w_shard,
-        "optimizer": OPTIMIZER_BYTES_PER_PARAM.get(shape.optimizer, 12.0) * opt_shard,
+        "gradients": shape.grad_bytes * w_shard,
+        "optimizer": (0.0 if shape.optimizer_offload else shape.optimizer_bytes) * opt_shard,
         "activations": acts,
     }
     return Terms(

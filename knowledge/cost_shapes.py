@@ -10,11 +10,14 @@ so one mesh and ten thousand meshes are costed from the same numbers.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from bot.errors import AsapError
-from bot.runs.record import RunRecord
+from bot.runs.record import RunRecord, TrainingSpec
+from knowledge.cost_remat import RematSpec, megatron_policy, named_policy, runyaml_policy
+from knowledge.cost_settings import TrainingSettings, dtype_bytes
 
-RematPolicy = str  # "none" | "minimal" | "dots" | "full"
+RematPolicy = str  # the policy as written: "none", "full", "minimal", "save_dot_except_mlpwi", "selective", ...
 
 # Bytes per parameter held for the optimizer (master weights + moments), fp32 unless noted.
 # Source: ZeRO (Rajbhandari et al., 2019, §3.1 "Model States"): mixed-precision Adam keeps fp32 master
@@ -57,6 +60,26 @@ class Shape:
     distributed_optimizer: bool
     assumptions: tuple[str, ...] = ()
     guessed: frozenset[str] = field(default_factory=frozenset)
+    # --- read from the run's config (knowledge.cost_settings); the defaults are the run.yaml-only behaviour --
+    remat_spec: RematSpec | None = None  # resolved policy (None: built from ``remat`` on demand)
+    grad_accum: int | None = None  # micro-batches per step per data rank (MaxText gradient_accumulation_steps)
+    sequence_parallel: bool = True  # Megatron sequence_parallel; MaxText/GSPMD shard every activation over tensor
+    flash_attention: bool = True  # attention scores not stored
+    dropout: bool = False  # dropout masks stored
+    fused_cross_entropy: bool = False  # logits kept in bf16 only (Megatron cross_entropy_loss_fusion)
+    weight_bytes: float = 2.0  # bytes per parameter of the persistent weights
+    grad_bytes: float = 2.0  # bytes per parameter of the gradient buffer
+    optimizer_bytes: float = 12.0  # bytes per parameter of the optimizer state (before sharding)
+    optimizer_offload: bool = False  # optimizer state in host memory (MaxText optimizer_memory_host_offload)
+    settings: TrainingSettings | None = None  # what the config said (for notes and edits)
+
+    @property
+    def spec(self) -> RematSpec:
+        """The resolved remat policy (built from the run.yaml label when no config said)."""
+        if self.remat_spec is not None:
+            return self.remat_spec
+        label = self.remat if self.remat in ("none", "minimal", "dots", "full") else "full"
+        return runyaml_policy(label, self.framework, source="run.yaml")
 
     @property
     def is_moe(self) -> bool:
@@ -72,8 +95,11 @@ class Shape:
         return self.global_batch * self.seq_len
 
 
-def missing_for_prediction(run: RunRecord) -> list[str]:
-    """Which run.yaml fields an absolute prediction still needs ([] when enough is known)."""
+def missing_for_prediction(run: RunRecord, settings: TrainingSettings | None = None) -> list[str]:
+    """Which run.yaml fields an absolute prediction still needs ([] when enough is known).
+
+    The global batch and sequence length may also come from the run's config (``settings``).
+    """
     missing: list[str] = []
     m, t = run.model, run.training
     if m is None:
@@ -84,21 +110,41 @@ def missing_for_prediction(run: RunRecord) -> list[str]:
                 missing.append(f"model.{name}")
         if m.d_ff is None and m.params is None:
             missing.append("model.d_ff (or model.params)")
-    if t is None:
+    batch = (t.global_batch if t else None) or config_global_batch(run, settings)
+    seq = (t.seq_len if t else None) or (settings.seq_len if settings else None)
+    if t is None and not (batch and seq):
         missing.append("training (global_batch, seq_len)")
     else:
-        for name in ("global_batch", "seq_len"):
-            if getattr(t, name) is None:
-                missing.append(f"training.{name}")
+        if not batch:
+            missing.append("training.global_batch")
+        if not seq:
+            missing.append("training.seq_len")
     return missing
 
 
-def resolve_shape(run: RunRecord) -> Shape:
+def config_global_batch(run: RunRecord, settings: TrainingSettings | None) -> int | None:
+    """Global batch as the config states it (Megatron global_batch_size; MaxText per_device x chips x accum)."""
+    if settings is None:
+        return None
+    if settings.global_batch:
+        return settings.global_batch
+    if settings.per_device_batch:
+        total = settings.per_device_batch * run.num_chips * (settings.grad_accum or 1)
+        if total >= 1 and float(total).is_integer():
+            return int(total)
+    return None
+
+
+def resolve_shape(run: RunRecord, settings: TrainingSettings | None = None) -> Shape:
     """Resolve the run's model and training shape, recording each default taken.
+
+    ``settings`` (read from the run's own config by :func:`knowledge.cost_settings.settings_from_config`)
+    take precedence over run.yaml's ``training`` section and the framework defaults: the config is what
+    the job ran. Where the two disagree the assumptions say so.
 
     Raises :class:`AsapError` naming the missing run.yaml fields when the model is too unknown to cost.
     """
-    missing = missing_for_prediction(run)
+    missing = missing_for_prediction(run, settings)
     if missing:
         raise AsapError(
             f"cannot predict step time or memory: run {run.id!r} does not give {', '.join(missing)}",
@@ -107,8 +153,9 @@ def resolve_shape(run: RunRecord) -> Shape:
             hint="add the model dimensions and training.global_batch / seq_len to run.yaml; "
             "proposals then come with computed step-time and memory predictions",
         )
-    m, t = run.model, run.training
-    assert m is not None and t is not None and m.layers and m.d_model and m.heads  # checked above
+    m = run.model
+    t = run.training or TrainingSpec()
+    assert m is not None and m.layers and m.d_model and m.heads  # checked above
     assumptions: list[str] = []
     guessed: set[str] = set()
 
@@ -142,27 +189,40 @@ def resolve_shape(run: RunRecord) -> Shape:
     params_expert = min(params_expert, params_total)
     params_active = params_total - params_expert + params_expert * top_k / experts
 
-    remat = t.remat
-    if remat is None:
-        remat = DEFAULT_REMAT.get(run.framework, "full")
-        assumptions.append(
-            f"remat policy not given: assumed '{remat}' (the {run.framework} default); "
-            "it changes activation memory and recompute FLOPs"
-        )
+    cfg = settings
+    spec, remat_notes, remat_guessed = _resolve_remat(run, t.remat, cfg)
+    assumptions.extend(remat_notes)
+    if remat_guessed:
         guessed.add("remat")
-    if t.micro_batch is None:
+
+    micro_batch = t.micro_batch
+    grad_accum: int | None = None
+    if cfg is not None and cfg.micro_batch:
+        if t.micro_batch and t.micro_batch != cfg.micro_batch:
+            assumptions.append(f"run.yaml says micro_batch {t.micro_batch}, the config {cfg.micro_batch}: using the config")
+        micro_batch = cfg.micro_batch
+    elif cfg is not None and run.framework != "megatron" and (cfg.grad_accum or cfg.per_device_batch):
+        # MaxText: global batch = per_device_batch_size x devices x gradient_accumulation_steps, so a step
+        # holds exactly gradient_accumulation_steps micro-batches whatever the mesh (MaxText pyconfig).
+        grad_accum = cfg.grad_accum or 1
+        micro_batch = None
+    if micro_batch is None and grad_accum is None:
         assumptions.append(
             "micro_batch not given: assumed one micro-batch per step without pipelining (no gradient "
             "accumulation); with pipeline > 1, min(per-rank batch, 4 x stages) micro-batches (GPipe: bubble "
             "negligible at M >= 4K)"
         )
         guessed.add("micro_batch")
-    tags = {x.lower() for x in run.tags}
-    distributed_optimizer = run.framework == "megatron" and bool(
-        tags & {"distributed-optimizer", "use-distributed-optimizer", "zero1", "zero-1"}
-    )
-    if distributed_optimizer:
-        assumptions.append("Megatron distributed optimizer (ZeRO-1): optimizer state sharded over data-parallel ranks")
+
+    stated = config_global_batch(run, cfg)
+    global_batch = t.global_batch or stated or 1
+    if t.global_batch and stated and stated != t.global_batch and not (cfg is not None and cfg.changed):
+        assumptions.append(f"run.yaml global_batch {t.global_batch} differs from the config's {stated}: using run.yaml")
+    if cfg is not None and cfg.global_batch_factor != 1.0:
+        global_batch = max(1, int(round(global_batch * cfg.global_batch_factor)))
+        assumptions.append(f"global batch scaled x{cfg.global_batch_factor:g} by the proposed settings: {global_batch}")
+    seq_len = t.seq_len or (cfg.seq_len if cfg else None) or 1
+    state = _model_state(run, cfg, assumptions)
     if t.dtype != "bf16":
         assumptions.append(f"dtype {t.dtype}: memory and FLOP rates still use the bf16 figures")
     return Shape(
@@ -179,13 +239,111 @@ def resolve_shape(run: RunRecord) -> Shape:
         params_total=params_total,
         params_expert=params_expert,
         params_active=params_active,
-        global_batch=t.global_batch or 1,
-        seq_len=t.seq_len or 1,
-        micro_batch=t.micro_batch,
-        remat=remat,
+        global_batch=global_batch,
+        seq_len=seq_len,
+        micro_batch=micro_batch,
+        remat=spec.policy,
         optimizer=t.optimizer,
         framework=run.framework,
-        distributed_optimizer=distributed_optimizer,
+        distributed_optimizer=state["distributed_optimizer"],
         assumptions=tuple(assumptions),
         guessed=frozenset(guessed),
+        remat_spec=spec,
+        grad_accum=grad_accum,
+        sequence_parallel=state["sequence_parallel"],
+        flash_attention=state["flash_attention"],
+        dropout=state["dropout"],
+        fused_cross_entropy=state["fused_cross_entropy"],
+        weight_bytes=state["weight_bytes"],
+        grad_bytes=state["grad_bytes"],
+        optimizer_bytes=state["optimizer_bytes"],
+        optimizer_offload=state["optimizer_offload"],
+        settings=cfg,
     )
+
+
+def _resolve_remat(
+    run: RunRecord, runyaml: str | None, cfg: TrainingSettings | None
+) -> tuple[RematSpec, list[str], bool]:
+    """The remat policy: the config's setting, else run.yaml's, else the framework default (guessed)."""
+    notes: list[str] = []
+    if cfg is not None and cfg.remat_key is not None:
+        where = f"config {cfg.remat_key}"
+        spec: RematSpec | None
+        if run.framework == "megatron" or cfg.format == "megatron":
+            spec = megatron_policy(cfg.remat_policy, cfg.recompute_method, cfg.recompute_num_layers, source=where)
+        else:
+            spec = named_policy(cfg.remat_policy or "none", source=where)
+            if spec is None:
+                notes.append(f"remat policy {cfg.remat_policy!r} ({where}) not understood")
+        if spec is not None:
+            notes.extend(spec.notes)
+            if runyaml is not None:
+                mine = runyaml_policy(runyaml, run.framework, source="run.yaml")
+                if (mine.saved, mine.stores_everything, mine.megatron_full) != (
+                    spec.saved, spec.stores_everything, spec.megatron_full
+                ):
+                    notes.append(f"run.yaml says remat '{runyaml}', the config {spec.policy!r}: using the config")
+            return spec, notes, False
+    if runyaml is not None:
+        return runyaml_policy(runyaml, run.framework, source="run.yaml training.remat"), notes, False
+    default = DEFAULT_REMAT.get(run.framework, "full")
+    notes.append(
+        f"remat policy not given: assumed '{default}' (the {run.framework} default); "
+        "it changes activation memory and recompute FLOPs"
+    )
+    return runyaml_policy(default, run.framework, source="default"), notes, True
+
+
+def _model_state(run: RunRecord, cfg: TrainingSettings | None, notes: list[str]) -> dict[str, Any]:
+    """Bytes per parameter of weights / gradients / optimizer state, and the activation-layout flags.
+
+    Megatron-LM (bf16): bf16 weights 2 B, fp32 main gradients 4 B (Megatron forces fp32 gradient
+    accumulation with bf16: ``accumulate_allreduce_grads_in_fp32``; Megatron-Bridge ``grad_reduce_in_fp32``),
+    fp32 master weights + Adam moments 12 B; the distributed optimizer shards those 12 B over the
+    data-parallel ranks including context parallelism (Megatron-Core docs, "Distributed Optimizer":
+    6 + 12/d bytes per parameter; ``get_data_parallel_group(with_context_parallel=True)``).
+    MaxText / JAX: parameters stored in ``weight_dtype`` (MaxText base.yml default float32), gradients in the
+    same dtype, Adam's two moments likewise: 16 B per parameter for fp32 parameters (ZeRO §3.1's mixed-
+    precision "16 Psi"), 8 B for bf16.
+    """
+    tags = {x.lower() for x in run.tags}
+    out: dict[str, Any] = {}
+    if run.framework == "megatron":
+        dist = cfg.distributed_optimizer if cfg is not None else None
+        if dist is None:  # legacy: a run tag
+            dist = bool(tags & {"distributed-optimizer", "use-distributed-optimizer", "zero1", "zero-1"})
+        out["distributed_optimizer"] = dist
+        if dist:
+            notes.append("Megatron distributed optimizer: optimizer state sharded over the data (x context) ranks")
+        grad_fp32 = True if cfg is None or cfg.grad_fp32 is None else cfg.grad_fp32
+        grad = dtype_bytes(cfg.grad_dtype) if cfg is not None and cfg.grad_dtype else (4.0 if grad_fp32 else 2.0)
+        master = dtype_bytes(cfg.master_dtype) if cfg is not None and cfg.master_dtype else 4.0
+        moment = dtype_bytes(cfg.moment_dtype) if cfg is not None and cfg.moment_dtype else 4.0
+        out.update(weight_bytes=2.0, grad_bytes=grad, optimizer_bytes=master + 2.0 * moment)
+        if (grad, master, moment) != (4.0, 4.0, 4.0):
+            notes.append(
+                f"optimizer precision from the config: gradients {grad:.0f} B, master weights {master:.0f} B, "
+                f"Adam moments {moment:.0f} B per parameter"
+            )
+        out["sequence_parallel"] = bool(cfg.sequence_parallel) if cfg is not None else False
+        out["fused_cross_entropy"] = bool(cfg.fused_cross_entropy) if cfg is not None else False
+    else:
+        out["distributed_optimizer"] = False
+        wd = cfg.weight_dtype if cfg is not None else None
+        opt = OPTIMIZER_BYTES_PER_PARAM.get(run.training.optimizer if run.training else "adamw", 12.0)
+        if wd is not None and ("bf16" in wd or "bfloat16" in wd):
+            out.update(weight_bytes=2.0, grad_bytes=2.0, optimizer_bytes=(opt - 4.0) / 2.0)
+        else:
+            out.update(weight_bytes=4.0, grad_bytes=4.0, optimizer_bytes=opt - 4.0)
+        out["sequence_parallel"] = True
+        out["fused_cross_entropy"] = False
+    flash = True if cfg is None or cfg.flash_attention is None else cfg.flash_attention
+    out["flash_attention"] = flash
+    if not flash:
+        notes.append("attention without a flash kernel (config): the attention scores are stored [KOR 5as]")
+    out["dropout"] = bool(cfg.dropout) if cfg is not None and cfg.dropout is not None else False
+    out["optimizer_offload"] = bool(cfg.optimizer_offload) if cfg is not None else False
+    if out["optimizer_offload"]:
+        notes.append("optimizer_memory_host_offload: optimizer state kept in host memory, not HBM")
+    return out

@@ -31,6 +31,7 @@ from knowledge.cost_core import (
     Terms,
     evaluate,
 )
+from knowledge.cost_settings import TrainingSettings
 from knowledge.cost_shapes import Shape, missing_for_prediction, resolve_shape
 from knowledge.hardware import Chip, get_chip
 
@@ -60,6 +61,12 @@ class Calibration(BaseModel):
     activation_scale: float = Field(
         default=1.0, description="measured / modelled activation memory on the baseline (peak HBM in use)"
     )
+    settings: TrainingSettings | None = Field(
+        default=None, description="training settings read from the baseline's config; predictions reuse them"
+    )
+    activation_measured: bool = Field(
+        default=False, description="activation_scale was fitted on a measured peak (narrows the memory band)"
+    )
 
 
 class Prediction(BaseModel):
@@ -80,11 +87,15 @@ class Prediction(BaseModel):
     memory_capacity_bytes: float
     fits_memory: bool = Field(description="memory_per_chip <= capacity * (1 - headroom)")
     assumptions: list[str]
+    memory_low_bytes: float | None = Field(
+        default=None, description="low edge of the memory band (activations are the uncertain term)"
+    )
+    memory_high_bytes: float | None = Field(default=None, description="high edge of the memory band")
 
 
-def model_known(run: RunRecord) -> bool:
-    """True when the run gives enough model and training shape for absolute predictions."""
-    return not missing_for_prediction(run)
+def model_known(run: RunRecord, settings: TrainingSettings | None = None) -> bool:
+    """True when the run (and its config's ``settings``) give enough model and training shape."""
+    return not missing_for_prediction(run, settings)
 
 
 def mesh_arrays(meshes: list[Mesh]) -> tuple[np.ndarray, np.ndarray]:
@@ -102,6 +113,13 @@ def _mesh_distance(mesh: Mesh, base: Mesh) -> float:
         for axis in AXES:
             total += abs(math.log2(a.get(axis, 1) / b.get(axis, 1)))
     return total / 2.0
+
+
+def _settings(settings: TrainingSettings | None, calibration: Calibration | None) -> TrainingSettings | None:
+    """Explicit settings win; else the ones the calibration was fitted with."""
+    if settings is not None:
+        return settings
+    return calibration.settings if calibration is not None else None
 
 
 def _evaluate_one(run: RunRecord, shape: Shape, chip: Chip, mesh: Mesh) -> Terms:
@@ -122,15 +140,30 @@ def _scales(calibration: Calibration | None) -> tuple[float, float, float]:
     return calibration.compute_scale, calibration.comm_scale, (calibration.fixed_ms + calibration.residual_ms) / 1e3
 
 
+# Relative half-width of the activation-memory band: the least certain memory term.
+U_ACT_EXACT = 0.2  # the remat policy and micro-batch are known exactly (config or run.yaml)
+U_ACT_INEXACT = 0.35  # a policy read from its words, or remat/micro-batch guessed
+U_ACT_MEASURED = 0.1  # activation scale fitted on the run's measured peak
+U_STATE = 0.05  # weights, gradients, optimizer state: exact byte counts, small allocator slack
+
+
 def predict(
-    run: RunRecord, mesh: Mesh, *, calibration: Calibration | None = None, chip: Chip | None = None
+    run: RunRecord,
+    mesh: Mesh,
+    *,
+    calibration: Calibration | None = None,
+    chip: Chip | None = None,
+    settings: TrainingSettings | None = None,
 ) -> Prediction:
     """Step time, band and memory per chip for ``mesh`` on this run.
 
-    Raises :class:`AsapError` when the model/training shape is unknown (see :func:`model_known`) and
-    :class:`~bot.errors.ConfigError` when the mesh does not cover the run's chips.
+    ``settings`` are the training settings of the config (remat, micro-batch, optimizer sharding ...; see
+    :mod:`knowledge.cost_settings`); when omitted, the calibration's are used. A proposal that changes a
+    setting passes a changed copy. Raises :class:`AsapError` when the model/training shape is unknown
+    (see :func:`model_known`) and :class:`~bot.errors.ConfigError` when the mesh does not cover the chips.
     """
-    shape = resolve_shape(run)
+    settings = _settings(settings, calibration)
+    shape = resolve_shape(run, settings)
     chip = chip or get_chip(run.chip)
     mesh.validate_against(run.num_chips, source=f"mesh {mesh.short()}")
     terms = _evaluate_one(run, shape, chip, mesh)
@@ -200,6 +233,15 @@ def predict(
     else:
         assumptions.append("activation memory not calibrated on a measured peak (formula from Korthikanti et al.)")
     total_mem = sum(memory.values())
+    if calibration is not None and calibration.activation_measured:
+        u_act = U_ACT_MEASURED
+    elif shape.spec.exact and not ({"remat", "micro_batch"} & shape.guessed):
+        u_act = U_ACT_EXACT
+    else:
+        u_act = U_ACT_INEXACT
+    state_mem = total_mem - memory["activations"]
+    mem_low = state_mem * (1 - U_STATE) + memory["activations"] * (1 - u_act)
+    mem_high = state_mem * (1 + U_STATE) + memory["activations"] * (1 + u_act)
     capacity = chip.hbm_bytes
     fits = total_mem <= capacity * (1 - DEFAULT_HEADROOM)
     if not fits and _is_baseline(mesh, calibration) and total_mem <= capacity:
@@ -222,6 +264,8 @@ def predict(
         memory_capacity_bytes=capacity,
         fits_memory=fits,
         assumptions=assumptions,
+        memory_low_bytes=mem_low,
+        memory_high_bytes=mem_high,
     )
 
 
@@ -254,7 +298,9 @@ def _measured_memory(run: RunRecord, report: AnalysisReport) -> float | None:
     return float(used) if used else None
 
 
-def calibrate(run: RunRecord, mesh: Mesh, report: AnalysisReport) -> Calibration:
+def calibrate(
+    run: RunRecord, mesh: Mesh, report: AnalysisReport, *, settings: TrainingSettings | None = None
+) -> Calibration:
     """Fit the model's scales to the baseline mesh's measured step time and collective share.
 
     device time measured = step x (1 - collective% - host_wait% - idle%) -> compute_scale;
@@ -266,7 +312,7 @@ def calibrate(run: RunRecord, mesh: Mesh, report: AnalysisReport) -> Calibration
     Whatever the scales cannot reproduce (clamping, unmodelled terms) is ``residual_ms``, carried as
     fixed time so the baseline prediction equals the measurement.
     """
-    shape = resolve_shape(run)
+    shape = resolve_shape(run, settings)
     chip = get_chip(run.chip)
     mesh.validate_against(run.num_chips, source=f"mesh {mesh.short()}")
     step_ms = _measured_step_ms(run, report)
@@ -356,4 +402,6 @@ def calibrate(run: RunRecord, mesh: Mesh, report: AnalysisReport) -> Calibration
         notes=notes,
         baseline_mesh=mesh,
         activation_scale=activation_scale,
+        settings=settings,
+        activation_measured=used is not None and acts > 0,
     )

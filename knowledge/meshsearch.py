@@ -32,7 +32,8 @@ from bot.errors import AsapError
 from bot.runs.record import RunRecord
 from knowledge.cost_core import evaluate
 from knowledge.cost_shapes import resolve_shape
-from knowledge.costmodel import DEFAULT_HEADROOM, Calibration, _scales, mesh_arrays
+from knowledge.cost_settings import TrainingSettings
+from knowledge.costmodel import DEFAULT_HEADROOM, Calibration, _scales, _settings, mesh_arrays
 from knowledge.hardware import Chip, get_chip
 
 DCN_AXES: tuple[Axis, ...] = ("data", "fsdp", "pipeline")
@@ -227,9 +228,10 @@ def score_mesh_arrays(
     calibration: Calibration | None = None,
     *,
     chip: Chip | None = None,
+    settings: TrainingSettings | None = None,
 ) -> np.ndarray:
     """Predicted step time (ms) for each row of the mesh arrays; same formulas as ``predict``."""
-    return evaluate_mesh_arrays(run, ici, dcn, calibration, chip=chip).step_ms
+    return evaluate_mesh_arrays(run, ici, dcn, calibration, chip=chip, settings=settings).step_ms
 
 
 @dataclass(frozen=True)
@@ -249,9 +251,10 @@ def evaluate_mesh_arrays(
     *,
     chip: Chip | None = None,
     headroom: float = DEFAULT_HEADROOM,
+    settings: TrainingSettings | None = None,
 ) -> MeshScores:
     """Step time (ms) and memory per chip for each row of the mesh arrays, in one vectorized pass."""
-    shape = resolve_shape(run)
+    shape = resolve_shape(run, _settings(settings, calibration))
     chip = chip or get_chip(run.chip)
     ici = np.asarray(ici, dtype=np.int64).reshape(-1, 6)
     dcn = np.asarray(dcn, dtype=np.int64).reshape(-1, 6)
@@ -274,10 +277,12 @@ def evaluate_mesh_arrays(
     return MeshScores(step, mem, fits)
 
 
-def score_meshes(run: RunRecord, meshes: list[Mesh], calibration: Calibration | None) -> np.ndarray:
+def score_meshes(
+    run: RunRecord, meshes: list[Mesh], calibration: Calibration | None, *, settings: TrainingSettings | None = None
+) -> np.ndarray:
     """Vectorized predicted step time (ms) for many meshes at once: the fast path for search.
 
     Raises :class:`AsapError` when the model is unknown (as ``predict`` does).
     """
     ici, dcn = mesh_arrays(meshes)
-    return score_mesh_arrays(run, ici, dcn, calibration)
+    return score_mesh_arrays(run, ici, dcn, calibration, settings=settings)

@@ -150,7 +150,7 @@ def test_measured_step_from_run_record_when_report_has_none() -> None:
 def test_collectives_the_model_does_not_predict_are_noted() -> None:
     run = run_record()
     one_axis = Mesh(ici={"data": 64})  # no fsdp/tensor/...: only a once-per-step gradient all-reduce
-    cal = calibrate(run, one_axis, report(3000.0, 60.0))
+    cal = calibrate(run, one_axis, report(3000.0, 75.0))
     assert predict(run, one_axis, calibration=cal).step_time_ms == pytest.approx(3000.0)
     assert any("comm_scale" in n and "disagree" in n for n in cal.notes)
     assert any("shorter than the modelled FLOPs" in n for n in cal.notes)
@@ -175,12 +175,12 @@ def test_memory_calibrated_on_measured_peak() -> None:
 
 
 def test_baseline_that_ran_near_capacity_still_fits() -> None:
-    run = run_record(remat="none", micro_batch=2)  # ~51 GB modelled; measured 90 GB -> activations x1.8
+    run = run_record(remat="none", micro_batch=2)  # ~47 GB modelled; measured 90 GB -> activations x~2
     mesh = Mesh(ici={"fsdp": 64})
     rep = report(3000.0, 5.0)
     rep = rep.model_copy(update={"kpis": rep.kpis.model_copy(update={"hbm_used_bytes": 90e9})})  # 94% of 96 GB
     cal = calibrate(run, mesh, rep)
-    assert 1.5 < cal.activation_scale < 2.0
+    assert 1.5 < cal.activation_scale < 2.5
     assert predict(run, mesh, calibration=cal).fits_memory
     assert score_fits(run, mesh, cal)
     # A mesh needing more than the baseline does not inherit the exemption.

@@ -45,7 +45,10 @@ def test_memory_falls_as_fsdp_grows() -> None:
 def test_replicated_8b_does_not_fit_but_fsdp_does() -> None:
     run = run_record()
     replicated = predict(run, Mesh(ici={"data": 64}))
-    assert replicated.memory_breakdown_bytes["optimizer"] > 90e9  # 12 B x 8 G params
+    # MaxText keeps fp32 parameters (weight_dtype default), fp32 gradients and two fp32 Adam moments:
+    # 16 B per parameter, 8 B of it optimizer state, all replicated by pure data parallelism.
+    assert replicated.memory_breakdown_bytes["optimizer"] > 60e9  # 8 B x 8 G params
+    assert replicated.memory_per_chip_bytes > 120e9
     assert not replicated.fits_memory
     assert predict(run, Mesh(ici={"fsdp": 64})).fits_memory
 

@@ -52,18 +52,28 @@ class CriticResult(_Out):
 
 
 class Predicted(_Out):
-    """A computed prediction for one mesh, relative to the calibrated baseline where there is one."""
+    """A computed prediction for one mesh, relative to the calibrated baseline where there is one.
+
+    ``basis`` says where it comes from: ``model`` (the cost model from the model and training shape,
+    calibrated on the profile when there is one) or ``profile`` (the model is unknown: the measured step's
+    own compute and collective times, scaled by how the change moves each; memory cannot be computed and
+    is null).
+    """
 
     step_time_ms: float
     step_time_low_ms: float
     step_time_high_ms: float
     uncertainty: float = Field(description="relative half-width of the step-time band, 0.2 = +-20%")
-    memory_per_chip_bytes: float
+    memory_per_chip_bytes: float | None = Field(description="null when the model is unknown (basis 'profile')")
     memory_capacity_bytes: float
-    fits_memory: bool
+    fits_memory: bool | None = Field(description="null when memory cannot be computed (basis 'profile')")
     breakdown_ms: dict[str, float]
     memory_breakdown_bytes: dict[str, float]
     assumptions: list[str]
+    basis: Literal["model", "profile"] = Field(default="model", description="how the prediction was made")
+    memory_low_bytes: float | None = Field(default=None, description="low edge of the memory band")
+    memory_high_bytes: float | None = Field(default=None, description="high edge of the memory band")
+    tokens_per_step: float | None = Field(default=None, description="tokens per optimizer step this prediction is for")
 
 
 class Change(_Out):
@@ -74,6 +84,13 @@ class Change(_Out):
     speedup: float | None = Field(description="baseline / proposal step time")
     memory_per_chip_bytes_delta: float | None
     within_noise: bool = Field(description="the predicted gain is inside the prediction's uncertainty")
+    tokens_per_step_factor: float = Field(
+        default=1.0, description="tokens per step vs the baseline (a settings change may raise the global batch)"
+    )
+    time_per_token_percent: float | None = Field(
+        default=None, description="relative change of step time per token, percent (negative = faster); "
+        "equals step_time_percent when the tokens per step are unchanged"
+    )
 
 
 class MoveRef(_Out):
@@ -107,6 +124,13 @@ class Proposal(_Out):
     critic: list[Check]
     diff: str | None = Field(description="unified diff of the run's config file applying this mesh")
     config_format: str | None
+    settings: dict[str, object] = Field(
+        default_factory=dict,
+        description="settings changed besides the mesh, config key -> new value (micro-batch, remat policy, ...)",
+    )
+    settings_changes: list[str] = Field(
+        default_factory=list, description="the settings changes in words, e.g. 'micro_batch_size 1 -> 4'"
+    )
 
 
 class Baseline(_Out):

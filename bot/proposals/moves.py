@@ -1,10 +1,11 @@
 """Playbook moves: the changes an expert tries first for a diagnosed bottleneck, read from YAML.
 
-``playbooks/moves.yaml`` holds rules ``{id, when, move | advice, rationale, tradeoffs, source}`` (see
-``playbooks/README.md``). A rule whose ``when`` matches the run's diagnosis, chip and current mesh turns
-the baseline mesh into one candidate mesh (``move``) or gives a recommendation that is not a mesh change
-(``advice``: input pipeline, rematerialization). Candidates from moves join the enumerated meshes; every
-one still has to pass the Critic and is ranked by predicted step time like the rest.
+``playbooks/moves.yaml`` holds rules ``{id, when, move | settings | advice, rationale, tradeoffs, source}``
+(see ``playbooks/README.md``). A rule whose ``when`` matches the run's diagnosis, chip and current mesh
+turns the baseline mesh into one candidate mesh (``move``), changes a training setting the cost model
+understands (``settings``: micro-batch, per-device batch, gradient accumulation, remat policy), or gives a
+recommendation that is not a computed change (``advice``: input pipeline). Candidates from moves join the
+enumerated meshes; every one still has to pass the Critic and is ranked by predicted time like the rest.
 """
 
 from __future__ import annotations
@@ -123,6 +124,29 @@ class Move(BaseModel):
         return Mesh(ici={a: v for a, v in ici.items() if v != 1}, dcn={a: v for a, v in dcn.items() if v != 1})
 
 
+class SettingsMove(BaseModel):
+    """Change one training setting: a batch split up/down, or the remat policy lighter/heavier.
+
+    ``micro_batch`` (Megatron ``micro_batch_size``) keeps the global batch: fewer accumulation steps,
+    same optimization. ``per_device_batch`` (MaxText) and ``grad_accum`` raise the global batch: the
+    proposal says so as a trade-off. ``remat`` walks the framework's policy ladder (MaxText
+    full ... minimal ... none; Megatron full, selective, none); every step that fits memory is a candidate.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+    change: Literal["micro_batch", "per_device_batch", "grad_accum", "remat"]
+    direction: Literal["up", "down", "lighter", "heavier"]
+    max_factor: int = Field(default=8, ge=2, le=64, description="largest factor tried for up/down")
+
+    @model_validator(mode="after")
+    def _direction_fits(self) -> SettingsMove:
+        if (self.change == "remat") != (self.direction in ("lighter", "heavier")):
+            raise ValueError(
+                "remat takes direction lighter or heavier; micro_batch, per_device_batch and grad_accum take up or down"
+            )
+        return self
+
+
 class When(BaseModel):
     """When a rule applies. Every given condition must hold."""
 
@@ -155,6 +179,7 @@ class Rule(BaseModel):
     id: str = Field(pattern=r"^[a-z0-9][a-z0-9-]*$", description="stable id, kebab-case")
     when: When
     move: Move | None = Field(default=None, description="the mesh change; omit for advice")
+    settings: SettingsMove | None = Field(default=None, description="a training-settings change (no mesh change)")
     advice: str | None = Field(default=None, description="a recommendation that is not a mesh change")
     rationale: str = Field(min_length=1, description="why this helps for the matched diagnosis")
     tradeoffs: str = Field(min_length=1, description="what it costs")
@@ -163,8 +188,9 @@ class Rule(BaseModel):
 
     @model_validator(mode="after")
     def _move_or_advice(self) -> Rule:
-        if (self.move is None) == (self.advice is None):
-            raise ValueError("a rule needs exactly one of 'move' or 'advice'")
+        given = [k for k in ("move", "settings", "advice") if getattr(self, k) is not None]
+        if len(given) != 1:
+            raise ValueError(f"a rule needs exactly one of 'move', 'settings' or 'advice'; got {given or 'none'}")
         return self
 
 

@@ -1,0 +1,315 @@
+"""Rematerialization (activation checkpointing) policies: what each keeps in HBM and what it recomputes.
+
+A policy is resolved to a :class:`RematSpec`: the per-layer tensors it saves, offloads to host memory,
+or recomputes in the backward pass. :func:`activation_terms` then turns a spec into bytes per token per
+layer (stored for every layer, and transient while one layer is re-materialized during its backward) and
+:func:`recompute_params_per_layer` into the forward matmul work that is done twice.
+
+Sources, per framework:
+
+* **MaxText** (``remat_policy``): ``Decoder.get_remat_policy`` in ``MaxText/layers/decoders.py``
+  (AI-Hypercomputer/maxtext) maps each name to a ``jax.checkpoint`` policy over the names the decoder layer
+  gives its tensors with ``checkpoint_name`` (``query_proj``, ``key_proj``, ``value_proj``, ``context``,
+  ``out_proj``, ``mlpwi`` / ``mlpwi_0`` / ``mlpwi_1``, ``mlpwo``):
+  ``full`` -> no policy (only the scanned layer's input survives); ``minimal`` ->
+  ``checkpoint_dots_with_no_batch_dims`` (every projection output, not the attention-score dots);
+  ``minimal_with_context`` / ``minimal_flash`` -> minimal + ``context``; ``save_dot_with_context_except_mlp``
+  -> q, k, v, context, out_proj; ``save_dot_except_mlpwi`` -> q, k, v, out_proj, mlpwo;
+  ``save_dot_except_mlp`` -> q, k, v, out_proj; ``save_qkv_proj`` -> q, k, v; ``save_out_proj`` -> out_proj;
+  ``qkv_proj_offloaded`` / ``minimal_offloaded`` -> the same names offloaded to pinned host memory;
+  ``none`` -> no rematerialization. ``jax.checkpoint`` keeps a saveable value only when the backward pass
+  needs it: ``mlpwo`` (the MLP's down projection) only feeds the residual sum, whose gradient needs no
+  saved value, so it is never a residual and costs no memory (the next layer's input is saved anyway).
+* **Megatron-LM / NeMo** (``recompute_granularity`` null | selective | full, ``recompute_method`` uniform
+  | block, ``recompute_num_layers``; NeMo 1.x ``activations_checkpoint_*``): Korthikanti et al. 2022,
+  "Reducing Activation Recomputation in Large Transformer Models" [KOR]: no recompute stores ~34·h bytes
+  per token per layer plus 5·a·s for the attention scores (§4.1, Table 2); *selective* recomputes the
+  core attention, removing the 5·a·s term (§4.3); *full* keeps only each (group of) layer's 2·h input
+  (§4: "2sbhL"); sequence parallelism divides every term by t, tensor parallelism alone only 24 of the
+  34 (§4.2.2, Table 2: ``sbh(10 + 24/t + 5as/(ht))``).
+* **Plain JAX** policy names (``jax.checkpoint_policies``): ``nothing_saveable`` = full,
+  ``everything_saveable`` = none, ``dots_saveable`` / ``checkpoint_dots`` = every dot,
+  ``dots_with_no_batch_dims_saveable`` / ``checkpoint_dots_with_no_batch_dims`` = minimal. Other names
+  (in-house trainers) are read by their words (``save_qkv_and_mlp_outputs`` -> q, k, v and the MLP
+  output) and marked inexact, which widens the memory band.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+# Tensors a decoder layer can keep besides its input (bf16, per token, before sharding).
+RESIDUALS: tuple[str, ...] = ("q", "k", "v", "context", "o", "mlpwi", "mlpwo")
+
+_QKV = frozenset({"q", "k", "v"})
+_MINIMAL = frozenset({"q", "k", "v", "o", "mlpwi", "mlpwo"})
+
+# MaxText names -> (saved, offloaded). Source: MaxText/layers/decoders.py get_remat_policy.
+MAXTEXT_POLICIES: dict[str, tuple[frozenset[str], frozenset[str]]] = {
+    "full": (frozenset(), frozenset()),
+    "minimal": (_MINIMAL, frozenset()),
+    "minimal_with_context": (_MINIMAL | {"context"}, frozenset()),
+    "minimal_flash": (_MINIMAL | {"context"}, frozenset()),
+    "save_dot_with_context_except_mlp": (_QKV | {"context", "o"}, frozenset()),
+    "save_dot_except_mlpwi": (_QKV | {"o", "mlpwo"}, frozenset()),
+    "save_dot_except_mlp": (_QKV | {"o"}, frozenset()),
+    "save_qkv_proj": (_QKV, frozenset()),
+    "save_out_proj": (frozenset({"o"}), frozenset()),
+    "qkv_proj_offloaded": (frozenset(), _QKV),
+    "minimal_offloaded": (frozenset(), _MINIMAL),
+    "save_all": (_MINIMAL | {"context"}, frozenset()),
+    # run.yaml's training.remat vocabulary ("dots": every matmul output, context included)
+    "dots": (_MINIMAL | {"context"}, frozenset()),
+}
+
+# From fastest (most memory) to slowest (least memory): the ladder a "lighter remat" move walks.
+# MaxText base.yml lists the policies in this order ("trade-off between speed (fastest to slowest) and HBM
+# usage (highest to lowest)").
+MAXTEXT_LADDER: tuple[str, ...] = (
+    "none",
+    "minimal_with_context",
+    "minimal",
+    "save_dot_with_context_except_mlp",
+    "save_dot_except_mlpwi",
+    "save_dot_except_mlp",
+    "save_qkv_proj",
+    "full",
+)
+MEGATRON_LADDER: tuple[str, ...] = ("none", "selective", "full")
+
+JAX_POLICY_NAMES: dict[str, str] = {
+    "nothing_saveable": "full",
+    "everything_saveable": "none",
+    "dots_saveable": "dots",
+    "checkpoint_dots": "dots",
+    "dots_with_no_batch_dims_saveable": "minimal",
+    "checkpoint_dots_with_no_batch_dims": "minimal",
+}
+
+
+@dataclass(frozen=True)
+class RematSpec:
+    """A resolved rematerialization policy."""
+
+    policy: str  # as written (normalised to lower case), e.g. "save_dot_except_mlpwi", "selective", "none"
+    style: str = "named"  # "named" (JAX/MaxText residual names) or "megatron"
+    stores_everything: bool = False  # no rematerialization at all
+    saved: frozenset[str] = frozenset()  # residuals kept in HBM besides the layer input
+    offloaded: frozenset[str] = frozenset()  # residuals kept in host memory (neither in HBM nor recomputed)
+    recompute_attention_core: bool = False  # Megatron selective: QK^T/softmax/AV recomputed, scores not stored
+    megatron_full: bool = False  # Megatron full recompute
+    megatron_method: str = "uniform"  # uniform | block
+    megatron_layers: int = 1  # recompute_num_layers
+    exact: bool = True  # the name was recognised exactly (else read from its words)
+    source: str = "default"
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def label(self) -> str:
+        return self.policy
+
+    @property
+    def is_full(self) -> bool:
+        return self.megatron_full or (self.style == "named" and not self.stores_everything and not self.saved
+                                      and not self.offloaded)
+
+
+def _norm(text: object) -> str:
+    return str(text).strip().strip("'\"").lower()
+
+
+def _words(name: str) -> list[str]:
+    return [w for w in re.split(r"[^a-z0-9]+", name) if w]
+
+
+def _from_words(name: str) -> RematSpec | None:
+    """Read an in-house policy name by its words; None when no word is recognised."""
+    words = _words(name)
+    if not words:
+        return None
+    saved: set[str] = set()
+    joined = "_".join(words)
+    if "qkv" in words or any(w in words for w in ("query", "q")):
+        saved |= _QKV
+    if "key" in words or "k" in words:
+        saved.add("k")
+    if "value" in words or "v" in words:
+        saved.add("v")
+    if "context" in words or "attn_out" in joined:
+        saved.add("context")
+    if re.search(r"(^|_)(out_proj|o_proj|outproj|attn_proj)($|_)", joined):
+        saved.add("o")
+    mlp_words = {"mlp", "ffn", "mlpwi", "wi", "gate", "up", "fc1"}
+    if words and mlp_words & set(words):
+        if re.search(r"(mlp|ffn)_(outputs?|out)($|_)", joined) or "mlpwo" in words or "down" in words:
+            saved.add("mlpwo")
+        else:
+            saved.add("mlpwi")
+    if "dots" in words or "dot" in words:
+        saved |= _MINIMAL | {"context"}
+    if "except" in words:
+        after = words[words.index("except") + 1 :]
+        if any(w in ("mlp", "ffn", "mlpwi") for w in after):
+            saved.discard("mlpwi")
+        if "context" in after:
+            saved.discard("context")
+    if not saved:
+        if words[0] in ("full", "nothing", "all") or "full" in words:
+            return RematSpec(policy=name, exact=False)
+        if words[0] in ("none", "no", "off", "false", "disabled"):
+            return RematSpec(policy=name, stores_everything=True, exact=False)
+        return None
+    return RematSpec(policy=name, saved=frozenset(saved), exact=False)
+
+
+def named_policy(name: str, *, source: str) -> RematSpec | None:
+    """A MaxText / JAX policy name (or an in-house one read by its words); None when unreadable."""
+    n = _norm(name)
+    if n in ("", "null"):
+        return None
+    n = JAX_POLICY_NAMES.get(n, n)
+    if n in ("none", "false", "off", "no"):
+        return RematSpec(policy="none", stores_everything=True, source=source)
+    if n in MAXTEXT_POLICIES:
+        saved, off = MAXTEXT_POLICIES[n]
+        return RematSpec(policy=n, saved=saved, offloaded=off, source=source)
+    if n == "custom":
+        return RematSpec(policy=n, saved=_MINIMAL, exact=False, source=source,
+                         notes=("remat_policy 'custom': the per-tensor settings were read as 'minimal' (the names "
+                                "MaxText's custom policy can save)",))
+    spec = _from_words(n)
+    if spec is None:
+        return None
+    return RematSpec(
+        policy=spec.policy, stores_everything=spec.stores_everything, saved=spec.saved, exact=False, source=source,
+        notes=(f"remat policy {name!r} is not a MaxText/JAX policy name: read from its words as saving "
+               f"{', '.join(sorted(spec.saved)) or ('everything' if spec.stores_everything else 'only the layer input')}",),
+    )
+
+
+def megatron_policy(granularity: object, method: object = None, num_layers: object = None, *,
+                    source: str) -> RematSpec:
+    """Megatron ``recompute_granularity`` / ``recompute_method`` / ``recompute_num_layers`` [KOR]."""
+    g = _norm(granularity) if granularity is not None else "none"
+    if g in ("", "none", "null", "false"):
+        return RematSpec(policy="none", style="megatron", stores_everything=True, source=source)
+    if g == "selective":
+        return RematSpec(policy="selective", style="megatron", stores_everything=True, recompute_attention_core=True,
+                         source=source)
+    if g == "full":
+        m = _norm(method) if method is not None else "uniform"
+        n = num_layers if isinstance(num_layers, int) and not isinstance(num_layers, bool) and num_layers > 0 else 1
+        return RematSpec(policy="full", style="megatron", megatron_full=True,
+                         megatron_method="block" if m == "block" else "uniform", megatron_layers=n, source=source)
+    return RematSpec(policy=g, style="megatron", stores_everything=True, exact=False, source=source,
+                     notes=(f"recompute_granularity {granularity!r} not understood: costed as no recompute",))
+
+
+def runyaml_policy(remat: str, framework: str, *, source: str) -> RematSpec:
+    """run.yaml ``training.remat`` (none | minimal | dots | full) in the framework's own terms."""
+    if framework == "megatron":
+        # run.yaml's vocabulary mapped onto Megatron: minimal/dots ~ selective (KOR §4.3).
+        g = {"none": None, "minimal": "selective", "dots": "selective", "full": "full"}[remat]
+        return megatron_policy(g, source=source)
+    spec = named_policy(remat, source=source)
+    assert spec is not None  # run.yaml values are all known names
+    return spec
+
+
+def lighter_policies(spec: RematSpec) -> list[str]:
+    """Policy names that keep more (recompute less) than ``spec``, nearest first, in the framework's terms."""
+    ladder = MEGATRON_LADDER if spec.style == "megatron" else MAXTEXT_LADDER
+    name = "none" if spec.stores_everything and not spec.recompute_attention_core else spec.policy
+    if name not in ladder:
+        # an inexact/in-house name: place it by what it keeps
+        kept = len(spec.saved)
+        name = "full" if kept == 0 else "save_qkv_proj" if kept <= 3 else "save_dot_except_mlp" if kept <= 5 else "minimal"
+    i = ladder.index(name)
+    return list(reversed(ladder[:i]))
+
+
+# ------------------------------------------------------------------------------------------ byte terms
+@dataclass(frozen=True)
+class Dims:
+    """What the byte and FLOP terms need from the model shape."""
+
+    d_model: float
+    d_ff: float
+    heads: float
+    kv_heads: float
+    head_dim: float
+    mlp_matrices: float
+    top_k: float
+    seq_len: float
+
+
+BF16 = 2.0
+
+
+def tensor_bytes(d: Dims) -> dict[str, float]:
+    """bf16 bytes per token per layer of each residual candidate, before tensor sharding."""
+    return {
+        "input": BF16 * d.d_model,
+        "q": BF16 * d.heads * d.head_dim,
+        "k": BF16 * d.kv_heads * d.head_dim,
+        "v": BF16 * d.kv_heads * d.head_dim,
+        "context": BF16 * d.heads * d.head_dim,
+        "o": BF16 * d.d_model,
+        "mlpwi": BF16 * d.d_ff * (d.mlp_matrices - 1) * d.top_k,
+        "mlpwo": 0.0,  # never a backward residual (see module docstring)
+    }
+
+
+def everything_bytes(d: Dims, *, dropout: bool) -> tuple[float, float]:
+    """(replicated-without-SP part, tensor-sharded part) of all activations of one layer per token [KOR §4.1].
+
+    [KOR] counts 34·h for a GPT layer: layer-norm inputs 4h, QKV input 2h, Q,K 4h, V 2h, out-projection
+    input 2h, MLP input 2h, GeLU input 8h, GeLU output 8h, dropout masks 2h (attention scores apart). For
+    any width, GQA and gated MLPs: the two norms' inputs and outputs 8h, q/k/v 2(H+2KV)hd, the attention
+    output 2·H·hd, the MLP's first matmul output 2·d_ff·(m-1) and its activation output 2·d_ff (times the
+    routed experts k), plus 2h of dropout masks when dropout is on. Without sequence parallelism the norm
+    parts (and masks) are replicated across tensor ranks: KOR's "10 + 24/t".
+    """
+    h = d.d_model
+    replicated = 8.0 * h + (2.0 * h if dropout else 0.0)
+    sharded = (
+        BF16 * (d.heads + 2 * d.kv_heads) * d.head_dim
+        + BF16 * d.heads * d.head_dim
+        + (BF16 * d.d_ff * (d.mlp_matrices - 1) + BF16 * d.d_ff) * d.top_k
+    )
+    return replicated, sharded
+
+
+def score_bytes(d: Dims, *, dropout: bool) -> float:
+    """Attention scores kept per token per layer without flash attention: 5·a·s [KOR §4.1], 2·a·s without dropout."""
+    return (5.0 if dropout else 2.0) * d.heads * d.seq_len
+
+
+def recompute_params_per_layer(spec: RematSpec, d: Dims) -> tuple[float, float, bool]:
+    """(attention-side, MLP-side) forward matmul parameters re-run per layer per token, and whether the
+    attention core (QK^T, AV) is re-run, for one backward pass.
+
+    A named policy re-runs a projection when its output is neither saved nor offloaded and the backward
+    needs it: q/k/v (attention backward), context (out-projection weight gradient; needs the attention core),
+    out_proj (rebuilds the residual the MLP norm reads), mlpwi (activation backward). mlpwo is never needed.
+    Megatron full recompute re-runs the whole layer forward; selective only the core attention [KOR §5].
+    """
+    h, hd = d.d_model, d.head_dim
+    qkv = h * hd * (d.heads + 2 * d.kv_heads)
+    out = d.heads * hd * h
+    wi = h * d.d_ff * (d.mlp_matrices - 1) * d.top_k
+    wo = d.d_ff * h * d.top_k
+    if spec.stores_everything:
+        return 0.0, 0.0, spec.recompute_attention_core
+    if spec.megatron_full:
+        return qkv + out, wi + wo, True
+    kept = spec.saved | spec.offloaded
+    attn = 0.0
+    if not _QKV <= kept:
+        attn += qkv
+    core = "context" not in kept
+    if "o" not in kept:
+        attn += out
+    mlp = 0.0 if "mlpwi" in kept else wi
+    return attn, mlp, core

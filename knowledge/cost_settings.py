@@ -1,0 +1,239 @@
+"""Training settings the cost model reads from the run's own sharding config (what the job actually ran).
+
+``settings_from_config(config)`` reads, wherever they sit in the file (top level or nested as NeMo and
+Megatron-Bridge do), the settings that change memory and step time but are not the mesh:
+
+* rematerialization: MaxText ``remat_policy``; Megatron ``recompute_granularity`` / ``recompute_method`` /
+  ``recompute_num_layers`` (NeMo 1.x ``activations_checkpoint_*``); plain trainers ``remat``;
+* batch split: Megatron / plain ``micro_batch_size``; MaxText ``per_device_batch_size`` and
+  ``gradient_accumulation_steps``; plain ``microbatches`` / ``grad_accum_steps``; global batch
+  (``global_batch_size``) and sequence length (``seq_length``, ``max_target_length``, ``seq_len``);
+* optimizer-state and gradient placement: Megatron ``use_distributed_optimizer`` (or NeMo's
+  ``optim.name: distributed_fused_adam``), ``grad_reduce_in_fp32``; MaxText ``weight_dtype`` / plain
+  ``param_dtype``, ``optimizer_memory_host_offload``;
+* activation layout: Megatron ``sequence_parallel``; attention kernel (Megatron ``use_flash_attention``,
+  MaxText ``attention``, plain ``attention_kernel``); fused cross-entropy; dropout.
+
+Values come from :mod:`bot.configs` (the same YAML reader the mesh uses), so a setting ASAP edits in a
+proposal is the very key read here. ``TrainingSettings`` is a frozen pydantic model so a proposal can
+carry a changed copy (``model_copy(update=...)``) and the Calibration can remember the baseline's.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from bot.configs.common import settings as read_settings
+from bot.configs.sharding import ShardingConfig
+from bot.configs.yamlscan import compose
+
+# Every key this module reads (the config readers' own SETTINGS lists do not hold all of them).
+NAMES: tuple[str, ...] = (
+    "remat_policy", "remat", "recompute_granularity", "recompute_method", "recompute_num_layers",
+    "activations_checkpoint_granularity", "activations_checkpoint_method", "activations_checkpoint_num_layers",
+    "micro_batch_size", "per_device_batch_size", "gradient_accumulation_steps", "microbatches",
+    "num_microbatches", "grad_accum_steps", "global_batch_size", "seq_length", "max_target_length", "seq_len",
+    "use_distributed_optimizer", "grad_reduce_in_fp32", "accumulate_allreduce_grads_in_fp32", "weight_dtype",
+    "param_dtype", "optimizer_memory_host_offload", "parameter_memory_host_offload", "sequence_parallel",
+    "use_flash_attention", "attention", "attention_kernel", "cross_entropy_loss_fusion", "hidden_dropout",
+    "attention_dropout", "num_pipeline_microbatches", "name", "main_grads_dtype", "main_params_dtype",
+    "exp_avg_dtype", "exp_avg_sq_dtype",
+)
+
+# Logical setting -> the keys that hold it, by config format, first match wins (also the key an edit writes).
+KEYS: dict[str, dict[str, tuple[str, ...]]] = {
+    "remat": {
+        "maxtext": ("remat_policy",),
+        "megatron": ("recompute_granularity", "activations_checkpoint_granularity"),
+        "ici_mesh": ("remat_policy", "remat"),
+    },
+    "micro_batch": {"megatron": ("micro_batch_size",), "ici_mesh": ("micro_batch_size",), "maxtext": ()},
+    "per_device_batch": {"maxtext": ("per_device_batch_size",), "ici_mesh": ("per_device_batch_size",),
+                         "megatron": ()},
+    "grad_accum": {"maxtext": ("gradient_accumulation_steps",),
+                   "ici_mesh": ("gradient_accumulation_steps", "microbatches", "num_microbatches", "grad_accum_steps"),
+                   "megatron": ()},
+}
+
+
+class TrainingSettings(BaseModel):
+    """Settings read from the run's config; ``None`` = the file does not say."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    source: str | None = Field(default=None, description="config file the settings were read from")
+    format: str | None = Field(default=None, description="maxtext | ici_mesh | megatron")
+    remat_policy: str | None = None
+    remat_key: str | None = Field(default=None, description="the key that set the remat policy")
+    recompute_method: str | None = None
+    recompute_num_layers: int | None = None
+    micro_batch: int | None = Field(default=None, description="sequences per micro-batch per data-parallel rank")
+    per_device_batch: float | None = Field(default=None, description="MaxText per_device_batch_size")
+    grad_accum: int | None = Field(default=None, description="micro-batches accumulated per optimizer step")
+    global_batch: int | None = None
+    seq_len: int | None = None
+    distributed_optimizer: bool | None = None
+    sequence_parallel: bool | None = None
+    flash_attention: bool | None = None
+    fused_cross_entropy: bool | None = None
+    grad_fp32: bool | None = None
+    grad_dtype: str | None = Field(default=None, description="Megatron optimizer main_grads_dtype")
+    master_dtype: str | None = Field(default=None, description="Megatron optimizer main_params_dtype")
+    moment_dtype: str | None = Field(default=None, description="Megatron optimizer exp_avg(_sq)_dtype (the wider)")
+    weight_dtype: str | None = None
+    optimizer_offload: bool | None = None
+    dropout: bool | None = None
+    pipeline_microbatches: int | None = None
+    global_batch_factor: float = Field(
+        default=1.0, description="a proposal that raises the per-device batch or accumulation scales the global batch"
+    )
+    changed: dict[str, Any] = Field(
+        default_factory=dict, description="settings a proposal changed vs the run's config: logical name -> new value"
+    )
+
+
+def dtype_bytes(name: str | None) -> float:
+    """Bytes per element of a dtype as configs write it (torch.bfloat16, bf16, float32, fp8 ...); 4 if unknown."""
+    n = (name or "").lower().replace("torch.", "").replace("jnp.", "")
+    if any(x in n for x in ("bf16", "bfloat16", "fp16", "float16", "half")):
+        return 2.0
+    if any(x in n for x in ("fp8", "float8", "e4m3", "e5m2", "uint8", "int8")):
+        return 1.0
+    return 4.0
+
+
+def _int(v: object) -> int | None:
+    if isinstance(v, bool) or v is None:
+        return None
+    if isinstance(v, int):
+        return v if v > 0 else None
+    if isinstance(v, float) and v.is_integer() and v > 0:
+        return int(v)
+    if isinstance(v, str) and v.strip().isdigit():
+        return int(v.strip()) or None
+    return None
+
+
+def _num(v: object) -> float | None:
+    if isinstance(v, bool) or v is None:
+        return None
+    if isinstance(v, int | float):
+        return float(v) if v > 0 else None
+    try:
+        f = float(str(v))
+    except ValueError:
+        return None
+    return f if f > 0 else None
+
+
+def _bool(v: object) -> bool | None:
+    if isinstance(v, bool):
+        return v
+    if isinstance(v, str) and v.strip().lower() in ("true", "false", "yes", "no"):
+        return v.strip().lower() in ("true", "yes")
+    return None
+
+
+def _lookup(values: dict[str, Any], *names: str) -> tuple[str | None, Any]:
+    """(dotted path, value) of the first of ``names`` present, by key name (last dotted part)."""
+    for name in names:
+        for path, value in values.items():
+            if path.rsplit(".", 1)[-1] == name:
+                return path, value
+    return None, None
+
+
+def all_settings(config: ShardingConfig) -> dict[str, Any]:
+    """Every setting in :data:`NAMES` found in the file, dotted path -> scalar value."""
+    root = compose(config.text, config.source)
+    if root is None:
+        return dict(config.settings)
+    values = read_settings(root, NAMES)
+    merged = dict(config.settings)
+    merged.update(values)
+    return merged
+
+
+def settings_from_config(config: ShardingConfig) -> TrainingSettings:
+    """The training settings a parsed config states (see the module docstring)."""
+    v = all_settings(config)
+    fmt = config.format
+    out: dict[str, Any] = {"source": config.source, "format": fmt}
+
+    key, remat = _lookup(v, "remat_policy", "recompute_granularity", "activations_checkpoint_granularity", "remat")
+    if key is not None:
+        out["remat_key"] = key
+        out["remat_policy"] = "none" if remat is None or remat is False else str(remat)
+    _, method = _lookup(v, "recompute_method", "activations_checkpoint_method")
+    out["recompute_method"] = None if method is None else str(method)
+    _, layers = _lookup(v, "recompute_num_layers", "activations_checkpoint_num_layers")
+    out["recompute_num_layers"] = _int(layers)
+
+    out["micro_batch"] = _int(_lookup(v, "micro_batch_size")[1])
+    out["per_device_batch"] = _num(_lookup(v, "per_device_batch_size")[1])
+    out["grad_accum"] = _int(_lookup(v, "gradient_accumulation_steps", "grad_accum_steps", "num_microbatches",
+                                     "microbatches")[1])
+    out["global_batch"] = _int(_lookup(v, "global_batch_size")[1])
+    out["seq_len"] = _int(_lookup(v, "seq_length", "max_target_length", "seq_len")[1])
+
+    dist = _bool(_lookup(v, "use_distributed_optimizer")[1])
+    if dist is None and fmt == "megatron":
+        optim = [str(val).lower() for path, val in v.items() if path.endswith(("optim.name", "optimizer.name"))]
+        if optim:
+            dist = any("distributed" in o for o in optim)
+    out["distributed_optimizer"] = dist
+    out["sequence_parallel"] = _bool(_lookup(v, "sequence_parallel")[1])
+    out["grad_fp32"] = _bool(_lookup(v, "grad_reduce_in_fp32", "accumulate_allreduce_grads_in_fp32")[1])
+    for field_name, keys in (("grad_dtype", ("main_grads_dtype",)), ("master_dtype", ("main_params_dtype",)),
+                             ("moment_dtype", ("exp_avg_dtype", "exp_avg_sq_dtype"))):
+        found = [str(_lookup(v, k)[1]).lower() for k in keys if _lookup(v, k)[0] is not None]
+        if found:
+            out[field_name] = max(found, key=dtype_bytes)
+
+    flash = _bool(_lookup(v, "use_flash_attention")[1])
+    _, attention = _lookup(v, "attention", "attention_kernel")
+    if isinstance(attention, str):
+        a = attention.lower()
+        flash = a not in ("dot_product", "dot-product", "vanilla", "xla", "eager")
+    out["flash_attention"] = flash
+    out["fused_cross_entropy"] = _bool(_lookup(v, "cross_entropy_loss_fusion")[1])
+    _, wd = _lookup(v, "weight_dtype", "param_dtype")
+    out["weight_dtype"] = None if wd is None else str(wd).lower()
+    out["optimizer_offload"] = _bool(_lookup(v, "optimizer_memory_host_offload")[1])
+    drops = [_num(_lookup(v, k)[1]) for k in ("hidden_dropout", "attention_dropout")]
+    present = [_lookup(v, k)[0] is not None for k in ("hidden_dropout", "attention_dropout")]
+    out["dropout"] = any(d for d in drops) if any(present) else None
+    out["pipeline_microbatches"] = _int(_lookup(v, "num_pipeline_microbatches")[1])
+    return TrainingSettings(**out)
+
+
+def key_for(settings: TrainingSettings, logical: str, config: ShardingConfig) -> str | None:
+    """The key an edit writes for a logical setting: the one present in the file, else the format's first."""
+    candidates = KEYS.get(logical, {}).get(config.format, ())
+    values = all_settings(config)
+    for name in candidates:
+        for path in values:
+            if path.rsplit(".", 1)[-1] == name:
+                return path
+    if logical == "remat" and settings.remat_key:
+        return settings.remat_key
+    return candidates[0] if candidates else None
+
+
+def settings_for_run(run: Any) -> TrainingSettings | None:
+    """Settings of a :class:`bot.runs.store.Run`'s own config; None when it names none or it cannot be read.
+
+    A config that cannot be parsed is reported where the mesh is read (``asap why``); here it only means
+    the cost model falls back to run.yaml.
+    """
+    from bot.configs.detect import load_config
+    from bot.errors import AsapError
+
+    record = getattr(run, "record", None)
+    if record is None or not record.config:
+        return None
+    try:
+        return settings_from_config(load_config(run.path(record.config, field="config")))
+    except AsapError:
+        return None
