@@ -16,7 +16,7 @@ from bot.runtime.jobs import Job, Requester
 from integrations.github.commands import find_mention, parse_command
 from integrations.github.config import GitHubIntegration
 
-REPO_RE = re.compile(r"^[A-Za-z0-9_.-]{1,100}/[A-Za-z0-9_.-]{1,100}$")
+REPO_RE = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})/(?!\.\.?$)[A-Za-z0-9_.-]{1,100}$")
 DELIVERY_RE = re.compile(r"^[A-Za-z0-9-]{1,100}$")
 REVIEW_ACTIONS = frozenset({"opened", "synchronize", "reopened"})
 MARKER_PREFIX = "<!-- asap:"

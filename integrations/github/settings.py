@@ -25,7 +25,7 @@ from typing import Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from bot.errors import ConfigError
+from bot.errors import AsapError, ConfigError
 from integrations.codehost.base import safe_repo_path
 
 SETTINGS_FILE = ".asap.yml"
@@ -60,24 +60,31 @@ class RepoSettings(BaseModel):
     model_config = ConfigDict(extra="forbid")
     configs: list[str] = Field(default_factory=lambda: list(DEFAULT_GLOBS), description="globs of reviewed files")
     exclude: list[str] = Field(default_factory=lambda: list(DEFAULT_EXCLUDE), description="globs never reviewed")
-    runs: dict[str, str] = Field(default_factory=dict, description="config path -> run ID that measures it")
+    runs: dict[str, str | int] = Field(default_factory=dict, description="config path -> run ID that measures it")
     review: ReviewSettings = Field(default_factory=ReviewSettings)
     apply: ApplySettings = Field(default_factory=ApplySettings)
 
     @field_validator("runs")
     @classmethod
-    def _runs(cls, v: dict[str, str]) -> dict[str, str]:
-        return {safe_repo_path(str(k), field="runs"): str(run) for k, run in v.items()}
+    def _runs(cls, v: dict[str, str | int]) -> dict[str, str | int]:
+        out: dict[str, str | int] = {}
+        for k, run in v.items():
+            try:
+                out[safe_repo_path(str(k), field="runs")] = str(run)
+            except AsapError as exc:
+                raise ValueError(exc.message) from None
+        return out
 
     def matches(self, path: str) -> bool:
         """True when ``path`` is a file the auto-review should look at."""
         return any(glob_match(g, path) for g in self.configs) and not any(glob_match(g, path) for g in self.exclude)
 
     def run_for(self, path: str) -> str | None:
-        return self.runs.get(path)
+        got = self.runs.get(path)
+        return None if got is None else str(got)
 
     def configs_for_run(self, run_id: str) -> list[str]:
-        return [p for p, r in self.runs.items() if r == run_id]
+        return [p for p, r in self.runs.items() if str(r) == run_id]
 
 
 def parse_settings(text: str | None, source: str = SETTINGS_FILE) -> RepoSettings:

@@ -65,6 +65,7 @@ class GitHubRestDouble:
         self.fail = dict(fail or {})  # "METHOD path-prefix" -> status to answer once
         self.app: dict[str, Any] | None = None  # {"id", "slug", "public_key", "installations": {id: repo}}
         self.issued_tokens: list[tuple[str, float]] = []
+        self.token_ttl_s = 3600.0  # lower it to make PyGithub refresh installation tokens
         self._next_id = 1000
         self._lock = threading.Lock()
         self._loop = asyncio.new_event_loop()
@@ -255,7 +256,7 @@ class GitHubRestDouble:
             if method == request.method and path.startswith(prefix):
                 del self.fail[key]
                 return web.json_response({"message": "injected failure"}, status=status)
-        if path.startswith("/app"):
+        if path.startswith("/app") or (path.startswith("/repos/") and path.endswith("/installation")):
             return self._app_route(request, path, body)
         if login is None:
             return web.json_response({"message": "Bad credentials"}, status=401)
@@ -276,6 +277,12 @@ class GitHubRestDouble:
         if str(claims.get("iss")) != str(self.app["id"]):
             return web.json_response({"message": "wrong issuer"}, status=401)
         parts = path.strip("/").split("/")
+        if len(parts) == 4 and parts[0] == "repos" and parts[3] == "installation":
+            name = f"{parts[1]}/{parts[2]}"
+            inst = next((i for i, r in self.app["installations"].items() if r == name), None)
+            if inst is None:
+                return web.json_response({"message": "Not Found"}, status=404)
+            return web.json_response({"id": inst, "app_id": self.app["id"], "account": self._user(parts[1])})
         if parts == ["app"]:
             return web.json_response({"id": self.app["id"], "slug": self.app["slug"], "name": "ASAP",
                                       "owner": self._user("acme")})
@@ -284,7 +291,7 @@ class GitHubRestDouble:
             if inst not in self.app["installations"]:
                 return web.json_response({"message": "Not Found"}, status=404)
             token = f"ghs_{_sha(inst, time.time_ns())[:20]}"
-            expires = datetime.now(timezone.utc) + timedelta(hours=1)
+            expires = datetime.now(timezone.utc) + timedelta(seconds=self.token_ttl_s)
             self.tokens[token] = f"{self.app['slug']}[bot]"
             self.issued_tokens.append((token, expires.timestamp()))
             return web.json_response({"token": token, "expires_at": expires.strftime("%Y-%m-%dT%H:%M:%SZ")}, status=201)
@@ -315,9 +322,6 @@ class GitHubRestDouble:
         if not rest:
             return 200, self._repo_json(repo)
         head = rest[0]
-        if head == "installation" and self.app:
-            inst = next((i for i, r in self.app["installations"].items() if r == repo.name), None)
-            return (200, {"id": inst, "app_id": self.app["id"]}) if inst else nf
         if head == "contents":
             text = self.file_at(repo.name, query.get("ref") or repo.default_branch, "/".join(rest[1:]))
             if text is None:
