@@ -61,6 +61,7 @@ class QueueSettings(BaseModel):
     block_ms: int = Field(default=1000, ge=1)  # how long an idle worker waits for new work per poll
     grace_s: float = Field(default=8.0, ge=0)  # shutdown: time in-flight jobs get to finish
     dead_maxlen: int = Field(default=10000, ge=1)
+    max_connections: int = Field(default=50, ge=4)  # Redis connections per process
 
 
 @runtime_checkable
@@ -103,7 +104,8 @@ class Delivery:
 def queue_settings_from_env(env: Mapping[str, str]) -> QueueSettings:
     """``ASAP_QUEUE_PREFIX``, ``ASAP_VISIBILITY_S``, ``ASAP_MAX_ATTEMPTS``, ``ASAP_GRACE_S`` (bad values named)."""
     names = {"prefix": "ASAP_QUEUE_PREFIX", "visibility_s": "ASAP_VISIBILITY_S", "max_attempts": "ASAP_MAX_ATTEMPTS",
-             "grace_s": "ASAP_GRACE_S", "dedupe_ttl_s": "ASAP_DEDUPE_TTL_S", "block_ms": "ASAP_QUEUE_BLOCK_MS"}
+             "grace_s": "ASAP_GRACE_S", "dedupe_ttl_s": "ASAP_DEDUPE_TTL_S", "block_ms": "ASAP_QUEUE_BLOCK_MS",
+             "max_connections": "ASAP_REDIS_MAX_CONNECTIONS"}
     values = {k: env[v] for k, v in names.items() if env.get(v)}
     try:
         return QueueSettings.model_validate(values)
@@ -429,12 +431,23 @@ class RedisStreamsQueue(_WorkerCore):
     def from_url(cls, url: str, *, settings: QueueSettings | None = None) -> RedisStreamsQueue:
         """A client for ``url`` (connections open lazily; ``ping()`` checks reachability)."""
         import redis.asyncio as aioredis
+        import redis.exceptions as rex
+        from redis.asyncio.retry import Retry
+        from redis.backoff import ExponentialBackoff
 
         settings = settings or QueueSettings()
         try:
-            client = aioredis.Redis.from_url(url, socket_connect_timeout=3,
-                                             socket_timeout=settings.block_ms / 1000 + 10,
-                                             health_check_interval=15)
+            # A bounded pool that makes a burst wait for a free connection instead of failing
+            # ("Too many connections") or opening thousands of sockets.
+            # Pooled connections go stale when Redis restarts; retry a command once or twice on a fresh
+            # connection before reporting the queue unavailable. Submit is idempotent (SET NX); a repeated
+            # requeue could at worst deliver a job twice, which replies keyed by job id absorb.
+            pool = aioredis.BlockingConnectionPool.from_url(
+                url, max_connections=settings.max_connections, timeout=10, socket_connect_timeout=3,
+                socket_timeout=settings.block_ms / 1000 + 10, health_check_interval=15,
+                retry=Retry(ExponentialBackoff(cap=0.5, base=0.05), 2),
+                retry_on_error=[rex.ConnectionError, rex.TimeoutError])
+            client = aioredis.Redis(connection_pool=pool)
         except ValueError as exc:
             raise AsapError(f"malformed REDIS_URL: {exc}", field="REDIS_URL", hint="e.g. redis://localhost:6379/0") from None
         return cls(client, settings=settings)
