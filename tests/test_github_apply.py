@@ -6,8 +6,8 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from tests.doubles.github_rest_double import GitHubRestDouble, WebhookHarness, comment_event
 from bot.configs.detect import parse_config
+from tests.doubles.github_rest_double import GitHubRestDouble, WebhookHarness, comment_event
 
 REPO = "acme/llm"
 CFG = (Path(__file__).resolve().parents[1] / "examples" / "runs" / "123" / "maxtext.yml").read_text()

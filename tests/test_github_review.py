@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.doubles.github_rest_double import GitHubRestDouble, WebhookHarness, pull_event
 from integrations.github.review import REVIEW_MARKER
+from tests.doubles.github_rest_double import GitHubRestDouble, WebhookHarness, pull_event
 
 REPO = "acme/llm"
 RUNS = Path(__file__).resolve().parents[1] / "examples" / "runs"

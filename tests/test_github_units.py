@@ -161,7 +161,7 @@ def test_github_app_installation_tokens_are_fetched_and_refreshed():
         assert len(token_calls) >= 2
         assert {login for m, p, login in d.requests if p.startswith("/repos/acme/llm/contents")} == {"asap[bot]"}
         wrong = GitHubClients(GitHubAuthSettings(api_url=d.base_url, app_id="43", private_key=priv, retry=False))
-        with pytest.raises(Exception):
+        with pytest.raises(AsapError, match="cannot reach acme/llm: HTTP 401"):
             wrong.host("acme/llm")
 
 

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.doubles.github_rest_double import GitHubRestDouble, WebhookHarness, comment_event
 from integrations.github.handlers import job_marker
+from tests.doubles.github_rest_double import GitHubRestDouble, WebhookHarness, comment_event
 
 REPO = "acme/llm"
 CONFIG = (Path(__file__).resolve().parents[1] / "examples" / "runs" / "123" / "maxtext.yml").read_text()

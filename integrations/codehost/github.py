@@ -119,9 +119,15 @@ class GitHubClients:
         from github import GithubIntegration
 
         kw = {k: v for k, v in self._kwargs().items() if k not in ("lazy",)}
+        from github import GithubException
+
         integ = GithubIntegration(auth=self._app_auth(), **kw)
         owner, name = repo.split("/", 1)
-        return int(integ.get_repo_installation(owner, name).id)
+        try:
+            return int(integ.get_repo_installation(owner, name).id)
+        except GithubException as exc:
+            raise AsapError(f"the GitHub App {self.settings.app_id} cannot reach {repo}: HTTP {exc.status}",
+                            field="GITHUB_APP_ID", hint="install the App on the repository; check the app id and key") from None
 
     def bot_login(self) -> str | None:
         """The login ASAP comments as: configured, else the token's user, else ``<app slug>[bot]``."""

@@ -12,12 +12,13 @@ Listeners only turn the request into a :class:`~bot.runtime.jobs.Job` and queue 
 ``ctx.submit`` (dedupe by id in the shared store or Redis, rate limits, global cap), so Slack gets its
 acknowledgement in milliseconds whatever the agents are doing. ``process_before_response=True`` makes
 the 200 wait for the job to be queued: a crash after the acknowledgement can never lose a request. The
-eyes reaction is a lazy listener that runs after the acknowledgement. Retried deliveries
+eyes reaction (or a rate-limit notice) is sent by a task after the acknowledgement. Retried deliveries
 (``X-Slack-Retry-Num``) carry the same event id and are acknowledged without queuing anything.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import re
 import time
@@ -49,17 +50,25 @@ USAGE = ("Ask me about a training run: `/asap why 123`, or mention me in a chann
          "`@asap why is job 123 slow?` I answer in a thread; reply there to ask follow-ups.")
 
 
-async def _queue(ctx: RuntimeContext, job: Job, context: AsyncBoltContext) -> str:
-    """Submit ``job``; returns the submission status and leaves it in the Bolt context for lazy listeners."""
+_BACKGROUND: set[asyncio.Task[None]] = set()
+
+
+def _after_ack(coro: Any) -> None:
+    """Run a Web API call after the acknowledgement (a task, not a Bolt lazy listener: those deep-copy the
+    whole request per call, which costs more than the rest of the request path)."""
+    task = asyncio.ensure_future(coro)
+    _BACKGROUND.add(task)
+    task.add_done_callback(_BACKGROUND.discard)
+
+
+async def _queue(ctx: RuntimeContext, job: Job) -> tuple[str, str]:
+    """Submit ``job`` (dedupe, limits, cap); a queue outage raises, so Slack gets a 500 and retries."""
     try:
         sub = await ctx.submit(job)
-    except AsapError as exc:  # the queue is down: Slack will retry the event, which is what we want
+    except AsapError as exc:
         log.error("could not queue a Slack request: %s", exc.message)
         raise
-    context["asap_status"] = sub.status
-    context["asap_message"] = sub.message
-    context["asap_job"] = job.model_dump(mode="json")
-    return sub.status
+    return sub.status, sub.message
 
 
 def retry_num(request: AsyncBoltRequest) -> int:
@@ -83,31 +92,31 @@ def build_bolt_app(ctx: RuntimeContext, settings: SlackSettings | None = None) -
                     logger=logging.getLogger("asap.slack.bolt"))
     deadline = ctx.settings.deadline_s
 
-    async def refused(context: AsyncBoltContext, client: AsyncWebClient) -> None:
+    async def refused(job: Job, message: str) -> None:
         """After the ack: tell a rate-limited person why nothing happens (ephemeral, in the thread)."""
-        if context.get("asap_status") not in ("limited", "busy"):
-            return
-        job = context.get("asap_job") or {}
-        reply = job.get("reply_to") or {}
         try:
-            await client.chat_postEphemeral(channel=reply.get("channel"), user=(job.get("requester") or {}).get("user_id"),
-                                            thread_ts=reply.get("thread_ts") or None, text=context.get("asap_message"))
+            await client.chat_postEphemeral(channel=str(job.reply_to.get("channel")), user=job.requester.user_id,
+                                            thread_ts=str(job.reply_to.get("thread_ts") or "") or None, text=message)
         except SlackApiError as exc:
             log.warning("could not tell the requester about the limit: %s", exc.response.get("error"))
 
-    async def react(context: AsyncBoltContext, client: AsyncWebClient) -> None:
-        """Eyes on the message as soon as the request is queued (the worker adds it too, idempotently)."""
-        if context.get("asap_status") != "queued":
-            await refused(context, client)
-            return
-        reply = (context.get("asap_job") or {}).get("reply_to") or {}
-        if reply.get("message_ts"):
-            try:
-                await client.reactions_add(channel=reply["channel"], timestamp=reply["message_ts"],
-                                           name=slack_handlers.REACTION)
-            except SlackApiError as exc:
-                if exc.response.get("error") != "already_reacted":
-                    log.warning("could not add the reaction: %s", exc.response.get("error"))
+    async def react(job: Job) -> None:
+        """Eyes on the person's message as soon as the request is queued."""
+        try:
+            await client.reactions_add(channel=str(job.reply_to["channel"]), timestamp=str(job.reply_to["message_ts"]),
+                                       name=slack_handlers.REACTION)
+        except SlackApiError as exc:
+            if exc.response.get("error") != "already_reacted":
+                log.warning("could not add the reaction: %s", exc.response.get("error"))
+
+    async def queue(job: Job) -> str:
+        """Submit ``job``; the reaction or the limit notice goes out after the acknowledgement."""
+        status, message = await _queue(ctx, job)
+        if status == "queued" and job.reply_to.get("message_ts"):
+            _after_ack(react(job))
+        elif status in ("limited", "busy"):
+            _after_ack(refused(job, message))
+        return status
 
     async def on_mention(body: dict[str, Any], context: AsyncBoltContext, request: AsyncBoltRequest) -> None:
         event = body.get("event") or {}
@@ -115,7 +124,7 @@ def build_bolt_app(ctx: RuntimeContext, settings: SlackSettings | None = None) -
             return  # a DM: the message.im event answers it
         job = event_job(body, bot_user_id=context.bot_user_id, deadline_s=deadline)
         if job is not None:
-            status = await _queue(ctx, job, context)
+            status = await queue(job)
             log.info("mention %s", status, extra={"job": job.id, "retry": retry_num(request)})
 
     async def on_message(body: dict[str, Any], context: AsyncBoltContext) -> None:
@@ -135,20 +144,20 @@ def build_bolt_app(ctx: RuntimeContext, settings: SlackSettings | None = None) -
                 return  # a thread ASAP is not in
         job = event_job(body, bot_user_id=context.bot_user_id, deadline_s=deadline)
         if job is not None:
-            await _queue(ctx, job, context)
+            await queue(job)
 
     async def on_command(ack: AsyncAck, body: dict[str, Any], context: AsyncBoltContext) -> None:
         job = command_job(body, deadline_s=deadline)
         if job is None:
             await ack(text=USAGE)
             return
-        status = await _queue(ctx, job, context)
+        status, message = await _queue(ctx, job)
         if status == "queued":
             await ack(text=f"Looking at run {job.run}; I'll answer in this channel.")
         elif status == "duplicate":
             await ack()
         else:
-            await ack(text=str(context.get("asap_message")))
+            await ack(text=message)
 
     async def on_action(ack: AsyncAck, body: dict[str, Any], context: AsyncBoltContext) -> None:
         try:
@@ -157,16 +166,18 @@ def build_bolt_app(ctx: RuntimeContext, settings: SlackSettings | None = None) -
             await ack()
             log.warning("ignored a button click: %s", exc.message)
             return
-        await _queue(ctx, job, context)
+        status, message = await _queue(ctx, job)
         await ack()
+        if status in ("limited", "busy"):
+            _after_ack(refused(job, message))
 
     async def noop_ack(ack: AsyncAck) -> None:
         await ack()
 
-    bolt.event("app_mention")(ack=on_mention, lazy=[react])
-    bolt.event("message")(ack=on_message, lazy=[react])
-    bolt.command("/asap")(ack=on_command, lazy=[refused])
-    bolt.action(ACTIONS)(ack=on_action, lazy=[refused])
+    bolt.event("app_mention")(on_mention)
+    bolt.event("message")(on_message)
+    bolt.command("/asap")(on_command)
+    bolt.action(ACTIONS)(on_action)
     bolt.action(re.compile(r".*"))(noop_ack)  # anything else clicked on our messages: acknowledge, do nothing
     return bolt
 

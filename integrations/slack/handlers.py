@@ -68,10 +68,10 @@ def slack_client(ctx: RuntimeContext) -> AsyncWebClient:
     return client
 
 
-def _mark(ctx: RuntimeContext, job: Job, event: str) -> None:
+def _mark(ctx: RuntimeContext, job: Job, event: str, at: float | None = None) -> None:
     sink = ctx.extras.get(TIMINGS_KEY)
     if isinstance(sink, list):
-        sink.append((job.id, event, time.time()))
+        sink.append((job.id, event, time.time() if at is None else at))
 
 
 async def _ephemeral(client: AsyncWebClient, job: Job, text: str) -> None:
@@ -127,23 +127,18 @@ async def slack_ask(job: Job, ctx: RuntimeContext) -> None:
     # A slash command starts a new thread under the progress message; everything else continues its thread.
     thread = thread_key(channel, str(progress.ts)) if command else job.thread
     conv = ctx.conversation()
-    first_update = {"done": False}
-
-    def say(line: str) -> None:
-        if not first_update["done"]:
-            first_update["done"] = True
-            _mark(ctx, job, "first_progress")
-        progress.say(line)
-
     try:
+        # The analysis is CPU work: it runs in a thread with its own loop so this loop keeps serving Slack.
         answer = await asyncio.to_thread(
-            lambda: asyncio.run(conv.ask(job.text, thread_id=thread, run_id=job.run, progress=say)))
+            lambda: asyncio.run(conv.ask(job.text, thread_id=thread, run_id=job.run, progress=progress.say)))
     except AsapError as exc:
         await progress.finish([bk.error_message(exc)])
         log.info("slack ask refused: %s", exc.message)
         return
     finally:
         await progress.close()
+        if progress.first_update_at is not None:
+            _mark(ctx, job, "first_progress", progress.first_update_at)
     ctx.metrics.record_usage(job.source, job.kind, answer.usage, answer.cost_usd)
     doc = ctx.store.get_thread(thread) or {}
     data = answer.to_dict()

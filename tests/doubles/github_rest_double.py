@@ -27,7 +27,7 @@ import difflib
 import threading
 import time
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from aiohttp import web
@@ -36,7 +36,7 @@ from tests.doubles.github_double import _sha
 
 
 def _now() -> str:
-    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 @dataclass
@@ -291,7 +291,7 @@ class GitHubRestDouble:
             if inst not in self.app["installations"]:
                 return web.json_response({"message": "Not Found"}, status=404)
             token = f"ghs_{_sha(inst, time.time_ns())[:20]}"
-            expires = datetime.now(timezone.utc) + timedelta(seconds=self.token_ttl_s)
+            expires = datetime.now(UTC) + timedelta(seconds=self.token_ttl_s)
             self.tokens[token] = f"{self.app['slug']}[bot]"
             self.issued_tokens.append((token, expires.timestamp()))
             return web.json_response({"token": token, "expires_at": expires.strftime("%Y-%m-%dT%H:%M:%SZ")}, status=201)
@@ -490,6 +490,7 @@ class WebhookHarness:
         self.double, self.tmp, self.secret = double, tmp, secret
         self.runs_dir, self.user_rate, self.apply_teams = runs_dir, user_rate, apply_teams
         self.url = ""
+        self.backlog = 1024  # a burst of connections must not overflow the accept queue (SYN retry = 1 s)
         self._n = 0
 
     async def __aenter__(self) -> WebhookHarness:
@@ -511,7 +512,7 @@ class WebhookHarness:
         app = build_app(self.ctx, env={"GITHUB_WEBHOOK_SECRET": self.secret.decode()})
         self._runner = web.AppRunner(app, access_log=None)
         await self._runner.setup()
-        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        site = web.TCPSite(self._runner, "127.0.0.1", 0, backlog=self.backlog)
         await site.start()
         self.url = f"http://127.0.0.1:{site._server.sockets[0].getsockname()[1]}/github/webhook"  # type: ignore[union-attr]
         import aiohttp
