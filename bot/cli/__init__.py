@@ -36,6 +36,7 @@ def _register() -> None:
     from bot.cli import proposals  # noqa: F401  (registers propose/review/eval)
     from bot.cli import agents  # noqa: F401  (registers chat/ask/log)
     from bot.cli import knowledge  # noqa: F401  (registers index)
+    from bot.cli import apply  # noqa: F401  (registers apply)
 
 
 def main(argv: list[str] | None = None) -> None:
