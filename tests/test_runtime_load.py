@@ -8,10 +8,11 @@ from __future__ import annotations
 import asyncio
 import subprocess
 import time
+import urllib.request
 from pathlib import Path
 
 import pytest
-from redis_fixture import make_job, redis_env, redis_server_url, wait_until, worker_command, worker_env  # noqa: F401
+from redis_fixture import free_port, make_job, redis_env, redis_server_url, wait_until, worker_command, worker_env  # noqa: F401
 
 from bot.runtime.queue import open_queue
 
@@ -24,10 +25,13 @@ pytestmark = pytest.mark.timeout(120)
 def test_thousand_jobs_four_workers_none_lost_none_doubled(redis_env: dict[str, str], tmp_path: Path) -> None:  # noqa: F811
     env = {**redis_env, "ASAP_QUEUE_BLOCK_MS": "200", "ASAP_VISIBILITY_S": "30"}
     logs = [tmp_path / f"w{i}.log" for i in range(N_WORKERS)]
+    metrics_port = free_port()
     procs = []
     for i, log in enumerate(logs):
+        port = ["--host", "127.0.0.1", "--port", str(metrics_port)] if i == 0 else []
         with log.open("wb") as fh:
-            procs.append(subprocess.Popen(worker_command("worker", "--concurrency", "8", "--consumer", f"load{i}"),
+            procs.append(subprocess.Popen(worker_command("worker", "--concurrency", "8", "--consumer", f"load{i}",
+                                                         *port),
                                           env=worker_env(env, f"load{i}"), stdout=fh, stderr=subprocess.STDOUT))
 
     async def main() -> dict[str, float]:
@@ -57,6 +61,11 @@ def test_thousand_jobs_four_workers_none_lost_none_doubled(redis_env: dict[str, 
         assert lost == [] and doubled == {} and len(replies) == N_JOBS
         assert depth == 0 and dead == []
         assert len(set(by)) == N_WORKERS  # every worker took a share
+        # a worker exposes its own metrics: the jobs it ran, by outcome
+        with urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=5) as resp:
+            text = resp.read().decode()
+        ran = by.count("load0")
+        assert f'asap_jobs_total{{kind="review",outcome="ok",source="cli"}} {float(ran)}' in text
         return {"submit_s": submit_s, "elapsed_s": elapsed}
 
     try:

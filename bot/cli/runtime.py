@@ -30,7 +30,8 @@ def _context(handlers: tuple[str, ...]):  # type: ignore[no-untyped-def]
 
 @cli.command()
 @click.option("--host", default="0.0.0.0", show_default=True, help="Address to listen on.")
-@click.option("--port", default=8080, show_default=True, type=click.IntRange(0, 65535), help="Port to listen on.")
+@click.option("--port", default=8080, show_default=True, envvar="ASAP_PORT", type=click.IntRange(0, 65535),
+              help="Port to listen on (env ASAP_PORT).")
 @click.option("--all", "with_workers", is_flag=True, help="Also run workers in this process (small teams).")
 @click.option("--concurrency", default=4, show_default=True, type=click.IntRange(1, 256),
               help="With --all: jobs run at once in this process.")
@@ -51,7 +52,10 @@ def serve(host: str, port: int, with_workers: bool, concurrency: int, handlers: 
               help="Jobs this worker runs at once.")
 @click.option("--consumer", default=None, help="Consumer name in the Redis group (default: worker-<host>-<pid>).")
 @click.option("--handlers", multiple=True, help="Extra module that registers job handlers (repeatable).")
-def worker(concurrency: int, consumer: str | None, handlers: tuple[str, ...]) -> None:
+@click.option("--host", default="0.0.0.0", show_default=True, help="Address for --port.")
+@click.option("--port", default=None, envvar="ASAP_PORT", type=click.IntRange(0, 65535),
+              help="Serve /healthz, /readyz and this worker's /metrics on this port (env ASAP_PORT; default off).")
+def worker(concurrency: int, consumer: str | None, handlers: tuple[str, ...], host: str, port: int | None) -> None:
     """Run workers that take jobs from the Redis queue (needs REDIS_URL)."""
     from bot.runtime.process import work
 
@@ -59,4 +63,4 @@ def worker(concurrency: int, consumer: str | None, handlers: tuple[str, ...]) ->
     if ctx.settings.redis_url is None:
         raise AsapError("`asap worker` needs a shared queue: REDIS_URL is not set", field="REDIS_URL",
                         hint="set REDIS_URL=redis://host:6379/0, or use `asap serve --all` for one process")
-    asyncio.run(work(ctx, concurrency=concurrency, consumer=consumer))
+    asyncio.run(work(ctx, concurrency=concurrency, consumer=consumer, host=host, port=port))

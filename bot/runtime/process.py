@@ -50,16 +50,15 @@ async def run_workers(ctx: RuntimeContext, *, concurrency: int, consumer: str | 
 
 
 async def run_front(ctx: RuntimeContext, *, host: str, port: int, stop: asyncio.Event,
-                    started: asyncio.Event | None = None) -> None:
-    """Serve the HTTP front until ``stop``."""
+                    started: asyncio.Event | None = None, front: bool = True) -> None:
+    """Serve the HTTP front (or a worker's health/metrics app when ``front=False``) until ``stop``."""
     from bot.runtime.server import build_app
 
-    runner = web.AppRunner(build_app(ctx), access_log=None, handle_signals=False)
+    runner = web.AppRunner(build_app(ctx, front=front), access_log=None, handle_signals=False)
     await runner.setup()
     site = web.TCPSite(runner, host, port, shutdown_timeout=5.0)
     await site.start()
-    addrs = [f"{s.getsockname()[0]}:{s.getsockname()[1]}" for s in (runner.server and site._server.sockets or [])]  # type: ignore[union-attr]
-    log.info("front listening", extra={"addresses": addrs})
+    log.info("http listening", extra={"host": host, "port": port, "front": front})
     if started is not None:
         started.set()
     try:
@@ -90,11 +89,16 @@ async def serve(ctx: RuntimeContext, *, host: str, port: int, workers: int = 0, 
 
 
 async def work(ctx: RuntimeContext, *, concurrency: int, consumer: str | None = None,
-               stop: asyncio.Event | None = None) -> None:
-    """Workers only (``asap worker``)."""
+               stop: asyncio.Event | None = None, host: str = "0.0.0.0", port: int | None = None) -> None:
+    """Workers only (``asap worker``), with /healthz, /readyz and /metrics on ``port`` when given."""
     stop = stop or asyncio.Event()
     install_signal_handlers(stop)
+    http = (asyncio.create_task(run_front(ctx, host=host, port=port, stop=stop, front=False))
+            if port is not None else None)
     try:
         await run_workers(ctx, concurrency=concurrency, consumer=consumer, stop=stop)
     finally:
+        stop.set()
+        if http is not None:
+            await asyncio.gather(http, return_exceptions=True)
         await ctx.close()

@@ -150,14 +150,20 @@ async def get_job(request: web.Request) -> web.Response:
     return _json({"id": job_id, **result})
 
 
-def build_app(ctx: RuntimeContext, *, env: Mapping[str, str] | None = None) -> web.Application:
-    """The front's aiohttp application: core routes plus every enabled integration's routes."""
+def build_app(ctx: RuntimeContext, *, env: Mapping[str, str] | None = None, front: bool = True) -> web.Application:
+    """The front's aiohttp application: core routes plus every enabled integration's routes.
+
+    ``front=False`` gives a worker's own small app (health, readiness and the worker's metrics: job
+    latency and outcomes are counted in the process that runs the jobs).
+    """
     env = os.environ if env is None else env
     app = web.Application(client_max_size=1 << 20)
     app[CTX_KEY] = ctx
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/readyz", readyz)
     app.router.add_get("/metrics", metrics)
+    if not front:
+        return app
     if ctx.settings.api_token:
         app.router.add_post("/v1/jobs", post_job)
         app.router.add_get("/v1/jobs/{job_id}", get_job)
