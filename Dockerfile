@@ -1,38 +1,53 @@
 # syntax=docker/dockerfile:1
-# ASAP image: the bot without jax (the `jax` extra is only for generating real sample runs and
-# ahead-of-time compile checks). Multi-stage: wheels are built in one stage, installed into a slim
-# runtime that runs as a non-root user with `asap` as the entry point.
-FROM python:3.11-slim AS build
+# ASAP image. Multi-stage: wheels for the bot and its server dependencies are built in `build`; the
+# runtime stage installs them offline into a slim Python, runs as a non-root user and is health-checked
+# against /healthz of `asap serve` (or of `asap worker`, which serves /healthz on the same ASAP_PORT).
+#   docker build -t asap .                        # the bot, no jax (default target)
+#   docker build -t asap:jax --target with-jax .  # plus jax, for real sample runs / AOT compile checks
+ARG PYTHON_IMAGE=python:3.11-slim
+
+FROM ${PYTHON_IMAGE} AS build
+ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1
 WORKDIR /src
 COPY pyproject.toml README.md ./
 COPY bot ./bot
 COPY agents ./agents
 COPY integrations ./integrations
 COPY knowledge ./knowledge
-RUN pip wheel --no-cache-dir --wheel-dir /wheels .
+# `server` = the runtime's dependencies (aiohttp, redis, prometheus_client, agents, Slack, GitHub).
+RUN pip wheel --wheel-dir /wheels ".[server]"
 
-FROM python:3.11-slim AS base
-RUN useradd --create-home --uid 10001 asap
+FROM ${PYTHON_IMAGE} AS base
+ENV PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1 \
+    PIP_NO_CACHE_DIR=1 \
+    PIP_DISABLE_PIP_VERSION_CHECK=1
+RUN useradd --create-home --uid 10001 --shell /usr/sbin/nologin asap
 COPY --from=build /wheels /wheels
-RUN pip install --no-cache-dir /wheels/*.whl && rm -rf /wheels
+# Offline install from the wheelhouse built above: versions are fixed by that build.
+# hadolint ignore=DL3013
+RUN pip install --no-index --find-links=/wheels "asap[server]" && rm -rf /wheels
 WORKDIR /app
-COPY --chown=asap:asap playbooks ./playbooks
-COPY --chown=asap:asap examples ./examples
+COPY --chown=10001:10001 playbooks ./playbooks
+COPY --chown=10001:10001 examples ./examples
 ENV ASAP_RUNS_DIR=/app/examples/runs \
     ASAP_PLAYBOOKS_DIR=/app/playbooks \
     ASAP_STATE_DIR=/home/asap/.asap \
-    PYTHONUNBUFFERED=1
-USER asap
+    ASAP_PORT=8080
+USER 10001
+EXPOSE 8080
+# Stop: SIGTERM -> in-flight jobs get ASAP_GRACE_S (default 8 s) to finish, the rest return to the queue.
+STOPSIGNAL SIGTERM
+HEALTHCHECK --interval=15s --timeout=4s --start-period=20s --retries=3 \
+  CMD ["python", "-c", "import os, urllib.request; urllib.request.urlopen('http://127.0.0.1:%s/healthz' % os.environ.get('ASAP_PORT', '8080'), timeout=3)"]
 ENTRYPOINT ["asap"]
-CMD ["runs"]
-
-HEALTHCHECK --interval=30s --timeout=5s --retries=3 CMD ["asap", "--help"]
+CMD ["serve", "--all"]
 
 # Optional target with jax for real sample runs: docker build --target with-jax .
 FROM base AS with-jax
-USER root
-RUN pip install --no-cache-dir "jax[cpu]>=0.4.30"
-USER asap
+USER 0
+RUN pip install "jax[cpu]>=0.4.30,<0.11"
+USER 10001
 
 # Default target (last stage): the bot without jax.
 FROM base AS runtime
