@@ -38,6 +38,18 @@ async def analysed(rig: SlackRig) -> Any:
     return next(m for m in rig.double.messages if m.thread_ts == ROOT)
 
 
+def mesh_card(rig: SlackRig) -> tuple[int, int, str]:
+    """(card number, engine rank, mesh) of the first card that changes only the mesh (what Apply edits)."""
+    from agents.workspace import Workspace
+
+    ws = Workspace.from_dict(rig.ctx.store.get_thread(f"slack:{CH}:{ROOT}")["workspace"])
+    now = ws.report["run"]["mesh_short"]
+    for i, p in enumerate(ws.proposal_list()[:3], 1):
+        if p["mesh_short"] != now and not p.get("settings_changes"):
+            return i, p["rank"], p["mesh_short"]
+    raise AssertionError("no mesh-only proposal for run 123")
+
+
 def click(rig: SlackRig, answer: Any, action_id: str, *, user: str, action_ts: str, value: str | None = None) -> Any:
     button = next(e for b in answer.blocks if b["type"] == "actions" for e in b["elements"] if e["action_id"] == action_id)
     body = action_body(action_id, value if value is not None else button["value"], user=user, channel=CH,
@@ -54,28 +66,31 @@ def test_allowed_person_applies_once_however_often_it_is_clicked(tmp_path: Path,
                                                                  repo: Path) -> None:
     host = LocalGitHost(repo)
 
-    async def go() -> None:
+    async def go() -> str:
         async with SlackRig(tmp_path, monkeypatch, appliers="UALICE,UCAROL", codehost=host) as rig:
             answer = await analysed(rig)
+            n, rank, mesh = mesh_card(rig)
+            branch = f"asap/123-p{rank}"
             results = await asyncio.gather(
-                click(rig, answer, "asap_apply:1", user="UALICE", action_ts="1710000001.000001"),
-                click(rig, answer, "asap_apply:1", user="UALICE", action_ts="1710000001.000002"))
+                click(rig, answer, f"asap_apply:{n}", user="UALICE", action_ts="1710000001.000001"),
+                click(rig, answer, f"asap_apply:{n}", user="UALICE", action_ts="1710000001.000002"))
             assert [s for s, _ in results] == [200, 200]
             await rig.idle()
-            await click(rig, answer, "asap_apply:1", user="UCAROL", action_ts="1710000002.000001")
+            await click(rig, answer, f"asap_apply:{n}", user="UCAROL", action_ts="1710000002.000001")
             await rig.idle()
             pulls = host.open_pulls()
-            assert len(pulls) == 1 and pulls[0].head_branch == "asap/123-p1"
-            assert "data=2 fsdp=32" in pulls[0].title
+            assert len(pulls) == 1 and pulls[0].head_branch == branch
+            assert mesh in pulls[0].title
             thread = [m for m in rig.double.thread(CH, ROOT) if m.ts != answer.ts]
-            applied = [m for m in thread if "asap/123-p1" in m.text or "asap/123-p1" in str(m.blocks)]
+            applied = [m for m in thread if branch in m.text or branch in str(m.blocks)]
             assert len(applied) == 1 and "opened" in applied[0].text
             later = [e for e in rig.double.ephemerals if "already applied" in e["text"]]
-            assert len(later) == 2 and "asap/123-p1" in later[-1]["text"]
+            assert len(later) == 2 and branch in later[-1]["text"]
             assert rig.double.violations == []
+            return branch
 
-    run(go())
-    assert branches(repo) == ["asap/123-p1", "main"]
+    branch = run(go())
+    assert branches(repo) == [branch, "main"]
 
 
 def test_person_not_allowed_gets_an_ephemeral_and_nothing_is_opened(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
@@ -86,16 +101,17 @@ def test_person_not_allowed_gets_an_ephemeral_and_nothing_is_opened(tmp_path: Pa
         async with SlackRig(tmp_path, monkeypatch, appliers="UCAROL", group="S0INFRA",
                             usergroups={"S0INFRA": ["UDAVE"]}, codehost=host) as rig:
             answer = await analysed(rig)
-            await click(rig, answer, "asap_apply:2", user="UMALLORY", action_ts="1710000003.000001")
+            n, rank, _ = mesh_card(rig)
+            await click(rig, answer, f"asap_apply:{n}", user="UMALLORY", action_ts="1710000003.000001")
             await rig.idle()
             assert host.open_pulls() == []
             eph = rig.double.ephemerals
             assert len(eph) == 1 and eph[0]["user"] == "UMALLORY" and "Only" in eph[0]["text"]
             assert rig.double.called("usergroups.users.list") == [{"usergroup": "S0INFRA"}]
             # the refused click did not use up the proposal: a group member can still apply it
-            await click(rig, answer, "asap_apply:2", user="UDAVE", action_ts="1710000003.000002")
+            await click(rig, answer, f"asap_apply:{n}", user="UDAVE", action_ts="1710000003.000002")
             await rig.idle()
-            assert [p.head_branch for p in host.open_pulls()] == ["asap/123-p2"]
+            assert [p.head_branch for p in host.open_pulls()] == [f"asap/123-p{rank}"]
 
     run(go())
 

@@ -24,6 +24,7 @@ import re
 import time
 from typing import TYPE_CHECKING, Any
 
+import aiohttp
 from aiohttp import web
 from slack_bolt.adapter.aiohttp import to_aiohttp_response, to_bolt_request
 from slack_bolt.async_app import AsyncAck, AsyncApp, AsyncBoltContext
@@ -99,6 +100,8 @@ def build_bolt_app(ctx: RuntimeContext, settings: SlackSettings | None = None) -
                                             thread_ts=str(job.reply_to.get("thread_ts") or "") or None, text=message)
         except SlackApiError as exc:
             log.warning("could not tell the requester about the limit: %s", exc.response.get("error"))
+        except (aiohttp.ClientError, TimeoutError) as exc:
+            log.warning("could not reach Slack to tell the requester about the limit: %s", exc)
 
     async def react(job: Job) -> None:
         """Eyes on the person's message as soon as the request is queued."""
@@ -108,6 +111,8 @@ def build_bolt_app(ctx: RuntimeContext, settings: SlackSettings | None = None) -
         except SlackApiError as exc:
             if exc.response.get("error") != "already_reacted":
                 log.warning("could not add the reaction: %s", exc.response.get("error"))
+        except (aiohttp.ClientError, TimeoutError) as exc:
+            log.warning("could not reach Slack to add the reaction: %s", exc)
 
     async def queue(job: Job) -> str:
         """Submit ``job``; the reaction or the limit notice goes out after the acknowledgement."""
@@ -198,6 +203,19 @@ def setup_routes(app: web.Application, ctx: RuntimeContext) -> None:
     settings = SlackSettings.from_env()
     bolt = build_bolt_app(ctx, settings)
     app[BOLT_KEY] = bolt
+
+    async def open_session(_: web.Application) -> None:
+        # One connection pool for every Web API call of this process (slack_sdk opens a new session per
+        # call otherwise: a TCP connect and pool set-up for each reaction and message update).
+        bolt.client.session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=15))
+
+    async def close_session(_: web.Application) -> None:
+        session, bolt.client.session = bolt.client.session, None
+        if session is not None:
+            await session.close()
+
+    app.on_startup.append(open_session)
+    app.on_cleanup.append(close_session)
     if "http" in settings.modes:
         app.router.add_post(EVENTS_PATH, handle_events)
     if "socket" in settings.modes:

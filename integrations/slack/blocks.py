@@ -183,6 +183,9 @@ def proposal_card(p: dict[str, Any], index: int, run_id: str) -> list[dict[str, 
     labels = f"  _{escape(', '.join(p['labels']))}_" if p.get("labels") else ""
     rationale = " ".join(str(p.get("rationale") or "").split())
     title = f"*{index}. `{escape(p.get('mesh_short', '?'))}`*{labels}"
+    changes = [str(c) for c in p.get("settings_changes") or []]
+    if changes:  # a proposal may change settings (e.g. the remat policy) besides, or instead of, the mesh
+        title += "\n" + escape(clip("also: " + "; ".join(changes), 300))
     text = title + (f"\n{escape(clip(rationale, 300))}" if rationale else "")
     if pred:
         step = f"{_f(pred.get('step_time_ms'), ' ms')} ({_signed(ch.get('step_time_percent'))} vs now)"

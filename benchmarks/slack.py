@@ -1,0 +1,223 @@
+"""Benchmark: Slack acknowledgement latency under a burst, and time to the first progress update.
+
+A child process runs the real thing: the runtime's aiohttp server with the Slack routes on 127.0.0.1, the
+in-process queue, optionally workers in the same process (``asap serve --all``), analyst-mode agents on the
+sample runs, and the Slack Web API double. This process sends HTTP requests signed like Slack's (v0 HMAC,
+current timestamp) and measures on the client side, so the figures include HTTP, signature checking, Bolt
+dispatch, dedupe in the SQLite store and queuing.
+
+1. ack latency, front only: a burst of ``--burst`` (200) distinct ``app_mention`` events sent at once;
+2. ack latency with workers busy in the same process (``asap serve --all``): the same burst while the
+   first jobs' analyses run on the same 2 cores;
+3. time to first progress update on an idle server: request sent -> progress message posted, and -> first
+   ``chat.update`` with an agent step (median of ``--repeat`` mentions).
+
+Goal (issue 7): ack p99 under 100 ms (Slack's limit is 3 s).
+
+    .venv/bin/python benchmarks/slack.py [--burst 200] [--repeat 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+GOAL_P99_MS = 100.0
+RUNS = ["123", "204", "311", "415", "520", "618"]
+
+
+def _pct(values: list[float], q: float) -> float:
+    s = sorted(values)
+    return s[min(len(s) - 1, max(0, int(round(q / 100 * len(s) + 0.5)) - 1))]
+
+
+# ------------------------------------------------------------------------------------------ child (server)
+async def _double(state: Path) -> None:
+    """The Slack Web API double in its own process, like the real Slack API is not in ASAP's process."""
+    sys.path.insert(0, str(REPO))
+    from tests.doubles.slack_double import SlackDouble
+
+    double = await SlackDouble().start()
+    (state / "double").write_text(json.dumps({"url": double.base_url, "token": double.bot_token}))
+    while not (state / "stop-double").exists():
+        await asyncio.sleep(0.05)
+    (state / "double.json").write_text(json.dumps({"posts": len(double.called("chat.postMessage")),
+                                                   "reactions": len(double.reactions), "violations": double.violations}))
+    await double.stop()
+
+
+async def _child(state: Path, workers: int, ready: Path, stop_file: Path, out: Path) -> None:
+    sys.path.insert(0, str(REPO))
+    from aiohttp import web
+
+    from agents.conversation import Conversation
+    from agents.models import build_model
+    from bot.runtime.context import RuntimeContext
+    from bot.runtime.handlers import Dispatcher
+    from bot.runtime.server import build_app
+    from tests.doubles.slack_double import SlackRig
+
+    api = json.loads((state / "double").read_text())
+    (state / "model.yaml").write_text("{}\n")
+    env = {"SLACK_BOT_TOKEN": api["token"], "SLACK_SIGNING_SECRET": SlackRig.SECRET,
+           "SLACK_API_URL": api["url"], "ASAP_STATE_DIR": str(state / "state"),
+           "ASAP_MODEL_CONFIG": str(state / "model.yaml"), "ASAP_USER_RATE": "off", "ASAP_CHANNEL_RATE": "off",
+           "ASAP_MAX_PENDING": "100000", "ASAP_QUEUE_BLOCK_MS": "50"}
+    for k in ("SLACK_APP_TOKEN", "REDIS_URL", "OPENAI_API_KEY", "ASAP_MODEL_BASE_URL", "GITHUB_WEBHOOK_SECRET"):
+        os.environ.pop(k, None)
+    os.environ.update(env)
+    ctx = RuntimeContext.from_env(env)
+    ctx.conversation_factory = lambda: Conversation(store=ctx.store, model=build_model(env))
+    timings: list[tuple[str, str, float]] = []
+    ctx.extras["slack.timings"] = timings
+    runner = web.AppRunner(build_app(ctx, env=env), access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    stop = asyncio.Event()
+    worker = (asyncio.create_task(ctx.queue.run_worker(Dispatcher(ctx), consumer="bench", stop=stop,
+                                                       concurrency=workers)) if workers else None)
+    ready.write_text(json.dumps({"port": port}))
+    while not stop_file.exists():
+        await asyncio.sleep(0.05)
+    stop.set()
+    if worker is not None:
+        worker.cancel()
+        await asyncio.gather(worker, return_exceptions=True)
+    out.write_text(json.dumps({"timings": timings}))
+    await runner.cleanup()
+
+
+# ------------------------------------------------------------------------------------------ parent (client)
+class Server:
+    def __init__(self, workers: int) -> None:
+        self.tmp = Path(tempfile.mkdtemp(prefix="asap-slack-bench-"))
+        self.ready, self.stop, self.out = self.tmp / "ready", self.tmp / "stop", self.tmp / "out.json"
+        self.api = subprocess.Popen([sys.executable, __file__, "--double", str(self.tmp)], cwd=REPO)
+        end = time.time() + 60
+        while not (self.tmp / "double").exists():
+            if time.time() > end or self.api.poll() is not None:
+                raise SystemExit("the Slack API double did not start")
+            time.sleep(0.05)
+        self.proc = subprocess.Popen([sys.executable, __file__, "--child", str(self.tmp), str(workers)], cwd=REPO)
+        while not self.ready.exists():
+            if time.time() > end or self.proc.poll() is not None:
+                raise SystemExit("the benchmark server did not start")
+            time.sleep(0.05)
+        time.sleep(0.05)
+        self.port = json.loads(self.ready.read_text())["port"]
+        self.url = f"http://127.0.0.1:{self.port}/slack/events"
+
+    def finish(self) -> dict:
+        self.stop.write_text("stop")
+        self.proc.wait(timeout=60)
+        (self.tmp / "stop-double").write_text("stop")
+        self.api.wait(timeout=60)
+        return {**json.loads(self.out.read_text()), **json.loads((self.tmp / "double.json").read_text())}
+
+
+def _signed(n: int, tag: str) -> tuple[bytes, dict[str, str]]:
+    sys.path.insert(0, str(REPO))
+    from tests.doubles.slack_double import SlackRig, mention_body, sign
+
+    body = mention_body(f"<@UASAPBOT> why is job {RUNS[n % len(RUNS)]} slow?", event_id=f"Ev{tag}{n}",
+                        user=f"U{n:06d}", ts=f"1710000{n:03d}.000100")
+    raw = json.dumps(body)
+    return raw.encode(), {**sign(SlackRig.SECRET, raw), "Content-Type": "application/json"}
+
+
+async def _burst(url: str, n: int, tag: str) -> list[float]:
+    import aiohttp
+
+    reqs = [_signed(i, tag) for i in range(n)]
+    lat: list[float] = []
+    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=n)) as s:
+        async with s.post(url, data=_signed(10_000, tag + "warm")[0], headers=_signed(10_000, tag + "warm")[1]) as r:
+            await r.read()  # first request: Bolt's auth.test, connection set-up
+
+        async def one(raw: bytes, headers: dict[str, str]) -> None:
+            t0 = time.perf_counter()
+            async with s.post(url, data=raw, headers=headers) as r:
+                await r.read()
+                if r.status != 200:
+                    raise SystemExit(f"unexpected status {r.status}")
+            lat.append((time.perf_counter() - t0) * 1000)
+
+        await asyncio.gather(*(one(raw, h) for raw, h in reqs))
+    return lat
+
+
+async def _first_progress(url: str, repeat: int) -> list[float]:
+    import aiohttp
+
+    sent: dict[str, float] = {}
+    async with aiohttp.ClientSession() as s:
+        for i in range(repeat):
+            raw, headers = _signed(20_000 + i, "fp")
+            sent[f"slack:Evfp{20_000 + i}"] = time.time()
+            async with s.post(url, data=raw, headers=headers) as r:
+                await r.read()
+            await asyncio.sleep(3.0)  # let it finish: each measurement starts on an idle server
+    return list(sent.items())  # type: ignore[return-value]
+
+
+def _report(name: str, lat: list[float]) -> None:
+    print(f"{name}: n={len(lat)} p50 {statistics.median(lat):.1f} ms, p99 {_pct(lat, 99):.1f} ms, "
+          f"max {max(lat):.1f} ms  (goal p99 < {GOAL_P99_MS:.0f} ms: {'OK' if _pct(lat, 99) < GOAL_P99_MS else 'MISSED'})")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--burst", type=int, default=200)
+    ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--workers", type=int, default=4)
+    args = ap.parse_args()
+
+    srv = Server(workers=0)
+    lat = asyncio.run(_burst(srv.url, args.burst, "front"))
+    res = srv.finish()
+    _report(f"ack latency, front only, burst of {args.burst}", lat)
+
+    srv = Server(workers=args.workers)
+    lat = asyncio.run(_burst(srv.url, args.burst, "all"))
+    res = srv.finish()
+    _report(f"ack latency, serve --all ({args.workers} workers busy), burst of {args.burst}", lat)
+    done = {j for j, e, _ in res["timings"] if e == "answered"}
+    print(f"  (answers completed while measuring: {len(done)}; reactions posted: {res['reactions']}; "
+          f"Block Kit violations: {len(res['violations'])})")
+
+    srv = Server(workers=args.workers)
+    sent = dict(asyncio.run(_first_progress(srv.url, args.repeat)))
+    res = srv.finish()
+    posted, first, answered = {}, {}, {}
+    for job, ev, t in res["timings"]:
+        target = {"progress_posted": posted, "first_progress": first, "answered": answered}[ev]
+        target.setdefault(job, t)
+    to_post = [(posted[j] - sent[j]) * 1000 for j in sent if j in posted]
+    to_first = [(first[j] - sent[j]) * 1000 for j in sent if j in first]
+    to_answer = [(answered[j] - sent[j]) * 1000 for j in sent if j in answered]
+    print(f"time to progress message (idle server, n={len(to_post)}): median {statistics.median(to_post):.0f} ms, "
+          f"max {max(to_post):.0f} ms")
+    print(f"time to first progress update (first agent step): median {statistics.median(to_first):.0f} ms, "
+          f"max {max(to_first):.0f} ms")
+    print(f"time to the full answer (analyst mode): median {statistics.median(to_answer):.0f} ms")
+
+
+if __name__ == "__main__":
+    if len(sys.argv) >= 4 and sys.argv[1] == "--child":
+        tmp = Path(sys.argv[2])
+        asyncio.run(_child(tmp, int(sys.argv[3]), tmp / "ready", tmp / "stop", tmp / "out.json"))
+    elif len(sys.argv) >= 3 and sys.argv[1] == "--double":
+        asyncio.run(_double(Path(sys.argv[2])))
+    else:
+        main()
