@@ -189,8 +189,15 @@ def evaluate(
         mb = np.minimum(float(shape.micro_batch), per_rank)
     else:
         m_guess = np.where(npp > 1, np.minimum(per_rank, 4.0 * npp), 1.0)  # [GPipe] M >= 4K
-        if shape.grad_accum is not None:  # MaxText gradient_accumulation_steps: a fixed count per step
-            m_guess = np.minimum(per_rank, float(shape.grad_accum))
+        if shape.grad_accum is not None:
+            # MaxText: gradient_accumulation_steps micro-batches per step; a pipeline splits each further into
+            # num_pipeline_microbatches (unset: GPipe's 4 x stages, at most one sequence per data rank each).
+            pp_mb = float(shape.pipeline_microbatches) if shape.pipeline_microbatches else 4.0 * npp
+            m_guess = np.where(
+                npp > 1,
+                np.minimum(per_rank, float(shape.grad_accum) * pp_mb),
+                np.minimum(per_rank, float(shape.grad_accum)),
+            )
         mb = per_rank / np.maximum(m_guess, 1.0)
     m = np.maximum(per_rank / np.maximum(mb, 1e-12), 1.0)
     tok_mb = mb * S / ns  # tokens one chip processes per micro-batch (tensor ranks share them)

@@ -63,6 +63,7 @@ class Shape:
     # --- read from the run's config (knowledge.cost_settings); the defaults are the run.yaml-only behaviour --
     remat_spec: RematSpec | None = None  # resolved policy (None: built from ``remat`` on demand)
     grad_accum: int | None = None  # micro-batches per step per data rank (MaxText gradient_accumulation_steps)
+    pipeline_microbatches: int | None = None  # MaxText num_pipeline_microbatches (None: 4 x stages, GPipe)
     sequence_parallel: bool = True  # Megatron sequence_parallel; MaxText/GSPMD shard every activation over tensor
     flash_attention: bool = True  # attention scores not stored
     dropout: bool = False  # dropout masks stored
@@ -135,6 +136,19 @@ def config_global_batch(run: RunRecord, settings: TrainingSettings | None) -> in
     return None
 
 
+def effective_global_batch(run: RunRecord, settings: TrainingSettings | None) -> int | None:
+    """Sequences per optimizer step: what the config states (it is what the job ran), else run.yaml's,
+    scaled by a proposal's ``global_batch_factor`` when the config cannot state it itself."""
+    stated = config_global_batch(run, settings)
+    if stated:
+        return stated
+    t = run.training
+    if t is None or not t.global_batch:
+        return None
+    factor = settings.global_batch_factor if settings is not None else 1.0
+    return max(1, int(round(t.global_batch * factor)))
+
+
 def resolve_shape(run: RunRecord, settings: TrainingSettings | None = None) -> Shape:
     """Resolve the run's model and training shape, recording each default taken.
 
@@ -197,8 +211,13 @@ def resolve_shape(run: RunRecord, settings: TrainingSettings | None = None) -> S
 
     micro_batch = t.micro_batch
     grad_accum: int | None = None
+    if cfg is not None and cfg.changed:
+        assumptions.append(
+            "proposed settings: " + ", ".join(f"{k} = {v}" for k, v in cfg.changed.items())
+            + " (the rest as the run's config and run.yaml say)"
+        )
     if cfg is not None and cfg.micro_batch:
-        if t.micro_batch and t.micro_batch != cfg.micro_batch:
+        if t.micro_batch and t.micro_batch != cfg.micro_batch and "micro_batch" not in cfg.changed:
             assumptions.append(f"run.yaml says micro_batch {t.micro_batch}, the config {cfg.micro_batch}: using the config")
         micro_batch = cfg.micro_batch
     elif cfg is not None and run.framework != "megatron" and (cfg.grad_accum or cfg.per_device_batch):
@@ -215,12 +234,9 @@ def resolve_shape(run: RunRecord, settings: TrainingSettings | None = None) -> S
         guessed.add("micro_batch")
 
     stated = config_global_batch(run, cfg)
-    global_batch = t.global_batch or stated or 1
+    global_batch = effective_global_batch(run, cfg) or 1
     if t.global_batch and stated and stated != t.global_batch and not (cfg is not None and cfg.changed):
-        assumptions.append(f"run.yaml global_batch {t.global_batch} differs from the config's {stated}: using run.yaml")
-    if cfg is not None and cfg.global_batch_factor != 1.0:
-        global_batch = max(1, int(round(global_batch * cfg.global_batch_factor)))
-        assumptions.append(f"global batch scaled x{cfg.global_batch_factor:g} by the proposed settings: {global_batch}")
+        assumptions.append(f"run.yaml global_batch {t.global_batch} differs from the config's {stated}: using the config")
     seq_len = t.seq_len or (cfg.seq_len if cfg else None) or 1
     state = _model_state(run, cfg, assumptions)
     if t.dtype != "bf16":
@@ -250,6 +266,7 @@ def resolve_shape(run: RunRecord, settings: TrainingSettings | None = None) -> S
         guessed=frozenset(guessed),
         remat_spec=spec,
         grad_accum=grad_accum,
+        pipeline_microbatches=cfg.pipeline_microbatches if cfg is not None else None,
         sequence_parallel=state["sequence_parallel"],
         flash_attention=state["flash_attention"],
         dropout=state["dropout"],
@@ -280,7 +297,7 @@ def _resolve_remat(
             notes.extend(spec.notes)
             if runyaml is not None:
                 mine = runyaml_policy(runyaml, run.framework, source="run.yaml")
-                if (mine.saved, mine.stores_everything, mine.megatron_full) != (
+                if "remat" not in cfg.changed and (mine.saved, mine.stores_everything, mine.megatron_full) != (
                     spec.saved, spec.stores_everything, spec.megatron_full
                 ):
                     notes.append(f"run.yaml says remat '{runyaml}', the config {spec.policy!r}: using the config")

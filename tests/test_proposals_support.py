@@ -36,9 +36,9 @@ LLAMA_70B = {
 }
 
 
-def maxtext_config(ici: dict[str, int], dcn: dict[str, int] | None = None) -> str:
+def maxtext_config(ici: dict[str, int], dcn: dict[str, int] | None = None, per_device_batch: float = 4) -> str:
     """A MaxText-style config text with a comment, so edits can be checked to keep other lines."""
-    lines = ["# training config", "per_device_batch_size: 4", "remat_policy: full"]
+    lines = ["# training config", f"per_device_batch_size: {per_device_batch:g}", "remat_policy: full"]
     for axis in ("data", "fsdp", "tensor", "sequence"):
         lines.append(f"ici_{axis}_parallelism: {ici.get(axis, 1)}")
     for axis, v in (dcn or {}).items():
@@ -63,7 +63,10 @@ def make_run(
 ) -> Run:
     folder = root / run_id
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / "mesh.yml").write_text(config_text or maxtext_config(ici or {"fsdp": num_chips}, dcn), encoding="utf-8")
+    # per_device_batch_size x chips = the global batch run.yaml states (MaxText: the config is what ran)
+    gbatch = (training or {}).get("global_batch", 256)
+    text = config_text or maxtext_config(ici or {"fsdp": num_chips}, dcn, per_device_batch=gbatch / num_chips)
+    (folder / "mesh.yml").write_text(text, encoding="utf-8")
     body: dict[str, Any] = {
         "id": run_id,
         "chip": chip,

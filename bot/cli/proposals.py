@@ -57,13 +57,19 @@ def propose_cmd(ctx: click.Context, run_id: str, as_json: bool, k: int, diff: bo
     for p in result.proposals:
         console.print()
         labels = f" [yellow]({', '.join(p.labels)})[/]" if p.labels else ""
-        console.print(f"[bold]{p.rank}. {p.mesh_short}[/]  [dim]{p.kind}, from {p.origin}[/]{labels}")
+        what = "; ".join([p.mesh_short] + p.settings_changes)
+        console.print(f"[bold]{p.rank}. {what}[/]  [dim]{p.kind}, from {p.origin}[/]{labels}")
         if p.predicted is not None:
             pr = p.predicted
             pct = f" ({p.change.step_time_percent:+.1f}%)" if p.change.step_time_percent is not None else ""
+            if p.change.tokens_per_step_factor != 1.0 and p.change.time_per_token_percent is not None:
+                pct = (f" for x{p.change.tokens_per_step_factor:g} tokens: {p.change.time_per_token_percent:+.1f}% "
+                       "per token")
+            mem = (f"memory/chip {_gb(pr.memory_per_chip_bytes)} of {_gb(pr.memory_capacity_bytes)}"
+                   if pr.memory_per_chip_bytes is not None else "memory/chip not computed (model unknown)")
+            basis = " [dim](relative to the profile)[/]" if pr.basis == "profile" else ""
             console.print(
-                f"   step {_ms(pr.step_time_ms)}{pct} [{pr.step_time_low_ms:.1f}–{pr.step_time_high_ms:.1f}], "
-                f"memory/chip {_gb(pr.memory_per_chip_bytes)} of {_gb(pr.memory_capacity_bytes)}"
+                f"   step {_ms(pr.step_time_ms)}{pct} [{pr.step_time_low_ms:.1f}–{pr.step_time_high_ms:.1f}], {mem}{basis}"
             )
         console.print(f"   confidence {p.confidence:.2f}: {'; '.join(p.confidence_reasons[:3])}")
         console.print(f"   [dim]why:[/] {p.rationale}")

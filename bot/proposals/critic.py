@@ -81,10 +81,41 @@ def check_product(record: RunRecord, mesh: Mesh) -> Check:
     )
 
 
-def check_divisibility(record: RunRecord, mesh: Mesh) -> Check:
+def batch_split_problems(record: RunRecord, mesh: Mesh, settings: Any | None) -> list[str]:
+    """The global batch must split into whole micro-batches per data-parallel rank.
+
+    Megatron: global_batch_size % (micro_batch_size x data-parallel size) == 0 (Megatron-LM refuses to start
+    otherwise; its data-parallel size is our data x expert). MaxText: per_device_batch_size x devices must
+    be a whole number of sequences.
+    """
+    if settings is None:
+        return []
+    from knowledge.cost_shapes import effective_global_batch
+
+    out: list[str] = []
+    gb = effective_global_batch(record, settings)
+    s = mesh.sizes()
+    dp = s["data"] * s["fsdp"] * s["expert"]
+    if settings.micro_batch and gb:
+        if gb % (settings.micro_batch * dp):
+            out.append(
+                f"global batch {gb} is not a multiple of micro_batch {settings.micro_batch} x data-parallel size {dp} "
+                f"= {settings.micro_batch * dp}"
+            )
+    if settings.per_device_batch:
+        total = settings.per_device_batch * record.num_chips
+        if total < 1 or not float(total).is_integer():
+            out.append(
+                f"per_device_batch_size {settings.per_device_batch:g} x {record.num_chips} chips = {total:g} is not a "
+                "whole number of sequences"
+            )
+    return out
+
+
+def check_divisibility(record: RunRecord, mesh: Mesh, settings: Any | None = None) -> Check:
     from knowledge.meshsearch import divisibility_problems
 
-    problems = divisibility_problems(record, mesh)
+    problems = divisibility_problems(record, mesh) + batch_split_problems(record, mesh, settings)
     if problems:
         return Check(name="divisibility", passed=False, reason="; ".join(problems))
     known = []
@@ -106,6 +137,21 @@ def check_divisibility(record: RunRecord, mesh: Mesh) -> Check:
 
 
 def check_memory(record: RunRecord, mesh: Mesh, prediction: Any | None) -> Check:
+    """Memory per chip against HBM with headroom.
+
+    Fails hard when the prediction is out of memory beyond its own uncertainty: the point estimate exceeds
+    the chip's whole HBM, or even the low edge of the memory band exceeds the usable part. Between the
+    headroom line and that, the mesh is *tight*: a warning (soft), because published expert configurations
+    run there (e.g. Megatron-Bridge's 70B recipes on 80 GB H100s) and the band straddles the line.
+    """
+    if prediction is not None and getattr(prediction, "memory_per_chip_bytes", 0.0) is None:
+        return Check(
+            name="memory",
+            passed=True,
+            skipped=True,
+            reason="skipped: the model is unknown, so memory per chip cannot be computed (the prediction is "
+            "relative to the profile); give model layers, d_model, d_ff, heads, vocab in run.yaml",
+        )
     if prediction is None:
         return Check(
             name="memory",
@@ -118,17 +164,29 @@ def check_memory(record: RunRecord, mesh: Mesh, prediction: Any | None) -> Check
     parts = ", ".join(f"{k} {gb(v)}" for k, v in prediction.memory_breakdown_bytes.items() if v > 0)
     headroom = _headroom()
     usable = cap * (1 - headroom)
+    low = getattr(prediction, "memory_low_bytes", None)
+    band = f" (band {gb(low)}-{gb(prediction.memory_high_bytes)})" if low is not None and getattr(
+        prediction, "memory_high_bytes", None) is not None else ""
     if not prediction.fits_memory:
+        if used <= cap or (low is not None and low <= usable):
+            return Check(
+                name="memory",
+                passed=False,
+                hard=False,
+                reason=f"tight: needs {gb(used)} per chip{band} ({parts}), above the {gb(usable)} usable with "
+                f"{headroom:.0%} headroom but within the prediction's band / the {gb(cap)} HBM; measure the peak "
+                "before relying on it",
+            )
         return Check(
             name="memory",
             passed=False,
-            reason=f"out of memory: needs {gb(used)} per chip ({parts}), but only {gb(usable)} of {gb(cap)} HBM "
+            reason=f"out of memory: needs {gb(used)} per chip{band} ({parts}), but only {gb(usable)} of {gb(cap)} HBM "
             f"is usable with {headroom:.0%} headroom",
         )
     return Check(
         name="memory",
         passed=True,
-        reason=f"fits: {gb(used)} per chip ({parts}) of {gb(usable)} usable ({gb(cap)} HBM, {headroom:.0%} headroom)",
+        reason=f"fits: {gb(used)} per chip{band} ({parts}) of {gb(usable)} usable ({gb(cap)} HBM, {headroom:.0%} headroom)",
     )
 
 
@@ -250,6 +308,7 @@ def critique(
     baseline: Mesh | None = None,
     baseline_prediction: Any | None = None,
     calibration: Any | None = None,
+    settings: Any | None = None,
 ) -> CriticResult:
     """Run every check on ``mesh`` for ``run``.
 
@@ -257,22 +316,33 @@ def critique(
     the cost model's prediction for ``mesh`` (computed here when omitted and the model is known,
     calibrated on the report's measurement like the engine's, so both reach the same verdict);
     ``history`` the failed configurations (read from the run folder's ``failures.yaml`` when omitted).
-    Checks that cannot run say why and count as passed-but-skipped.
+    ``settings`` are the training settings the mesh runs with (read from the run's config when omitted;
+    a proposal that changes the micro-batch or remat policy passes its changed copy), so memory and the
+    batch split are checked with them. Checks that cannot run say why and count as passed-but-skipped.
     """
     record = record_of(run)
     if history is None and not isinstance(run, RunRecord):
         history = load_failures(run.folder)
+    base_settings = None
+    if not isinstance(run, RunRecord):
+        from knowledge.cost_settings import settings_for_run
+
+        base_settings = settings_for_run(run)
+    if settings is None:
+        settings = base_settings
     checks = [check_product(record, mesh)]
     product_ok = checks[0].passed
     if product_ok:
-        checks.append(check_divisibility(record, mesh))
+        checks.append(check_divisibility(record, mesh, settings))
     else:
         checks.append(
             Check(name="divisibility", passed=True, skipped=True, reason="skipped: the axes do not multiply to the chips")
         )
     base = baseline or baseline_from_report(report)
     if prediction is None and product_ok:
-        prediction, baseline_prediction = _predict_or_none(record, mesh, base, report, calibration, baseline_prediction)
+        prediction, baseline_prediction = _predict_or_none(
+            record, mesh, base, report, calibration, baseline_prediction, settings, base_settings
+        )
     if product_ok:
         checks.append(check_memory(record, mesh, prediction))
     else:
@@ -292,21 +362,23 @@ def _predict_or_none(
     report: AnalysisReport | None,
     calibration: Any | None,
     baseline_prediction: Any | None,
+    settings: Any | None = None,
+    base_settings: Any | None = None,
 ) -> tuple[Any | None, Any | None]:
     """Prediction for ``mesh`` (and the baseline), calibrated on the report when there is one."""
     from knowledge import costmodel
 
-    if not costmodel.model_known(record):
+    if not costmodel.model_known(record, settings):
         return None, baseline_prediction
     if calibration is None and report is not None and base is not None:
         try:
-            calibration = costmodel.calibrate(record, base, report)
+            calibration = costmodel.calibrate(record, base, report, settings=base_settings)
         except AsapError:
             calibration = None
     try:
-        pred = costmodel.predict(record, mesh, calibration=calibration)
+        pred = costmodel.predict(record, mesh, calibration=calibration, settings=settings)
         if baseline_prediction is None and base is not None and calibration is not None:
-            baseline_prediction = costmodel.predict(record, base, calibration=calibration)
+            baseline_prediction = costmodel.predict(record, base, calibration=calibration, settings=base_settings)
         return pred, baseline_prediction
     except AsapError:
         return None, baseline_prediction

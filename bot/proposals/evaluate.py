@@ -97,22 +97,40 @@ def case_folders(cases_dir: Path) -> list[Path]:
     return found
 
 
-def _recheck_failures(run, report, meshes: list[Mesh]) -> int:  # type: ignore[no-untyped-def]
+def _recheck_failures(run, report, proposals) -> int:  # type: ignore[no-untyped-def]
+    """Proposals that fail a hard check when re-checked independently: the config edited with the proposal's
+    settings and parsed again, the Critic run afresh on the mesh with those settings."""
     from bot.proposals.critic import critique
+    from bot.proposals.settings import settings_of_proposal
 
-    return sum(0 if critique(run, m, report=report).ok else 1 for m in meshes)
+    bad = 0
+    for p in proposals:
+        mesh = Mesh(ici=p.mesh["ici"], dcn=p.mesh["dcn"])  # type: ignore[arg-type]
+        try:
+            settings = settings_of_proposal(run, p.settings)
+        except AsapError:
+            bad += 1
+            continue
+        bad += 0 if critique(run, mesh, report=report, settings=settings).ok else 1
+    return bad
 
 
 def _step_errors(run, expected: Expected, calibration) -> list[float]:  # type: ignore[no-untyped-def]
     from knowledge import costmodel
+    from knowledge.cost_settings import settings_for_run
 
-    if not expected.measured or not costmodel.model_known(run.record):
+    settings = settings_for_run(run)
+    if not expected.measured or not costmodel.model_known(run.record, settings):
         return []
     out = []
     for m in expected.measured:
-        pred = costmodel.predict(run.record, m.mesh, calibration=calibration)
+        pred = costmodel.predict(run.record, m.mesh, calibration=calibration, settings=settings)
         out.append(abs(pred.step_time_ms - m.step_time_ms) / m.step_time_ms)
     return out
+
+
+def _pmesh(p) -> Mesh:  # type: ignore[no-untyped-def]
+    return Mesh(ici=p.mesh["ici"], dcn=p.mesh["dcn"])
 
 
 def eval_profiled(run, expected: Expected) -> CaseResult:  # type: ignore[no-untyped-def]
@@ -129,10 +147,15 @@ def eval_profiled(run, expected: Expected) -> CaseResult:  # type: ignore[no-unt
     if expected.adopted_mesh is not None:
         want = mesh_key(expected.adopted_mesh)
         if want == mesh_key(base):
-            beats = [p for p in ps.proposals if p.predicted is not None and not p.change.within_noise]
+            # A settings-only proposal keeps the adopted mesh: it does not contradict the experts' mesh.
+            beats = [
+                p for p in ps.proposals
+                if p.predicted is not None and not p.change.within_noise and mesh_key(_pmesh(p)) != want
+                and (p.change.time_per_token_percent or 0) < 0
+            ]
             top1 = top3 = not beats
             kind_top3 = top3
-            notes.append("adopted mesh = current mesh: a match means no proposal beats it beyond noise")
+            notes.append("adopted mesh = current mesh: a match means no proposal changes the mesh and beats it beyond noise")
         else:
             keys = [mesh_key(m) for m in meshes]
             top1 = bool(keys) and keys[0] == want
@@ -158,7 +181,7 @@ def eval_profiled(run, expected: Expected) -> CaseResult:  # type: ignore[no-unt
         expert_rank=None,
         proposals=[p.mesh_short for p in ps.proposals],
         adopted=expected.adopted_mesh.short() if expected.adopted_mesh else None,
-        proposals_failing_check=_recheck_failures(run, report, meshes),
+        proposals_failing_check=_recheck_failures(run, report, ps.proposals),
         proposals_total=len(meshes),
         step_time_errors=_step_errors(run, expected, calibration),
         seconds=0.0,
@@ -171,8 +194,11 @@ def eval_config_only(run, expected: Expected) -> CaseResult:  # type: ignore[no-
     from bot.proposals.engine import baseline_mesh
     from knowledge import costmodel, meshsearch
 
+    from knowledge.cost_settings import settings_for_run
+
     record = run.record
     expert, _ = baseline_mesh(run, None)
+    settings = settings_for_run(run)
     if expected.adopted_mesh is not None and mesh_key(expected.adopted_mesh) != mesh_key(expert):
         raise AsapError(
             f"config-only case: adopted_mesh {expected.adopted_mesh.short()} differs from the config's mesh {expert.short()}",
@@ -180,20 +206,23 @@ def eval_config_only(run, expected: Expected) -> CaseResult:  # type: ignore[no-
             field="adopted_mesh",
         )
     notes: list[str] = []
-    expert_check = critique(run, expert)
+    expert_check = critique(run, expert, settings=settings)
     if not expert_check.ok:
         notes.append("the expert mesh FAILS the Critic: " + "; ".join(c.reason for c in expert_check.failures if c.hard))
-    if not costmodel.model_known(record):
+    for c in expert_check.failures:
+        if not c.hard:
+            notes.append(f"Critic warning on the expert mesh ({c.name}): {c.reason}")
+    if not costmodel.model_known(record, settings):
         notes.append("model unknown: cannot rank the expert mesh")
         return CaseResult(
             verdict=None, verdict_match=None, case=record.id, kind="config_only", source=expected.source, top1=None, top3=None, kind_top3=None,
             expert_rank=None, expert_passes_critic=expert_check.ok, proposals=[], adopted=expert.short(),
             proposals_failing_check=0, proposals_total=0, step_time_errors=[], seconds=0.0, notes=notes,
         )
-    expert_pred = costmodel.predict(record, expert)
+    expert_pred = costmodel.predict(record, expert, settings=settings)
     noise = expert_pred.uncertainty * expert_pred.step_time_ms
     meshes = meshsearch.enumerate_meshes(record)
-    scores = meshsearch.score_meshes(record, meshes, None)
+    scores = meshsearch.score_meshes(record, meshes, None, settings=settings)
     order = sorted(
         (float(t), m) for t, m in zip(scores, meshes, strict=True) if float(t) < expert_pred.step_time_ms - noise
     ) if meshes else []
@@ -207,14 +236,18 @@ def eval_config_only(run, expected: Expected) -> CaseResult:  # type: ignore[no-
         if any(kind_of(expert, m) == kind_of(expert, b) or distance(expert, b, m) < MIN_DISTANCE for b in better):
             continue
         critiqued += 1
-        if critique(run, m).ok:
+        if critique(run, m, settings=settings).ok:
             better.append(m)
     rank = len(better) + 1
     if better:
         notes.append(
             f"predicted faster than the expert beyond +-{expert_pred.uncertainty:.0%}: " + "; ".join(b.short() for b in better)
         )
-    notes.append(f"expert mesh predicted {expert_pred.step_time_ms:.1f} ms/step (uncalibrated)")
+    notes.append(
+        f"expert mesh predicted {expert_pred.step_time_ms:.1f} ms/step (uncalibrated), "
+        f"{expert_pred.memory_per_chip_bytes / 1e9:.1f} GB per chip (band {(expert_pred.memory_low_bytes or 0) / 1e9:.1f}-"
+        f"{(expert_pred.memory_high_bytes or 0) / 1e9:.1f}) of {expert_pred.memory_capacity_bytes / 1e9:.0f} GB"
+    )
     return CaseResult(
         verdict=None,
         verdict_match=None,

@@ -86,6 +86,10 @@ def review(
     bottleneck = None
     calibration = None
     old_pred = new_pred = None
+    # Each side's own training settings (remat, micro-batch, ...): a PR that changes them is priced with them.
+    from knowledge.cost_settings import settings_from_config
+
+    old_settings, new_settings = settings_from_config(old_cfg), settings_from_config(new_cfg)
     if run is not None and record is not None:
         from knowledge import costmodel
 
@@ -98,16 +102,16 @@ def review(
                 skipped.append(f"diagnosis: the run's profile could not be analysed ({exc.message})")
         if report is not None:
             bottleneck = report.diagnosis.bottleneck
-        if costmodel.model_known(record):
+        if costmodel.model_known(record, old_settings):
             if report is not None:
                 try:
-                    calibration = costmodel.calibrate(record, old_mesh, report)
+                    calibration = costmodel.calibrate(record, old_mesh, report, settings=old_settings)
                 except AsapError as exc:
                     skipped.append(f"calibration: {exc.message}; predictions are uncalibrated")
-            old_pred = costmodel.predict(record, old_mesh, calibration=calibration)
+            old_pred = costmodel.predict(record, old_mesh, calibration=calibration, settings=old_settings)
             if new_mesh is not None:
                 try:
-                    new_pred = costmodel.predict(record, new_mesh, calibration=calibration)
+                    new_pred = costmodel.predict(record, new_mesh, calibration=calibration, settings=new_settings)
                 except AsapError as exc:
                     skipped.append(f"prediction for the new mesh: {exc.message}")
         else:
@@ -135,6 +139,7 @@ def review(
                 prediction=new_pred,
                 baseline=old_mesh,
                 baseline_prediction=old_pred,
+                settings=new_settings,
             )
             critic = result.checks
         else:

@@ -1,0 +1,196 @@
+"""Settings changes a proposal can carry besides the mesh: micro-batch, per-device batch, accumulation, remat.
+
+A playbook ``settings`` move (:class:`bot.proposals.moves.SettingsMove`) expands here into concrete
+:class:`SettingsChange` values for this run: which factors divide the batch, which remat policies are
+lighter than the current one in the run's framework, and which config key each is written to. A change
+applies to the run's :class:`~knowledge.cost_settings.TrainingSettings` (so the cost model predicts memory
+and time with it) and to the config text (``bot.configs.edit.apply_settings``, byte-preserving).
+
+Semantics (and why they matter to the Critic and the person reading the proposal):
+
+* ``micro_batch`` (Megatron ``micro_batch_size``): sequences per micro-batch per data-parallel rank at the
+  **same** global batch: fewer gradient-accumulation steps, the optimization is unchanged. Needs
+  global_batch % (micro_batch x data-parallel size) == 0.
+* ``per_device_batch`` (MaxText ``per_device_batch_size``) and ``grad_accum`` (``gradient_accumulation_steps``)
+  raise the **global** batch (MaxText: global = per_device x devices x accumulation): a trade-off against
+  hyperparameters and convergence, flagged on the proposal.
+* ``remat``: a policy name in the framework's own vocabulary (MaxText remat_policy; Megatron
+  recompute_granularity).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from bot.configs.sharding import ShardingConfig
+from bot.proposals.moves import SettingsMove
+from knowledge.cost_remat import lighter_policies, megatron_policy, named_policy, runyaml_policy
+from knowledge.cost_settings import TrainingSettings, key_for
+
+GLOBAL_BATCH_WARNING = (
+    "raises the global batch (tokens per step) {old} -> {new} sequences: learning rate, warmup and convergence "
+    "must be re-checked (the step-time comparison is per token)"
+)
+
+
+@dataclass(frozen=True)
+class SettingsChange:
+    """One concrete settings change: logical name -> new value, with what it does to the global batch."""
+
+    values: tuple[tuple[str, Any], ...]  # (logical name, new value)
+    global_batch_factor: float = 1.0
+    words: tuple[str, ...] = ()  # e.g. "micro_batch_size 1 -> 4"
+    tradeoffs: tuple[str, ...] = ()
+    kind: str = ""  # e.g. "micro_batch+", "remat-lighter"
+    config_values: dict[str, Any] = field(default_factory=dict)  # config key path -> value, for the diff
+
+    def as_dict(self) -> dict[str, Any]:
+        return dict(self.values)
+
+
+NO_CHANGE = SettingsChange(values=())
+
+
+def current_remat(settings: TrainingSettings | None, framework: str, runyaml: str | None):  # type: ignore[no-untyped-def]
+    """The run's remat policy as a RematSpec (config, else run.yaml, else the framework default)."""
+    if settings is not None and settings.remat_key is not None:
+        if framework == "megatron" or settings.format == "megatron":
+            return megatron_policy(settings.remat_policy, settings.recompute_method, settings.recompute_num_layers,
+                                   source="config")
+        spec = named_policy(settings.remat_policy or "none", source="config")
+        if spec is not None:
+            return spec
+    from knowledge.cost_shapes import DEFAULT_REMAT
+
+    return runyaml_policy(runyaml or DEFAULT_REMAT.get(framework, "full"), framework, source="run.yaml")
+
+
+def _factors(limit: int) -> list[int]:
+    out, f = [], 2
+    while f <= limit:
+        out.append(f)
+        f *= 2
+    return out
+
+
+def expand(
+    move: SettingsMove,
+    *,
+    settings: TrainingSettings | None,
+    config: ShardingConfig | None,
+    framework: str,
+    runyaml_remat: str | None,
+    runyaml_micro_batch: int | None,
+    global_batch: int | None,
+    data_parallel: int,
+) -> list[SettingsChange]:
+    """Concrete changes for one settings move on this run; [] when the run's format cannot express it."""
+    fmt = config.format if config is not None else None
+    out: list[SettingsChange] = []
+    if move.change == "micro_batch":
+        if framework != "megatron" and not (settings and settings.micro_batch):
+            return []
+        old = (settings.micro_batch if settings and settings.micro_batch else None) or runyaml_micro_batch or 1
+        per_rank = (global_batch // data_parallel) if global_batch and data_parallel else None
+        factors = _factors(move.max_factor) if move.direction == "up" else [1 / f for f in _factors(move.max_factor)]
+        for f in factors:
+            new = old * f
+            if new < 1 or not float(new).is_integer():
+                continue
+            new = int(new)
+            if per_rank is not None and (new > per_rank or per_rank % new):
+                continue
+            key = key_for(settings or TrainingSettings(), "micro_batch", config) if config is not None else None
+            out.append(SettingsChange(
+                values=(("micro_batch", new),),
+                words=(f"{key or 'micro_batch'} {old} -> {new} (same global batch: "
+                       f"{(per_rank or 0) // old if per_rank else '?'} -> {(per_rank or 0) // new if per_rank else '?'} "
+                       "accumulation steps)",),
+                kind="micro_batch" + ("+" if new > old else "-"),
+                config_values={key: new} if key else {},
+            ))
+        return out
+    if move.change in ("per_device_batch", "grad_accum"):
+        if move.change == "per_device_batch" and not (fmt in ("maxtext", "ici_mesh") and settings
+                                                       and settings.per_device_batch):
+            return []
+        if move.change == "grad_accum" and fmt not in ("maxtext", "ici_mesh"):
+            return []
+        if fmt == "ici_mesh" and move.change == "grad_accum" and not (settings and settings.grad_accum):
+            return []
+        old = (settings.per_device_batch if move.change == "per_device_batch" else settings.grad_accum) if settings else None
+        old = old or 1
+        key = key_for(settings or TrainingSettings(), move.change, config) if config is not None else None
+        for f in _factors(move.max_factor) if move.direction == "up" else []:
+            new = old * f
+            new_v: Any = int(new) if float(new).is_integer() else new
+            gb_old = global_batch
+            gb_new = int(round(global_batch * f)) if global_batch else None
+            out.append(SettingsChange(
+                values=((move.change, new_v),),
+                global_batch_factor=float(f),
+                words=(f"{key or move.change} {old:g} -> {new_v:g}",),
+                tradeoffs=(GLOBAL_BATCH_WARNING.format(old=gb_old or "?", new=gb_new or "?"),),
+                kind=f"{move.change}+",
+                config_values={key: new_v} if key else {},
+            ))
+        return out
+    # remat
+    spec = current_remat(settings, framework, runyaml_remat)
+    if move.direction != "lighter":
+        return []
+    key = key_for(settings or TrainingSettings(), "remat", config) if config is not None else None
+    for name in lighter_policies(spec):
+        if framework == "megatron" or fmt == "megatron":
+            value: Any = None if name == "none" else name
+        else:
+            value = name
+        out.append(SettingsChange(
+            values=(("remat", name),),
+            words=(f"{key or 'remat'} {spec.policy} -> {name}",),
+            kind="remat-lighter",
+            config_values={key: value} if key else {},
+        ))
+    return out
+
+
+def apply(settings: TrainingSettings | None, change: SettingsChange, *, framework: str) -> TrainingSettings | None:
+    """The training settings with ``change`` applied (what the cost model predicts with)."""
+    if not change.values:
+        return settings
+    base = settings or TrainingSettings()
+    update: dict[str, Any] = {"changed": {**base.changed, **change.as_dict()},
+                              "global_batch_factor": base.global_batch_factor * change.global_batch_factor}
+    for logical, value in change.values:
+        if logical == "micro_batch":
+            update["micro_batch"] = int(value)
+        elif logical == "per_device_batch":
+            update["per_device_batch"] = float(value)
+            if base.micro_batch:
+                update["micro_batch"] = int(base.micro_batch * change.global_batch_factor)
+        elif logical == "grad_accum":
+            update["grad_accum"] = int(value)
+        elif logical == "remat":
+            update["remat_policy"] = str(value)
+            update["remat_key"] = base.remat_key or ("recompute_granularity" if framework == "megatron" else "remat_policy")
+            if framework == "megatron" and value != "full":
+                update["recompute_method"] = None
+                update["recompute_num_layers"] = None
+    return base.model_copy(update=update)
+
+
+def settings_of_proposal(run: Any, config_values: dict[str, Any]) -> TrainingSettings | None:
+    """The training settings a proposal's config edit gives, re-read from the edited text.
+
+    An independent path from :func:`apply` (edit the run's config with the proposal's values, parse the
+    result, read its settings): rechecking a proposal with these catches a change the file cannot carry.
+    """
+    from bot.configs.detect import load_config, parse_config
+    from bot.configs.edit import apply_settings
+    from knowledge.cost_settings import settings_for_run, settings_from_config
+
+    if not config_values:
+        return settings_for_run(run)
+    cfg = load_config(run.path(run.record.config, field="config"))
+    return settings_from_config(parse_config(apply_settings(cfg, config_values), cfg.source))
