@@ -4,7 +4,9 @@
 job's thread and store the answer as the job's result (``GET /v1/jobs/<id>``). The result is written
 under the job id, so a redelivered job overwrites the same result instead of answering twice.
 The conversation runs in a worker thread with its own event loop: analysis is CPU work and must not
-stall the HTTP front when front and workers share a process (``asap serve --all``).
+stall the HTTP front when front and workers share a process (``asap serve --all``). When the deadline
+passes, the handler is cancelled and the failure result is written; the thread cannot be cancelled and
+finishes its analysis in the background, but its answer is dropped. The deadline bounds the reply, not CPU.
 """
 
 from __future__ import annotations

@@ -195,7 +195,10 @@ class _WorkerCore:
                     log.warning("queue reachable again after %.1f s", time.monotonic() - outage,
                                 extra={"consumer": consumer})
                     outage, backoff = None, 0.2
+                running = {x.ref for x in inflight.values()}
                 for d in deliveries:
+                    if d.ref in running:  # our own job, reclaimed after a missed heartbeat: already running
+                        continue
                     task = asyncio.create_task(self._guarded(handlers, d, consumer))
                     inflight[task] = d
                     task.add_done_callback(lambda t: inflight.pop(t, None))
@@ -426,6 +429,7 @@ class RedisStreamsQueue(_WorkerCore):
         self._group_ready = False
         self._next_autoclaim = 0.0
         self._autoclaim_cursor = "0-0"
+        self._lost_logged: set[Any] = set()
 
     @classmethod
     def from_url(cls, url: str, *, settings: QueueSettings | None = None) -> RedisStreamsQueue:
@@ -621,5 +625,8 @@ class RedisStreamsQueue(_WorkerCore):
             if keep:
                 await self._r.xclaim(self.stream, GROUP, consumer, min_idle_time=0, message_ids=keep, justid=True)
         for r in lost:
+            if r in self._lost_logged:
+                continue
+            self._lost_logged.add(r)
             log.warning("a job this worker runs was taken over by another worker (were we stalled?)",
                         extra={"consumer": consumer, "ref": r.decode() if isinstance(r, bytes) else str(r)})
