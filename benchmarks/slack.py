@@ -9,6 +9,7 @@ dispatch, dedupe in the SQLite store and queuing.
 1. ack latency, front only: a burst of ``--burst`` (200) distinct ``app_mention`` events sent at once;
 2. ack latency with workers busy in the same process (``asap serve --all``): the same burst while the
    first jobs' analyses run on the same 2 cores;
+   (with ``redis-server`` installed, also the front alone on the Redis queue, the production layout);
 3. time to first progress update on an idle server: request sent -> progress message posted, and -> first
    ``chat.update`` with an agent step (median of ``--repeat`` mentions).
 
@@ -31,6 +32,9 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+HERE = Path(__file__).resolve().parent
+# Run as a script, this folder would come first on sys.path; keep sibling scripts from shadowing packages.
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != HERE]
 GOAL_P99_MS = 100.0
 RUNS = ["123", "204", "311", "415", "520", "618"]
 
@@ -55,7 +59,7 @@ async def _double(state: Path) -> None:
     await double.stop()
 
 
-async def _child(state: Path, workers: int, ready: Path, stop_file: Path, out: Path) -> None:
+async def _child(state: Path, workers: int, ready: Path, stop_file: Path, out: Path, redis_url: str = "") -> None:
     sys.path.insert(0, str(REPO))
     from aiohttp import web
 
@@ -71,11 +75,14 @@ async def _child(state: Path, workers: int, ready: Path, stop_file: Path, out: P
     env = {"SLACK_BOT_TOKEN": api["token"], "SLACK_SIGNING_SECRET": SlackRig.SECRET,
            "SLACK_API_URL": api["url"], "ASAP_STATE_DIR": str(state / "state"),
            "ASAP_MODEL_CONFIG": str(state / "model.yaml"), "ASAP_USER_RATE": "off", "ASAP_CHANNEL_RATE": "off",
-           "ASAP_MAX_PENDING": "100000", "ASAP_QUEUE_BLOCK_MS": "50"}
+           "ASAP_MAX_PENDING": "100000", "ASAP_QUEUE_BLOCK_MS": "50",
+           **({"REDIS_URL": redis_url, "ASAP_QUEUE_PREFIX": f"bench{os.getpid()}:"} if redis_url else {})}
     for k in ("SLACK_APP_TOKEN", "REDIS_URL", "OPENAI_API_KEY", "ASAP_MODEL_BASE_URL", "GITHUB_WEBHOOK_SECRET"):
         os.environ.pop(k, None)
     os.environ.update(env)
     ctx = RuntimeContext.from_env(env)
+    if os.environ.get("BENCH_SQLITE_SYNC") and hasattr(ctx.store, "_db"):  # what-if: the store's commit durability
+        ctx.store._db.execute(f"PRAGMA synchronous={os.environ['BENCH_SQLITE_SYNC']}")
     ctx.conversation_factory = lambda: Conversation(store=ctx.store, model=build_model(env))
     timings: list[tuple[str, str, float]] = []
     ctx.extras["slack.timings"] = timings
@@ -100,7 +107,7 @@ async def _child(state: Path, workers: int, ready: Path, stop_file: Path, out: P
 
 # ------------------------------------------------------------------------------------------ parent (client)
 class Server:
-    def __init__(self, workers: int) -> None:
+    def __init__(self, workers: int, redis_url: str = "") -> None:
         self.tmp = Path(tempfile.mkdtemp(prefix="asap-slack-bench-"))
         self.ready, self.stop, self.out = self.tmp / "ready", self.tmp / "stop", self.tmp / "out.json"
         self.api = subprocess.Popen([sys.executable, __file__, "--double", str(self.tmp)], cwd=REPO)
@@ -109,7 +116,8 @@ class Server:
             if time.time() > end or self.api.poll() is not None:
                 raise SystemExit("the Slack API double did not start")
             time.sleep(0.05)
-        self.proc = subprocess.Popen([sys.executable, __file__, "--child", str(self.tmp), str(workers)], cwd=REPO)
+        self.proc = subprocess.Popen([sys.executable, __file__, "--child", str(self.tmp), str(workers), redis_url],
+                                     cwd=REPO)
         while not self.ready.exists():
             if time.time() > end or self.proc.poll() is not None:
                 raise SystemExit("the benchmark server did not start")
@@ -171,6 +179,29 @@ async def _first_progress(url: str, repeat: int) -> list[float]:
     return list(sent.items())  # type: ignore[return-value]
 
 
+def _start_redis() -> tuple[subprocess.Popen, str] | None:
+    """A throw-away redis-server on a free loopback port, or None when it is not installed."""
+    import shutil
+    import socket
+
+    if shutil.which("redis-server") is None:
+        return None
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    proc = subprocess.Popen(["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+                             "--appendonly", "no", "--dir", tempfile.mkdtemp()], stdout=subprocess.DEVNULL)
+    end = time.time() + 10
+    while time.time() < end:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            return proc, f"redis://127.0.0.1:{port}/0"
+        except OSError:
+            time.sleep(0.05)
+    proc.terminate()
+    return None
+
+
 def _report(name: str, lat: list[float]) -> None:
     print(f"{name}: n={len(lat)} p50 {statistics.median(lat):.1f} ms, p99 {_pct(lat, 99):.1f} ms, "
           f"max {max(lat):.1f} ms  (goal p99 < {GOAL_P99_MS:.0f} ms: {'OK' if _pct(lat, 99) < GOAL_P99_MS else 'MISSED'})")
@@ -181,12 +212,33 @@ def main() -> None:
     ap.add_argument("--burst", type=int, default=200)
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--workers", type=int, default=4)
+    ap.add_argument("--what-if", action="store_true",
+                    help="also measure the front with the SQLite store's commits at synchronous=NORMAL")
     args = ap.parse_args()
 
     srv = Server(workers=0)
     lat = asyncio.run(_burst(srv.url, args.burst, "front"))
     res = srv.finish()
     _report(f"ack latency, front only, burst of {args.burst}", lat)
+    if args.what_if:
+        os.environ["BENCH_SQLITE_SYNC"] = "NORMAL"
+        srv = Server(workers=0)
+        lat = asyncio.run(_burst(srv.url, args.burst, "front-normal"))
+        srv.finish()
+        os.environ.pop("BENCH_SQLITE_SYNC")
+        _report(f"  what-if: SQLite store with PRAGMA synchronous=NORMAL (WAL), burst of {args.burst}", lat)
+
+    redis = _start_redis()
+    if redis is not None:
+        proc, url = redis
+        try:
+            srv = Server(workers=0, redis_url=url)
+            lat = asyncio.run(_burst(srv.url, args.burst, "redis"))
+            srv.finish()
+            _report(f"ack latency, front only, REDIS_URL (asap serve + asap worker), burst of {args.burst}", lat)
+        finally:
+            proc.terminate()
+            proc.wait(timeout=10)
 
     srv = Server(workers=args.workers)
     lat = asyncio.run(_burst(srv.url, args.burst, "all"))
@@ -216,7 +268,8 @@ def main() -> None:
 if __name__ == "__main__":
     if len(sys.argv) >= 4 and sys.argv[1] == "--child":
         tmp = Path(sys.argv[2])
-        asyncio.run(_child(tmp, int(sys.argv[3]), tmp / "ready", tmp / "stop", tmp / "out.json"))
+        asyncio.run(_child(tmp, int(sys.argv[3]), tmp / "ready", tmp / "stop", tmp / "out.json",
+                           sys.argv[4] if len(sys.argv) > 4 else ""))
     elif len(sys.argv) >= 3 and sys.argv[1] == "--double":
         asyncio.run(_double(Path(sys.argv[2])))
     else:

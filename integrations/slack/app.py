@@ -90,6 +90,7 @@ def build_bolt_app(ctx: RuntimeContext, settings: SlackSettings | None = None) -
     secret = settings.signing_secret.get_secret_value() if settings.signing_secret else None
     bolt = AsyncApp(client=client, signing_secret=secret, process_before_response=True,
                     request_verification_enabled=secret is not None, name="asap",
+                    attaching_conversation_kwargs_enabled=False,  # assistant threads: not used
                     logger=logging.getLogger("asap.slack.bolt"))
     deadline = ctx.settings.deadline_s
 
@@ -210,6 +211,8 @@ def setup_routes(app: web.Application, ctx: RuntimeContext) -> None:
         bolt.client.session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=15))
 
     async def close_session(_: web.Application) -> None:
+        if _BACKGROUND:  # reactions and notices still on their way: give them a moment
+            await asyncio.wait(list(_BACKGROUND), timeout=5)
         session, bolt.client.session = bolt.client.session, None
         if session is not None:
             await session.close()

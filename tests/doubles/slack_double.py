@@ -430,12 +430,10 @@ class SlackRig:
         return env
 
     async def __aenter__(self) -> SlackRig:
-        import asyncio
 
         from agents.conversation import Conversation
         from agents.models import build_model
         from bot.runtime.context import RuntimeContext
-        from bot.runtime.handlers import Dispatcher
         from bot.runtime.server import build_app
 
         await self.double.start()
@@ -523,4 +521,4 @@ class SlackRig:
                 if await self.ctx.queue.depth() == 0:
                     return
             await asyncio.sleep(0.05)
-        raise TimeoutError("jobs still running after %.0f s" % timeout)
+        raise TimeoutError(f"jobs still running after {timeout:.0f} s")
