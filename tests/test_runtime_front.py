@@ -8,6 +8,7 @@ import json
 import os
 import signal
 import subprocess
+import sys
 import time
 import urllib.error
 import urllib.request
@@ -230,3 +231,23 @@ def test_worker_and_serve_need_a_shared_queue_to_split(tmp_path: Path) -> None:
     for args, phrase in ((["worker"], "needs a shared queue"), (["serve"], "nothing would run the jobs")):
         proc = subprocess.run(worker_command(*args), env=env, capture_output=True, text=True, timeout=60)
         assert proc.returncode == 2 and phrase in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_a_worker_loads_the_handlers_of_configured_integrations(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from bot.runtime import handlers as registry
+
+    monkeypatch.syspath_prepend(str(HANDLERS_DIR))
+    monkeypatch.setattr(server, "ROUTE_SETUPS", list(server.ROUTE_SETUPS))
+    monkeypatch.setattr(registry, "_HANDLERS", dict(registry._HANDLERS))
+    monkeypatch.setattr(registry, "_FAILURE_REPLIES", dict(registry._FAILURE_REPLIES))
+    monkeypatch.delitem(sys.modules, "runtime_handlers", raising=False)
+    register_route_setup("testhook", "runtime_routes:setup_routes", ("TESTHOOK_SECRET",), "runtime_handlers")
+    registry._HANDLERS.pop(("cli", "review"), None)
+    asyncio.run(RuntimeContext.from_env(_env(tmp_path)).close())
+    assert registry.get_handler("cli", "review") is None  # not configured: not loaded
+    asyncio.run(RuntimeContext.from_env(_env(tmp_path, TESTHOOK_SECRET="s")).close())
+    assert registry.get_handler("cli", "review") is not None
+    register_route_setup("ghost", "x:setup_routes", ("GHOST_SECRET",), "integrations.no_such_handlers")
+    with pytest.raises(AsapError) as err:
+        RuntimeContext.from_env(_env(tmp_path, GHOST_SECRET="s"))
+    assert err.value.field == "GHOST_SECRET" and "integrations.no_such_handlers" in err.value.message

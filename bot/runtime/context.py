@@ -107,7 +107,9 @@ class RuntimeContext:
         ctx = cls(settings=settings, store=store, queue=queue, limiter=limiter)
         from bot.runtime import defaults  # noqa: F401  (registers the built-in cli handlers)
         from bot.runtime.handlers import load_handler_modules
+        from bot.runtime.server import load_integration_handlers
 
+        load_integration_handlers(env)
         load_handler_modules(settings.handler_modules)
         return ctx
 

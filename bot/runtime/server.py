@@ -37,25 +37,48 @@ CTX_KEY: web.AppKey[RuntimeContext] = web.AppKey("asap_ctx", RuntimeContext)
 
 @dataclass(frozen=True)
 class RouteSetup:
-    """An integration's routes: ``module:function`` enabled when any of ``env_any`` is set."""
+    """An integration: its routes (``module:function``, on the front) and the module that registers its job
+    handlers (imported in every process, workers included), enabled when any of ``env_any`` is set."""
 
     name: str
     target: str
     env_any: tuple[str, ...]
+    handlers: str | None = None
 
     def enabled(self, env: Mapping[str, str]) -> bool:
         return any(env.get(v) for v in self.env_any)
 
 
 ROUTE_SETUPS: list[RouteSetup] = [
-    RouteSetup("slack", "integrations.slack.app:setup_routes", ("SLACK_SIGNING_SECRET", "SLACK_APP_TOKEN")),
-    RouteSetup("github", "integrations.github.webhook:setup_routes", ("GITHUB_WEBHOOK_SECRET",)),
+    RouteSetup("slack", "integrations.slack.app:setup_routes", ("SLACK_SIGNING_SECRET", "SLACK_APP_TOKEN"),
+               "integrations.slack.handlers"),
+    RouteSetup("github", "integrations.github.webhook:setup_routes", ("GITHUB_WEBHOOK_SECRET",),
+               "integrations.github.handlers"),
 ]
 
 
-def register_route_setup(name: str, target: str, env_any: tuple[str, ...]) -> None:
+def register_route_setup(name: str, target: str, env_any: tuple[str, ...], handlers: str | None = None) -> None:
     """Add or replace an integration's route hook (by name)."""
-    ROUTE_SETUPS[:] = [r for r in ROUTE_SETUPS if r.name != name] + [RouteSetup(name, target, env_any)]
+    ROUTE_SETUPS[:] = [r for r in ROUTE_SETUPS if r.name != name] + [RouteSetup(name, target, env_any, handlers)]
+
+
+def load_integration_handlers(env: Mapping[str, str] | None = None) -> list[str]:
+    """Import the handler modules of every configured integration (a worker has no routes to pull them in).
+
+    Returns the integrations loaded; one that is configured but cannot load is a clear :class:`AsapError`.
+    """
+    env = os.environ if env is None else env
+    loaded = []
+    for setup in ROUTE_SETUPS:
+        if setup.handlers and setup.enabled(env):
+            try:
+                importlib.import_module(setup.handlers)
+            except ImportError as exc:
+                raise AsapError(f"{setup.name} is configured ({' or '.join(setup.env_any)} set) but its job "
+                                f"handlers cannot be loaded from {setup.handlers}: {exc}", field=setup.env_any[0],
+                                hint=f"unset {' and '.join(setup.env_any)} or install the {setup.name} integration") from None
+            loaded.append(setup.name)
+    return loaded
 
 
 class JobRequest(BaseModel):
