@@ -176,3 +176,63 @@ def test_random_meshes_round_trip_megatron(name: str, target: Mesh, nodes_log2: 
     got = new.mesh(target.num_devices, nodes)
     assert got.sizes() == target.sizes()
     assert got.num_devices == target.num_devices
+
+
+# ------------------------------------------------------------------------------------------------------
+# Settings edits (micro-batch, remat policy, per-device batch, accumulation) use the same splicing: the
+# edited file must equal its golden byte for byte, read back the requested values, and keep its mesh.
+
+SETTINGS_GOLDEN = Path(__file__).parent / "data" / "proposals" / "settings"
+SETTINGS_CASES = {
+    # CRLF, tabs, trailing spaces, a quoted string value and a float that becomes an int
+    "maxtext_crlf_quoted.yml": {"remat_policy": "minimal", "per_device_batch_size": 4, "gradient_accumulation_steps": 1},
+    # single-quoted value with a trailing comment
+    "maxtext_llama3_8b_v5p.yml": {"remat_policy": "full"},
+    # nested key, plus a key the file lacks: added inside the flow mapping holding the mesh keys
+    "megatron_bridge_moe_flow.yml": {"micro_batch_size": 4, "recompute_granularity": "full"},
+    "megatron_lm_gpt175b.yml": {"micro_batch_size": 2, "recompute_granularity": "selective"},
+    "nemo_llama2_70b.yml": {"micro_batch_size": 2},
+}
+
+
+@pytest.mark.parametrize("name", sorted(SETTINGS_CASES))
+def test_settings_edit_matches_golden_and_reads_back(name: str) -> None:
+    from bot.configs.edit import apply_settings
+    from knowledge.cost_settings import all_settings
+
+    cfg = load_config(DATA / name)
+    values = SETTINGS_CASES[name]
+    new = apply_settings(cfg, values)
+    assert new.encode() == (SETTINGS_GOLDEN / name.replace(".yml", ".expected.yml")).read_bytes()
+    edited = parse_config(new, cfg.source)
+    assert [(k.key, k.value) for k in edited.keys] == [(k.key, k.value) for k in cfg.keys]  # mesh untouched
+    got = all_settings(edited)
+    for key, want in values.items():
+        assert [v for p, v in got.items() if p.rsplit(".", 1)[-1] == key] == [want]
+    # every line without a changed setting is byte-identical (CRLF endings included)
+    old_lines = cfg.text.splitlines(keepends=True)
+    new_lines = new.splitlines(keepends=True)
+    changed = [ln for ln in new_lines if ln not in old_lines]
+    assert all(any(k in ln for k in values) for ln in changed)
+
+
+def test_settings_edit_with_mesh_change_together() -> None:
+    from bot.configs.edit import apply_changes
+
+    cfg = load_config(DATA / "maxtext_llama3_8b_v5p.yml")
+    mesh = cfg.mesh(64, 1)
+    target = Mesh(ici={"fsdp": mesh.size("fsdp") * mesh.size("tensor")}) if mesh.size("tensor") > 1 else mesh
+    new = apply_changes(cfg, target, {"remat_policy": "minimal"})
+    edited = parse_config(new, cfg.source)
+    assert edited.mesh(64, 1) == target.normalized()
+    assert edited.setting("remat_policy") == "minimal"
+
+
+def test_settings_edit_refuses_a_key_an_ici_mesh_file_lacks() -> None:
+    from bot.configs.edit import apply_settings
+    from bot.errors import ConfigError
+
+    cfg = load_config(DATA / "plain_ici_only.yml")
+    with pytest.raises(ConfigError) as err:
+        apply_settings(cfg, {"micro_batch_size": 4})
+    assert "micro_batch_size" in err.value.message

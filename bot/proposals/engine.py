@@ -471,6 +471,7 @@ def propose(
 
     chosen: list[tuple[_Cand, Any, CriticResult, Change, str | None, list[str]]] = []
     rejected_reasons: dict[str, int] = {}
+    examples: dict[str, str] = {}  # check name -> one rejected candidate with the Critic's reason
     slower: list[_Cand] = []
     base_ms_for_compare = base_pred.step_time_ms if base_pred is not None else measured_ms
 
@@ -507,6 +508,7 @@ def propose(
             for ch in result.failures:
                 if ch.hard:
                     rejected_reasons[ch.name] = rejected_reasons.get(ch.name, 0) + 1
+                    examples.setdefault(ch.name, f"{cand.mesh.short()}: {ch.reason}")
             return False
         extra: list[str] = []
         try:
@@ -604,8 +606,11 @@ def propose(
         why = []
         if rejected_reasons:
             why.append(
-                "the Critic rejected "
-                + ", ".join(f"{n} for {name}" for name, n in sorted(rejected_reasons.items(), key=lambda x: -x[1]))
+                "every other candidate either pulls the same lever as one shown or was rejected: "
+                + "; ".join(
+                    f"{n} for {name}" + (f" (e.g. {examples[name]})" if name in examples else "")
+                    for name, n in sorted(rejected_reasons.items(), key=lambda x: -x[1])
+                )
             )
         if not known and not pool:
             why.append(f"no playbook move or neighbouring mesh applies to this mesh for a {bottleneck}-bound run")
@@ -828,6 +833,16 @@ def _verdict(
     per_token = best.change.tokens_per_step_factor != 1.0
     basis = " (profile-relative: model unknown)" if best.predicted.basis == "profile" else ""
     now = (base_pred.step_time_ms if base_pred is not None else measured_ms) or float("nan")
+    mesh_only = [p for p in proposals if not p.settings_changes]
+    if best.settings_changes and "->" not in best.kind and all(
+        p.change.within_noise or (p.change.time_per_token_percent or 0) >= 0 for p in mesh_only
+    ):
+        return (
+            "improve",
+            f"The mesh looks near-optimal: no mesh change is predicted to beat it beyond noise. The lever left is a "
+            f"settings change: {'; '.join(best.settings_changes)}, predicted {best.predicted.step_time_ms:.1f} ms/step "
+            f"({pct:+.1f}% {'per token' if per_token else 'per step'}) vs {now:.1f} ms now{basis}.",
+        )
     if per_token:
         return (
             "improve",
