@@ -15,7 +15,7 @@ COPY agents ./agents
 COPY integrations ./integrations
 COPY knowledge ./knowledge
 # `server` = the runtime's dependencies (aiohttp, redis, prometheus_client, agents, Slack, GitHub).
-RUN pip wheel --wheel-dir /wheels ".[server]"
+RUN pip wheel --wheel-dir /wheels .
 
 FROM ${PYTHON_IMAGE} AS base
 ENV PYTHONDONTWRITEBYTECODE=1 \
@@ -26,7 +26,7 @@ RUN useradd --create-home --uid 10001 --shell /usr/sbin/nologin asap
 COPY --from=build /wheels /wheels
 # Offline install from the wheelhouse built above: versions are fixed by that build.
 # hadolint ignore=DL3013
-RUN pip install --no-index --find-links=/wheels "asap[server]" && rm -rf /wheels
+RUN pip install --no-index --find-links=/wheels asap && rm -rf /wheels
 WORKDIR /app
 COPY --chown=10001:10001 playbooks ./playbooks
 COPY --chown=10001:10001 examples ./examples

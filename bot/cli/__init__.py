@@ -37,6 +37,7 @@ def _register() -> None:
     from bot.cli import agents  # noqa: F401  (registers chat/ask/log)
     from bot.cli import knowledge  # noqa: F401  (registers index)
     from bot.cli import apply  # noqa: F401  (registers apply)
+    from bot.cli import runtime  # noqa: F401  (registers serve/worker)
 
 
 def main(argv: list[str] | None = None) -> None:
