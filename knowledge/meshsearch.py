@@ -31,8 +31,8 @@ from bot.configs.mesh import AXES, Axis, Mesh
 from bot.errors import AsapError
 from bot.runs.record import RunRecord
 from knowledge.cost_core import evaluate
-from knowledge.cost_shapes import resolve_shape
 from knowledge.cost_settings import TrainingSettings
+from knowledge.cost_shapes import resolve_shape
 from knowledge.costmodel import DEFAULT_HEADROOM, Calibration, _scales, _settings, mesh_arrays
 from knowledge.hardware import Chip, get_chip
 

@@ -4,7 +4,7 @@ why fewer exist), and each is answered the way its situation calls for."""
 from __future__ import annotations
 
 import itertools
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 import pytest
@@ -23,7 +23,7 @@ STORE = LocalRunStore(RUNS)
 IDS = STORE.list_ids()
 
 
-@lru_cache(maxsize=None)
+@cache
 def _answer(rid: str) -> tuple[ProposalSet, object, object]:
     run = STORE.get(rid)
     report = analyze_run(run)

@@ -121,7 +121,8 @@ def apply_settings(config: ShardingConfig, values: dict[str, object]) -> str:
     """
     from yaml.nodes import ScalarNode
 
-    from bot.configs.common import Splice, insert_after_entry, settings as read_settings
+    from bot.configs.common import Splice, insert_after_entry
+    from bot.configs.common import settings as read_settings
     from bot.configs.yamlscan import walk
 
     if not values:

@@ -37,7 +37,7 @@ from bot.configs.mesh import AXES, Mesh
 from bot.errors import AsapError, ConfigError
 from bot.proposals.critic import baseline_from_report, critique, gb
 from bot.proposals.failures import FailureHistory, load_failures
-from bot.proposals.kinds import MIN_DISTANCE, describe_change, distance, kind_of, mesh_key, mesh_dict
+from bot.proposals.kinds import MIN_DISTANCE, describe_change, distance, kind_of, mesh_dict, mesh_key
 from bot.proposals.models import (
     Advice,
     Baseline,

@@ -193,7 +193,6 @@ def eval_config_only(run, expected: Expected) -> CaseResult:  # type: ignore[no-
     from bot.proposals.critic import critique
     from bot.proposals.engine import baseline_mesh
     from knowledge import costmodel, meshsearch
-
     from knowledge.cost_settings import settings_for_run
 
     record = run.record
