@@ -597,6 +597,22 @@ def propose(
     missing = [] if known else missing_model_info(record)
     if not known:
         notes.append(_unknown_model_note(bottleneck, missing, cfg, rel_base))
+    chosen_keys = {(mesh_key(c.mesh), c.change.values) for c, *_ in chosen}
+    passed_over = [
+        c for c in order
+        if c.rules and (mesh_key(c.mesh), c.change.values) not in chosen_keys and c.per_token_ms is not None
+        and base_ms_for_compare and c.per_token_ms > base_ms_for_compare and c.fits is not False
+    ]
+    if passed_over and base_ms_for_compare:
+        shown = []
+        for c in passed_over[:3]:
+            what = "; ".join([describe_change(base, c.mesh)] + list(c.change.words)) or c.mesh.short()
+            pct = 100.0 * ((c.per_token_ms or 0.0) - base_ms_for_compare) / base_ms_for_compare
+            why = ""
+            if c.relative is not None and c.relative.breakdown_ms.get("pipeline_bubble"):
+                why = f", pipeline bubble {c.relative.breakdown_ms['pipeline_bubble']:.0f} ms"
+            shown.append(f"{what} (playbook {c.rules[0].id}: {pct:+.0f}% per token{why})")
+        notes.append("playbook moves considered and predicted slower, so not shown: " + "; ".join(shown))
     if filled_with_slower:
         notes.append(
             f"{filled_with_slower} of the proposals are predicted slower than the current run: no other distinct "

@@ -159,14 +159,28 @@ def review(
 
     change = None
     if new_mesh is not None and old_pred is not None and new_pred is not None:
-        change = compare(old_pred, new_pred)
-        if (change.step_time_ms_delta or 0) > 0 and not change.within_noise:
+        from knowledge.cost_shapes import effective_global_batch
+
+        old_gb = effective_global_batch(record, old_settings) if record is not None else None
+        new_gb = effective_global_batch(record, new_settings) if record is not None else None
+        factor = new_gb / old_gb if old_gb and new_gb else 1.0
+        change = compare(old_pred, new_pred, tokens_factor=factor)
+        if factor != 1.0:
+            findings.append(
+                ReviewFinding(
+                    severity="warning",
+                    check="batch",
+                    message=f"the global batch changes {old_gb} -> {new_gb} sequences: learning rate and convergence "
+                    f"must be re-checked; step time compared per token ({change.time_per_token_percent:+.1f}%)",
+                )
+            )
+        if (change.time_per_token_percent or 0) > 0 and not change.within_noise:
             findings.append(
                 ReviewFinding(
                     severity="warning",
                     check="step_time",
                     message=f"predicted slower: {old_pred.step_time_ms:.1f} -> {new_pred.step_time_ms:.1f} ms/step "
-                    f"({change.step_time_percent:+.1f}%, band +-{new_pred.uncertainty:.0%})",
+                    f"({change.time_per_token_percent:+.1f}% per token, band +-{new_pred.uncertainty:.0%})",
                 )
             )
         elif change.within_noise:
