@@ -17,9 +17,11 @@ each measured term by the ratio the candidate changes it:
 
 What is inferred, and how (each named in the prediction's assumptions):
 
-* parameters P from the profile's FLOPs per step per chip and the tokens per chip per step (6·P FLOPs per
-  token, x the remat policy's recompute factor) [Kaplan et al. 2020; PaLM App. B]; failing that, from a
-  DCN gradient all-reduce's time at the chip's DCN bandwidth (2·V·(n-1)/n / W);
+* parameters P from the data-parallel gradient all-reduces' payload bytes where the profile (op
+  ``collective_bytes``) or the compiled HLO (result shapes) gives them: payload x weight shards / bytes per
+  gradient; else from the profile's FLOPs per step per chip and the tokens per chip per step (6·P FLOPs
+  per token, x the remat policy's recompute factor) [Kaplan et al. 2020; PaLM App. B]; failing that, from
+  a DCN gradient all-reduce's time at the chip's DCN bandwidth (2·V·(n-1)/n / W);
 * d_model from P with the usual aspect ratio d/L ~ 128 (Llama 2 7B/13B, GPT-3), P ~ 12·L·d²; only pipeline
   sends and tensor/sequence traffic need it, and they get the widest bands.
 
@@ -147,6 +149,7 @@ def profile_baseline(
     per_axis: dict[tuple[str, str], list[Any]] = {}
     unattributed = 0.0
     flops_per_step = None
+    grad_payload: float | None = None  # bytes the data-parallel all-reduces carry per chip per step
     if profile is not None and profile.num_steps:
         from bot.analysis.roofline import NetworkContext, attribute
 
@@ -154,6 +157,7 @@ def profile_baseline(
         _, verdicts = attribute(profile, chip, net)
         steps = float(profile.num_steps)
         total_flops = 0.0
+        hlo_bytes = {c.name: c.result_bytes for c in profile.collectives if c.result_bytes}
         for op, v in zip(profile.ops, verdicts, strict=True):
             if op.flops:
                 total_flops += op.flops
@@ -163,6 +167,9 @@ def profile_baseline(
             op_type = _collective_type(op.category, op.name) or "all-reduce"
             network = v.bound_by if v.bound_by in ("ici", "dcn") else ("dcn" if num_slices > 1 else "ici")
             axis = _axis_for(op_type, network, mesh)
+            payload = op.collective_bytes or hlo_bytes.get(op.name)
+            if axis == "data" and op_type == "all-reduce" and payload:
+                grad_payload = (grad_payload or 0.0) + float(payload) * op.occurrences / steps
             if axis is None:
                 unattributed += ms
                 continue
@@ -190,7 +197,16 @@ def profile_baseline(
         tokens_per_chip = global_batch * seq_len / num_chips
     params = None
     source = "unknown"
-    if flops_per_step and tokens_per_chip:
+    shard = math.prod(v for a, v in mesh.ici.items() if a in ("fsdp", "tensor", "pipeline", "expert"))
+    shard *= math.prod(v for a, v in mesh.dcn.items() if a in ("fsdp", "tensor", "pipeline", "expert"))
+    if grad_payload:
+        params = grad_payload * shard / grad_bytes
+        source = (
+            f"inferred from the profile: the data-parallel gradient all-reduces carry {grad_payload / 1e9:.3g} GB per "
+            f"chip per step (collective payload bytes), x {shard} weight shards / {grad_bytes:.0f} B per gradient "
+            f"-> P ~ {params / 1e9:.2f}B"
+        )
+    elif flops_per_step and tokens_per_chip:
         params = flops_per_step / tokens_per_chip / (6.0 * remat_flop_factor)
         source = (
             f"inferred from the profile: {flops_per_step:.3g} FLOPs per step per chip over {tokens_per_chip:.0f} tokens "
@@ -202,7 +218,6 @@ def profile_baseline(
         if dcn_data is not None and mesh.dcn.get("data", 1) > 1:
             n = mesh.dcn["data"]
             volume = dcn_data.ms / 1e3 * chip.inter.bandwidth_per_chip / (2.0 * (n - 1) / n)
-            shard = math.prod(v for a, v in mesh.ici.items() if a in ("fsdp", "tensor", "pipeline", "expert"))
             params = volume * shard / grad_bytes
             source = (
                 f"inferred from the profile: the DCN gradient all-reduce ({dcn_data.ms:.0f} ms) moves ~{volume / 1e9:.2f} GB "

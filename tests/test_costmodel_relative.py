@@ -74,3 +74,18 @@ def test_trading_ici_fsdp_for_data_keeps_dcn_bytes_but_adds_an_ici_stage(dcn_bou
     base_dcn = next(c.ms for c in rb.collectives if c.axis == "data" and c.network == "dcn")
     assert base_dcn < alt.breakdown_ms["comm.data"] < 1.5 * base_dcn
     assert alt.step_time_ms > rb.step_ms  # no help for a DCN-bound step
+
+
+def test_parameter_count_from_the_allreduce_payload_when_the_profile_gives_bytes(dcn_bound) -> None:  # type: ignore[no-untyped-def]
+    import copy
+
+    run, report, chip, base, _ = dcn_bound
+    profile = copy.deepcopy(load_profile(run))
+    ar = next(op for op in profile.ops if op.name.startswith("all-reduce"))
+    # 6.74B bf16 gradients over 16 ICI shards, split into the op's occurrences per step
+    per_step = 6.74e9 * 2 / 16
+    ar.collective_bytes = per_step * profile.num_steps / ar.occurrences  # type: ignore[operator]
+    rb = profile_baseline(report=report, profile=profile, mesh=base, chip=chip, num_chips=128, num_slices=8,
+                          global_batch=128, seq_len=2048, remat_flop_factor=4 / 3)
+    assert rb.params == pytest.approx(6.74e9, rel=1e-6)
+    assert "payload" in rb.params_source
