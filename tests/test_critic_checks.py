@@ -50,7 +50,7 @@ def test_out_of_memory_mesh_fails_memory_naming_bytes_and_capacity(tmp_path: Pat
     res = critique(run, Mesh(ici={"data": 8}))  # 70B replicated with Adam state on 80 GB GPUs
     c = _check(res, "memory")
     assert not c.passed and c.hard
-    assert "out of memory" in c.reason and "GB" in c.reason and "80.0 GB" in c.reason
+    assert "out of memory" in c.reason and "GB" in c.reason and "85.5 GB" in c.reason
     assert not res.ok
 
 
