@@ -14,7 +14,7 @@ STATE_FILE = "state.db"
 
 @runtime_checkable
 class MemoryStore(Protocol):
-    """Threads (one JSON document each), an append-only worklog per thread, and claims.
+    """Threads (one JSON document each), an append-only worklog per thread, claims, and key/value records.
 
     Values are JSON-compatible dicts. ``claim`` is an atomic set-if-absent with a lifetime, used to
     answer a redelivered Slack event or webhook once.
@@ -44,6 +44,17 @@ class MemoryStore(Protocol):
         """True the first time ``key`` is claimed within ``ttl_s`` seconds, False afterwards."""
         ...
 
+    def get_value(self, key: str) -> dict[str, Any] | None:
+        """The record stored under ``key`` by :meth:`put_value`, or None (never stored, or its ttl passed)."""
+        ...
+
+    def put_value(self, key: str, value: dict[str, Any], ttl: float | None = None) -> None:
+        """Replace a small non-thread record (e.g. where a job's Slack reply lives); ``ttl`` in seconds.
+
+        Unlike threads these are not conversations: :meth:`list_threads` never shows them.
+        """
+        ...
+
     def close(self) -> None: ...
 
 
@@ -66,7 +77,7 @@ def open_store(env: dict[str, str] | None = None) -> MemoryStore:
         return RedisStore.from_url(url)
     from bot.store.sqlite_store import SQLiteStore
 
-    return SQLiteStore(state_path(env))
+    return SQLiteStore(state_path(env), env=dict(env))
 
 
 def require_id(value: str, field: str) -> str:

@@ -1,4 +1,5 @@
-"""The production memory store: Redis (threads as strings, the worklog as a list, claims via SET NX)."""
+"""The production memory store: Redis (threads as strings, the worklog as a list, claims via SET NX,
+key/value records as strings with an optional TTL)."""
 
 from __future__ import annotations
 
@@ -63,6 +64,19 @@ class RedisStore:
     def claim(self, key: str, ttl_s: float = 86400.0) -> bool:
         require_id(key, "key")
         return bool(self._r.set(self._k("claim", key), b"1", nx=True, px=max(1, int(ttl_s * 1000))))
+
+    def get_value(self, key: str) -> dict[str, Any] | None:
+        """A key/value record (not a thread: never listed by :meth:`list_threads`), or None if absent or expired."""
+        raw = self._r.get(self._k("kv", require_id(key, "key")))
+        return orjson.loads(raw) if raw else None
+
+    def put_value(self, key: str, value: dict[str, Any], ttl: float | None = None) -> None:
+        """Replace the record under ``key``; with ``ttl`` (seconds) Redis drops it after that long."""
+        require_id(key, "key")
+        if ttl is not None and ttl <= 0:
+            raise AsapError(f"expected a positive ttl in seconds (or None), got {ttl!r}", field="ttl")
+        self._r.set(self._k("kv", key), orjson.dumps(value, default=str),
+                    px=None if ttl is None else max(1, int(ttl * 1000)))
 
     def close(self) -> None:
         self._r.close()
