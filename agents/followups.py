@@ -266,25 +266,27 @@ def explain(topic: str, ws: Workspace | None = None, playbooks: Path = PLAYBOOKS
 
 
 def _playbook_passages(key: str, root: Path) -> list[dict[str, str]]:
-    """Rationale passages of playbook rules for this bottleneck (YAML) or paragraphs naming it (Markdown)."""
-    import yaml
+    """Rationale passages of playbook moves for this bottleneck, then paragraphs naming it, each with its citation.
+
+    ``source`` is what a person opens: ``playbooks/<file>.md#<heading-anchor>`` of the section the passage is in.
+    """
+    from knowledge.playbooks import load_moves_from_playbooks, load_playbooks
 
     found: list[dict[str, str]] = []
-    for path in sorted(root.glob("*")):
-        if path.suffix in (".yaml", ".yml"):
-            try:
-                data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-            except (OSError, yaml.YAMLError):
+    try:
+        moves = load_moves_from_playbooks(root)
+        sections = load_playbooks(root)
+    except AsapError:
+        return found
+    for rule in moves:
+        when = (rule.get("when") or {}).get("bottleneck") or []
+        if key in when and rule.get("rationale"):
+            found.append({"id": str(rule.get("id")), "text": " ".join(str(rule["rationale"]).split()),
+                          "source": rule["citation"].ref})
+    for sec in sections:
+        for para in sec.text.split("\n\n"):
+            if para.lstrip().startswith(("#", "```", "|", "Move ")):
                 continue
-            for rule in data.get("rules") or [] if isinstance(data, dict) else []:
-                when = (rule.get("when") or {}).get("bottleneck") or []
-                if key in when and rule.get("rationale"):
-                    found.append({"id": str(rule.get("id")), "text": " ".join(str(rule["rationale"]).split()),
-                                  "source": str(rule.get("source") or path.name)})
-        elif path.suffix == ".md" and path.name.lower() != "readme.md":
-            for para in path.read_text(encoding="utf-8", errors="replace").split("\n\n"):
-                if para.lstrip().startswith(("#", "```", "|")):
-                    continue
-                if re.search(rf"\b{re.escape(key)}[- ]bound\b", para, re.IGNORECASE):
-                    found.append({"id": path.stem, "text": " ".join(para.split())[:600], "source": path.name})
+            if re.search(rf"\b{re.escape(key)}[- ]bound\b", para, re.IGNORECASE):
+                found.append({"id": sec.anchor, "text": " ".join(para.split())[:600], "source": sec.ref})
     return found

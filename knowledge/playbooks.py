@@ -2,9 +2,10 @@
 
 The playbooks are ASAP's written guide to sharding. They are also the single source of the moves the
 proposal engine applies: each move is a fenced block ```` ```yaml asap-move ```` placed under the heading
-whose text explains it, with the same fields as a rule in ``playbooks/moves.yaml`` (``id``, ``priority``,
-``when``, ``move`` | ``advice``, ``rationale``, ``tradeoffs``, ``source``). Because the rule and its
+whose text explains it, with the fields of a ``bot.proposals.moves.Rule`` (``id``, ``priority``, ``when``,
+``move`` | ``settings`` | ``advice``, ``rationale``, ``tradeoffs``, ``source``). Because the rule and its
 explanation sit in the same file, they cannot drift apart, and every move can cite ``file#anchor``.
+``README.md`` documents the format (with example blocks) and is not a playbook: it is never read here.
 
 Section metadata comes from an HTML comment right under a heading, inherited by sub-headings::
 
@@ -14,7 +15,7 @@ Public API::
 
     load_playbooks(directory) -> list[PlaybookSection]
     load_moves_from_playbooks(directory) -> list[dict]   # raw rule dicts + "citation"
-    moves_document(directory) -> dict                   # {"schema_version": 1, "rules": [...]}, moves.yaml shape
+    moves_document(directory) -> dict                   # {"schema_version": 1, "rules": [...]}, the Playbook shape
     move_citations(directory) -> dict[str, MoveCitation]
     slugify(heading) -> str                             # GitHub-style heading anchor
 """
@@ -34,6 +35,8 @@ from bot.errors import AsapError
 PLAYBOOKS_DIR = Path(__file__).resolve().parents[1] / "playbooks"
 MAX_PLAYBOOK_BYTES = 1 << 20
 MOVE_INFO_WORD = "asap-move"
+NOT_PLAYBOOKS = frozenset({"readme.md"})
+"""Files in the folder that document the format rather than being playbooks (their examples are no moves)."""
 META_KEYS: dict[str, tuple[str, ...]] = {
     "bottleneck": ("compute", "hbm", "communication", "host", "any"),
     "chip_family": ("tpu", "gpu", "cpu", "any"),
@@ -264,7 +267,7 @@ def _files(directory: Path) -> list[Path]:
     directory = Path(directory)
     if not directory.is_dir():
         raise AsapError("playbooks folder not found", source=str(directory))
-    return sorted(p for p in directory.glob("*.md") if p.is_file())
+    return sorted(p for p in directory.glob("*.md") if p.is_file() and p.name.lower() not in NOT_PLAYBOOKS)
 
 
 def _parse_all(directory: Path) -> _Parsed:
@@ -303,7 +306,7 @@ def load_moves_from_playbooks(directory: Path = PLAYBOOKS_DIR) -> list[dict[str,
 
 
 def moves_document(directory: Path = PLAYBOOKS_DIR) -> dict[str, Any]:
-    """The moves in ``playbooks/moves.yaml``'s shape (no citation keys), ready for ``Playbook.model_validate``."""
+    """The moves as ``{"schema_version": 1, "rules": [...]}`` (no citation keys), ready for ``Playbook.model_validate``."""
     rules = [{k: v for k, v in m.items() if k != "citation"} for m in load_moves_from_playbooks(directory)]
     return {"schema_version": 1, "rules": rules}
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-import yaml
 
 from bot.errors import AsapError
 from knowledge.playbooks import (
@@ -38,13 +37,24 @@ def test_moves_validate_against_the_proposal_engine_schema() -> None:
     assert {r.id for r in pb.rules} == set(move_citations())
 
 
-def test_markdown_moves_equal_moves_yaml_while_it_exists() -> None:
-    """Until the engine reads the markdown, moves.yaml and the playbook blocks must say the same thing."""
-    path = PLAYBOOKS_DIR / "moves.yaml"
-    if not path.is_file():
-        pytest.skip("moves.yaml retired: the markdown playbooks are the only source")
-    expected = yaml.safe_load(path.read_text(encoding="utf-8"))
-    assert moves_document() == {"schema_version": expected["schema_version"], "rules": expected["rules"]}
+def test_one_source_the_yaml_file_is_gone_and_readme_examples_are_no_moves() -> None:
+    """The engine's moves come only from the playbook markdown; the README documents the block format with
+    examples that must never become moves or citable sections."""
+    assert not list(PLAYBOOKS_DIR.glob("*.yaml")) and not list(PLAYBOOKS_DIR.glob("*.yml"))
+    readme = (PLAYBOOKS_DIR / "README.md").read_text(encoding="utf-8")
+    assert "asap-move" in readme and "id: comm-tensor-to-fsdp" in readme and "settings:" in readme
+    assert all(not s.file.endswith("README.md") for s in load_playbooks())
+    cit = move_citations()["comm-tensor-to-fsdp"]
+    assert cit.file == "playbooks/bottlenecks.md"  # the real block, not the README example
+    from bot.proposals.moves import load_playbook
+
+    assert {r.id: r.citation for r in load_playbook().rules} == {k: v.ref for k, v in move_citations().items()}
+
+
+def test_a_readme_in_any_playbooks_folder_is_not_read(tmp_path: Path) -> None:
+    (tmp_path / "README.md").write_text("# Format\n```yaml asap-move\nid: example\n```\n", encoding="utf-8")
+    (tmp_path / "p.md").write_text("# A\n```yaml asap-move\nid: real\n```\n", encoding="utf-8")
+    assert [m["id"] for m in load_moves_from_playbooks(tmp_path)] == ["real"]
 
 
 def test_sections_carry_metadata_and_unique_anchors() -> None:

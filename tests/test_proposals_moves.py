@@ -1,4 +1,4 @@
-"""Playbook moves as data: the bundled file validates, moves transform meshes, bad rules name id and field."""
+"""Playbook moves as data (the asap-move blocks of playbooks/*.md): the bundled playbooks validate, moves transform meshes, bad rules name id and field."""
 
 from __future__ import annotations
 
@@ -49,25 +49,34 @@ def test_rules_match_on_mesh_conditions_and_chip_family() -> None:
 
 
 def _write(tmp_path: Path, body: str) -> Path:
-    p = tmp_path / "moves.yaml"
-    p.write_text(body, encoding="utf-8")
-    return p
+    """A playbooks folder with one playbook whose move blocks are ``body``."""
+    (tmp_path / "moves.md").write_text(body, encoding="utf-8")
+    return tmp_path
 
 
-RULE = """schema_version: 1
-rules:
-  - id: ok-rule
-    when: {bottleneck: [communication], mesh: ["tensor > 1"]}
-    move: {shift: {from: tensor, to: fsdp}}
-    rationale: r
-    tradeoffs: t
-    source: s
-  - id: broken-rule
-    when: {bottleneck: [communication]%s}
-    move: %s
-    rationale: r
-    tradeoffs: t
-    source: s
+RULE = """# Communication
+
+Prose that explains the moves.
+
+```yaml asap-move
+id: ok-rule
+when: {bottleneck: [communication], mesh: ["tensor > 1"]}
+move: {shift: {from: tensor, to: fsdp}}
+rationale: r
+tradeoffs: t
+source: s
+```
+
+## Broken
+
+```yaml asap-move
+id: broken-rule
+when: {bottleneck: [communication]%s}
+move: %s
+rationale: r
+tradeoffs: t
+source: s
+```
 """
 
 
@@ -82,24 +91,44 @@ rules:
         ("", "{}", "move", "exactly one"),
     ],
 )
-def test_bad_rule_errors_name_the_rule_id_and_field(
+def test_bad_rule_errors_name_the_file_line_rule_id_and_field(
     tmp_path: Path, when_extra: str, move: str, field_part: str, msg_part: str
 ) -> None:
-    path = _write(tmp_path, RULE % (when_extra, move))
+    folder = _write(tmp_path, RULE % (when_extra, move))
     with pytest.raises(AsapError) as exc:
-        load_playbook(path)
+        load_playbook(folder)
     assert "broken-rule" in (exc.value.field or "")
     assert field_part in (exc.value.field or "")
     assert msg_part in exc.value.message
-    assert exc.value.source == str(path)
+    assert exc.value.source is not None and exc.value.source.endswith("moves.md line 16")  # the block's opening fence
 
 
-def test_duplicate_ids_and_malformed_yaml_are_refused(tmp_path: Path) -> None:
+def test_duplicate_ids_malformed_yaml_and_missing_folder_are_refused(tmp_path: Path) -> None:
     dup = (RULE % ("", "{shift: {from: tensor, to: fsdp}}")).replace("broken-rule", "ok-rule")
-    with pytest.raises(AsapError, match="duplicate rule id"):
+    with pytest.raises(AsapError, match="duplicate move id"):
         load_playbook(_write(tmp_path, dup))
     with pytest.raises(AsapError, match="malformed YAML"):
-        load_playbook(_write(tmp_path, "rules: [\n"))
+        load_playbook(_write(tmp_path, "# A\n```yaml asap-move\nrules: [\n```\n"))
+    with pytest.raises(AsapError, match="playbooks folder not found"):
+        load_playbook(tmp_path / "nope")
+
+
+def test_each_rule_carries_the_citation_of_the_heading_that_explains_it(tmp_path: Path) -> None:
+    pb = load_playbook(_write(tmp_path, RULE % ("", "{shift: {from: sequence, to: fsdp}}")))
+    assert [(r.id, r.citation) for r in pb.rules] == [
+        ("ok-rule", f"{tmp_path.name}/moves.md#communication"),
+        ("broken-rule", f"{tmp_path.name}/moves.md#broken"),
+    ]
+    bundled = load_playbook()
+    assert all(r.citation and r.citation.startswith("playbooks/") and "#" in r.citation for r in bundled.rules)
+
+
+def test_editing_a_playbook_changes_the_moves_the_engine_reads(tmp_path: Path) -> None:
+    folder = _write(tmp_path, RULE % ("", "{shift: {from: tensor, to: fsdp}}"))
+    assert load_playbook(folder).rules[1].move.shift.to == "fsdp"  # type: ignore[union-attr]
+    text = RULE % ("", "{shift: {from: tensor, to: data, factor: 4}}")
+    (folder / "moves.md").write_text(text + "\n")  # size changes: the cache sees it
+    assert load_playbook(folder).rules[1].move.shift.to == "data"  # type: ignore[union-attr]
 
 
 def test_kind_is_the_dominant_change_and_distance_counts_factors_of_two() -> None:

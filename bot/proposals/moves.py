@@ -1,7 +1,10 @@
-"""Playbook moves: the changes an expert tries first for a diagnosed bottleneck, read from YAML.
+"""Playbook moves: the changes an expert tries first for a diagnosed bottleneck, read from the playbooks.
 
-``playbooks/moves.yaml`` holds rules ``{id, when, move | settings | advice, rationale, tradeoffs, source}``
-(see ``playbooks/README.md``). A rule whose ``when`` matches the run's diagnosis, chip and current mesh
+The moves are the ```` ```yaml asap-move ```` blocks of ``playbooks/*.md`` (read by
+:func:`knowledge.playbooks.load_moves_from_playbooks`), each under the heading whose prose explains it, so
+the rule the engine applies and the text a person reads are one source. A block is a rule
+``{id, when, move | settings | advice, rationale, tradeoffs, source}`` (see ``playbooks/README.md``); each
+rule carries its ``citation`` (``playbooks/<file>.md#<heading-anchor>``). A rule whose ``when`` matches the run's diagnosis, chip and current mesh
 turns the baseline mesh into one candidate mesh (``move``), changes a training setting the cost model
 understands (``settings``: micro-batch, per-device batch, gradient accumulation, remat policy), or gives a
 recommendation that is not a computed change (``advice``: input pipeline). Candidates from moves join the
@@ -16,14 +19,12 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from bot.configs.mesh import AXES, Mesh
 from bot.errors import AsapError
 
-MOVES_PATH = Path(__file__).resolve().parents[2] / "playbooks" / "moves.yaml"
-MAX_MOVES_BYTES = 1 << 20
+PLAYBOOKS_PATH = Path(__file__).resolve().parents[2] / "playbooks"
 
 Bottleneck = Literal["compute", "hbm", "communication", "host"]
 _CONDITION = re.compile(r"^\s*(?:(ici|dcn|total)\.)?([a-z]+)\s*(>=|<=|==|!=|>|<)\s*(\d+)\s*$")
@@ -185,6 +186,10 @@ class Rule(BaseModel):
     tradeoffs: str = Field(min_length=1, description="what it costs")
     source: str = Field(min_length=1, description="where the practice is documented")
     priority: int = Field(default=100, description="lower is tried/shown first when predictions tie or are absent")
+    citation: str | None = Field(
+        default=None,
+        description="playbook file#heading-anchor that explains the rule; set by the reader, never written in a block",
+    )
 
     @model_validator(mode="after")
     def _move_or_advice(self) -> Rule:
@@ -248,42 +253,45 @@ def rule_matches(
     return all(_cond_holds(c, mesh) for c in w.mesh)
 
 
-def load_playbook(path: Path | None = None) -> Playbook:
-    """Read and validate a moves file; errors name the file, the rule id and the field."""
-    path = path or MOVES_PATH
-    return _load_cached(str(path), path.stat().st_mtime_ns if path.is_file() else 0)
+def load_playbook(directory: Path | None = None) -> Playbook:
+    """Read and validate the moves of a playbooks folder (default: the bundled ``playbooks/``).
+
+    Errors name the playbook file and line of the move block, the rule id and the field. Cached per folder
+    until a playbook file changes (mtime or size).
+    """
+    directory = Path(directory) if directory is not None else PLAYBOOKS_PATH
+    if not directory.is_dir():
+        raise AsapError("playbooks folder not found", source=str(directory),
+                        hint="the moves live in the asap-move blocks of playbooks/*.md")
+    stamp = tuple(
+        (p.name, p.stat().st_mtime_ns, p.stat().st_size) for p in sorted(directory.glob("*.md")) if p.is_file()
+    )
+    return _load_cached(str(directory), stamp)
 
 
 @lru_cache(maxsize=8)
-def _load_cached(path_str: str, _mtime: int) -> Playbook:
-    path = Path(path_str)
-    if not path.is_file():
-        raise AsapError("playbook moves file not found", source=path_str)
-    if path.stat().st_size > MAX_MOVES_BYTES:
-        raise AsapError("playbook moves file is larger than 1 MiB", source=path_str)
-    try:
-        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except UnicodeDecodeError:
-        raise AsapError("playbook moves file is not UTF-8 text", source=path_str) from None
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}" if mark else ""
-        raise AsapError(f"malformed YAML{where}: {getattr(exc, 'problem', exc)}", source=path_str) from None
-    if not isinstance(raw, dict):
-        raise AsapError("expected a mapping with 'schema_version' and 'rules'", source=path_str, field="(top level)")
-    try:
-        return Playbook.model_validate(raw)
-    except ValidationError as exc:
-        err = exc.errors()[0]
-        loc = list(err["loc"])
-        field = ".".join(str(p) for p in loc) or "(top level)"
-        if len(loc) >= 2 and loc[0] == "rules" and isinstance(loc[1], int):
-            rules = raw.get("rules") or []
-            rid = rules[loc[1]].get("id") if loc[1] < len(rules) and isinstance(rules[loc[1]], dict) else None
-            rest = ".".join(str(p) for p in loc[2:]) or "(rule)"
-            field = f"rule {rid or '#' + str(loc[1])}: {rest}"
-        got = f" (got {err['input']!r})" if "input" in err and not isinstance(err["input"], dict | list) else ""
-        raise AsapError(f"{err['msg']}{got}", source=path_str, field=field) from None
+def _load_cached(directory: str, _stamp: tuple[tuple[str, int, int], ...]) -> Playbook:
+    from knowledge.playbooks import load_moves_from_playbooks
+
+    raw = load_moves_from_playbooks(Path(directory))
+    rules: list[Rule] = []
+    seen: set[str] = set()
+    for block in raw:
+        cit = block["citation"]
+        fields = {k: v for k, v in block.items() if k != "citation"}
+        where = f"{cit.file} line {cit.line}"
+        try:
+            rule = Rule.model_validate({**fields, "citation": cit.ref})
+        except ValidationError as exc:
+            err = exc.errors()[0]
+            rest = ".".join(str(p) for p in err["loc"]) or "(rule)"
+            got = f" (got {err['input']!r})" if "input" in err and not isinstance(err["input"], dict | list) else ""
+            raise AsapError(f"{err['msg']}{got}", source=where, field=f"rule {block['id']}: {rest}") from None
+        if rule.id in seen:  # the reader refuses duplicates already; kept for playbooks built in code
+            raise AsapError(f"duplicate rule id {rule.id!r}", source=where, field="id")
+        seen.add(rule.id)
+        rules.append(rule)
+    return Playbook(schema_version=1, rules=rules)
 
 
 def matching_rules(
