@@ -1,4 +1,4 @@
-"""Apply a proposal: a bot-owned branch, one commit that edits only the mesh lines, and a change request.
+"""Apply a proposal: a bot-owned branch, one commit that edits only the lines the proposal changes, and a PR.
 
 ``apply_proposal(run_id, index, requester, host, config_path=None)`` is what ``asap apply``, the GitHub
 ``@asap apply N`` mention and Slack's Apply button call. It
@@ -8,8 +8,14 @@
    run in the default branch's ``.asap.yml``, else the run's own config file name at the repository root;
 3. refuses to start a second apply PR for a config that already has one open (it points to it instead);
 4. stops, and says so, when a person has pushed to the bot's branch ``asap/<run>-p<N>``;
-5. rewrites only the mesh values (:func:`bot.configs.edit.apply_mesh`: byte-preserving round trip) on top
-   of the default branch, commits as the bot, and opens the change request or updates the existing one.
+5. rewrites the WHOLE proposal and nothing else: its mesh values and its settings values (micro-batch,
+   remat policy, per-device batch, accumulation steps; ``proposal.settings``) with
+   :func:`bot.configs.edit.apply_changes` (byte-preserving round trip) on top of the default branch, commits
+   as the bot, and opens the change request or updates the existing one.
+
+The rule is "only the lines the proposal changes": every changed line holds a mesh key or one of the
+proposal's settings keys (a settings key the file lacks becomes one added line). A mesh-only proposal
+therefore edits only mesh lines, and a settings-only proposal (same mesh) only its setting lines.
 
 Authorization is the caller's job (:mod:`bot.auth`). Applying twice is idempotent: the same branch and the
 same change request, updated; when nothing changed no commit is written.
@@ -22,7 +28,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from bot.configs.detect import parse_config
-from bot.configs.edit import apply_mesh, diff_text
+from bot.configs.edit import apply_changes, diff_text
 from bot.configs.mesh import Mesh
 from bot.errors import AsapError, ConfigError
 from integrations.codehost.base import CodeHost, PullRequest, safe_repo_path
@@ -157,14 +163,15 @@ def apply_proposal(
         raise ConfigError(f"no file {path} on {base} in {host.name}", source=path, field="config_path")
     cfg = parse_config(text, path)
     mesh = Mesh(ici=proposal.mesh.get("ici", {}), dcn=proposal.mesh.get("dcn", {}))  # type: ignore[arg-type]
-    new_text = apply_mesh(cfg, mesh)
+    new_text = apply_changes(cfg, mesh, dict(proposal.settings))
     if new_text == text:
-        raise AsapError(f"{path} on {base} already uses {proposal.mesh_short}; nothing to apply", field="proposal")
+        raise AsapError(f"{path} on {base} already has {change_summary(pset, proposal, short=True)}; nothing to apply",
+                        field="proposal")
     diff = diff_text(text, new_text, path)
-    title = f"ASAP: {proposal.mesh_short} for {path} (run {run.id}, proposal {index})"
+    title = f"ASAP: {change_summary(pset, proposal, short=True)} in {path} (run {run.id}, proposal {index})"
     message = (f"asap: apply proposal {index} of run {run.id} to {path}\n\n"
-               f"Mesh {pset.baseline.mesh_short} -> {proposal.mesh_short} ({proposal.kind}).\n"
-               f"Only the mesh lines change.\n\nAsap-Run: {run.id}\nAsap-Proposal: {index}\n")
+               + "".join(f"{line}\n" for line in change_lines(pset, proposal))
+               + f"\n{scope_sentence(pset, proposal)}\n\nAsap-Run: {run.id}\nAsap-Proposal: {index}\n")
     commit = host.commit_file(branch, base, path, new_text, message)
     body = render_pr_body(run.id, index, path, report, pset, proposal, requester, diff)
     if existing is not None:
@@ -178,7 +185,50 @@ def apply_proposal(
     return ApplyResult(url=pull.url, branch=branch, created=True, status="created", pull_number=pull.number,
                        config_path=path, commit_sha=commit.sha, diff=diff,
                        message=f"opened {pull.url} applying proposal {index} of run {run.id} "
-                               f"({pset.baseline.mesh_short} -> {proposal.mesh_short}) to {path}")
+                               f"({change_summary(pset, proposal)}) to {path}")
+
+
+def mesh_changes(pset: ProposalSet, proposal: Proposal) -> bool:
+    """Whether the proposal's mesh differs from the run's (a settings-only proposal keeps the mesh)."""
+    return proposal.mesh != pset.baseline.mesh
+
+
+def setting_keys(proposal: Proposal) -> list[str]:
+    """The config keys (last part of a dotted path) the proposal's settings edit, in order."""
+    return [str(path).rsplit(".", 1)[-1] for path in proposal.settings]
+
+
+def change_lines(pset: ProposalSet, proposal: Proposal) -> list[str]:
+    """The proposal's changes in words, one per line: the mesh (when it changes), then each setting."""
+    lines = []
+    if mesh_changes(pset, proposal):
+        lines.append(f"Mesh {pset.baseline.mesh_short} -> {proposal.mesh_short} ({proposal.kind}).")
+    described = list(proposal.settings_changes) or [f"{k} -> {v}" for k, v in proposal.settings.items()]
+    lines += [f"Setting {text}." for text in described]
+    return lines or [f"Mesh {proposal.mesh_short} ({proposal.kind})."]
+
+
+def change_summary(pset: ProposalSet, proposal: Proposal, *, short: bool = False) -> str:
+    """One phrase for replies: ``fsdp=64 -> data=2 fsdp=32`` and/or ``remat_policy full -> minimal``.
+
+    ``short`` gives ``key=value`` for settings and the new mesh alone (pull request titles).
+    """
+    parts = []
+    if mesh_changes(pset, proposal) or not proposal.settings:
+        parts.append(proposal.mesh_short if short else f"{pset.baseline.mesh_short} -> {proposal.mesh_short}")
+    if short:
+        parts += [f"{str(path).rsplit('.', 1)[-1]}={value}" for path, value in proposal.settings.items()]
+    else:
+        parts += list(proposal.settings_changes) or [f"{k} -> {v}" for k, v in proposal.settings.items()]
+    return ", ".join(parts)
+
+
+def scope_sentence(pset: ProposalSet, proposal: Proposal) -> str:
+    """What the commit may touch, said in the commit message and the PR body (the apply rule)."""
+    what = ["the mesh lines"] if mesh_changes(pset, proposal) or not proposal.settings else []
+    what += [f"`{k}`" for k in setting_keys(proposal)]
+    listed = what[0] if len(what) == 1 else ", ".join(what[:-1]) + " and " + what[-1]
+    return f"Only the lines this proposal changes are edited ({listed}); every other byte of the file is kept."
 
 
 def _pct(v: float | None) -> str:
@@ -195,8 +245,14 @@ def render_pr_body(run_id: str, index: int, path: str, report: AnalysisReport, p
     d = report.diagnosis
     lines = [marker(run_id, index, path), f"## Apply ASAP proposal {index} of run {run_id} to `{path}`", ""]
     lines += [f"**Diagnosis** ({d.bottleneck}-bound, confidence {d.confidence:.2f}): {d.summary}", ""]
-    lines += [f"**Proposal {index}**: `{pset.baseline.mesh_short}` -> `{proposal.mesh_short}` ({proposal.kind}, "
-              f"from {proposal.origin})", "", proposal.rationale, ""]
+    lines += [f"**Proposal {index}** ({proposal.kind}, from {proposal.origin}):"]
+    if mesh_changes(pset, proposal):
+        lines.append(f"- mesh `{pset.baseline.mesh_short}` -> `{proposal.mesh_short}`")
+    else:
+        lines.append(f"- mesh unchanged: `{proposal.mesh_short}`")
+    described = list(proposal.settings_changes) or [f"{k} -> {v}" for k, v in proposal.settings.items()]
+    lines += [f"- setting `{text}`" for text in described]
+    lines += ["", proposal.rationale, "", scope_sentence(pset, proposal), ""]
     c, pred, base_pred = proposal.change, proposal.predicted, pset.baseline.predicted
     lines.append("**Predicted impact**")
     if pred is not None and base_pred is not None:
@@ -209,6 +265,9 @@ def render_pr_body(run_id: str, index: int, path: str, report: AnalysisReport, p
     else:
         lines.append("- no absolute prediction: the run's model is unknown "
                      f"(missing: {', '.join(pset.missing_info) or 'model shape'})")
+    if abs(c.tokens_per_step_factor - 1.0) > 1e-9:
+        lines.append(f"- tokens per step x{c.tokens_per_step_factor:.2f} (the global batch changes): time per token "
+                     f"{_pct(c.time_per_token_percent)}")
     if proposal.labels:
         lines.append(f"- labels: {', '.join(proposal.labels)}")
     lines += ["", f"**Confidence**: {proposal.confidence:.2f}"]
@@ -230,6 +289,6 @@ def render_pr_body(run_id: str, index: int, path: str, report: AnalysisReport, p
     who = getattr(requester, "display", None) or getattr(requester, "user_id", None)
     src = getattr(requester, "source", None)
     if who:
-        lines += ["", f"Requested by {who}" + (f" via {src}" if src else "") + ". Only the mesh lines change."]
+        lines += ["", f"Requested by {who}" + (f" via {src}" if src else "") + "."]
     lines += ["", "<details><summary>Diff</summary>", "", "```diff", diff.rstrip("\n"), "```", "", "</details>"]
     return "\n".join(lines) + "\n"

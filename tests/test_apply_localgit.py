@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import difflib
+import functools
 import subprocess
 from pathlib import Path
 
@@ -9,6 +11,7 @@ import pytest
 
 from bot.apply import apply_proposal, branch_name
 from bot.cli import main
+from bot.configs.detect import parse_config
 from bot.errors import AsapError
 from integrations.codehost.localgit import LocalGitHost
 
@@ -16,6 +19,50 @@ RUNS = Path(__file__).resolve().parents[1] / "examples" / "runs"
 CFG = (RUNS / "123" / "maxtext.yml").read_text()
 MESH_KEYS = {f"{net}_{axis}_parallelism" for net in ("ici", "dcn")
              for axis in ("data", "fsdp", "tensor", "sequence", "expert", "pipeline")}
+
+
+@functools.cache
+def proposals_123():  # type: ignore[no-untyped-def]
+    """Run 123's proposals from the deterministic engine (what apply picks from)."""
+    from bot.analysis.analyze import analyze_run
+    from bot.proposals.engine import propose
+    from bot.runs.store import LocalRunStore
+
+    run = LocalRunStore(RUNS).get("123")
+    return propose(run, analyze_run(run))
+
+
+def mesh_rank() -> int:
+    """Rank of run 123's first proposal that changes only the mesh."""
+    ps = proposals_123()
+    return next(p.rank for p in ps.proposals if p.mesh != ps.baseline.mesh and not p.settings)
+
+
+def settings_rank() -> int:
+    """Rank of run 123's first proposal that changes settings (e.g. the remat policy) on the same mesh."""
+    ps = proposals_123()
+    return next(p.rank for p in ps.proposals if p.settings and p.mesh == ps.baseline.mesh)
+
+
+def other_rank(*taken: int) -> int:
+    return next(p.rank for p in proposals_123().proposals if p.rank not in taken)
+
+
+def changed_keys(before: str, after: str) -> list[str]:
+    """The YAML key of every line removed or added between two texts (line by line, via difflib)."""
+    keys = []
+    for line in difflib.ndiff(before.split("\n"), after.split("\n")):
+        if line[:2] in ("- ", "+ "):
+            keys.append(line[2:].split(":", 1)[0].strip())
+    return keys
+
+
+def assert_only_proposal_lines(before: str, after: str, settings: dict) -> None:
+    """Every changed line holds a mesh key or one of the proposal's settings keys, and some line changed."""
+    allowed = MESH_KEYS | {str(k).rsplit(".", 1)[-1] for k in settings}
+    keys = changed_keys(before, after)
+    assert keys, "nothing changed"
+    assert set(keys) <= allowed, sorted(set(keys) - allowed)
 
 
 def git(repo: Path, *args: str) -> str:
@@ -34,46 +81,82 @@ def repo(tmp_path: Path) -> Path:
     return r
 
 
-def test_apply_makes_one_bot_commit_on_a_branch_and_leaves_the_worktree_alone(repo: Path):
+def test_mesh_proposal_makes_one_bot_commit_on_a_branch_and_leaves_the_worktree_alone(repo: Path):
+    n = mesh_rank()
     (repo / "README.md").write_text("uncommitted work\n")  # the person's dirty tree must survive
     host = LocalGitHost(repo)
-    res = apply_proposal("123", 1, None, host, config_path="configs/llama3-8b.yml")
-    assert res.created and res.status == "created" and res.branch == "asap/123-p1"
+    res = apply_proposal("123", n, None, host, config_path="configs/llama3-8b.yml")
+    branch = f"asap/123-p{n}"
+    assert res.created and res.status == "created" and res.branch == branch
     assert git(repo, "rev-parse", "--abbrev-ref", "HEAD") == "main"
     assert (repo / "README.md").read_text() == "uncommitted work\n"
     assert (repo / "configs" / "llama3-8b.yml").read_text() == CFG
-    assert git(repo, "rev-list", "--count", "main..asap/123-p1") == "1"
+    assert git(repo, "rev-list", "--count", f"main..{branch}") == "1"
     bot = "asap-bot@users.noreply.github.com"
-    assert git(repo, "log", "-1", "--format=%ae %ce", "asap/123-p1") == f"{bot} {bot}"
-    assert git(repo, "diff", "--name-only", "main", "asap/123-p1") == "configs/llama3-8b.yml"
-    after = git(repo, "show", "asap/123-p1:configs/llama3-8b.yml") + "\n"
-    changed = [(a, b) for a, b in zip(CFG.split("\n"), after.split("\n"), strict=True) if a != b]
-    assert changed and all(a.split(":")[0] == b.split(":")[0] in MESH_KEYS for a, b in changed)
+    assert git(repo, "log", "-1", "--format=%ae %ce", branch) == f"{bot} {bot}"
+    assert git(repo, "diff", "--name-only", "main", branch) == "configs/llama3-8b.yml"
+    after = git(repo, "show", f"{branch}:configs/llama3-8b.yml") + "\n"
+    keys = changed_keys(CFG, after)
+    assert keys and set(keys) <= MESH_KEYS  # a mesh-only proposal touches mesh lines and nothing else
+    want = proposals_123().proposals[n - 1].mesh_short
+    assert parse_config(after).mesh(64, 1).short() == want
     assert res.diff.startswith("--- a/configs/llama3-8b.yml")
+    assert "the mesh lines" in git(repo, "log", "-1", "--format=%B", branch)
+
+
+def test_settings_proposal_applies_its_settings_lines_and_nothing_else(repo: Path):
+    n = settings_rank()
+    p = proposals_123().proposals[n - 1]
+    res = apply_proposal("123", n, None, LocalGitHost(repo), config_path="configs/llama3-8b.yml")
+    assert res.status == "created" and res.branch == f"asap/123-p{n}"
+    after = git(repo, "show", f"asap/123-p{n}:configs/llama3-8b.yml") + "\n"
+    assert_only_proposal_lines(CFG, after, p.settings)
+    assert not set(changed_keys(CFG, after)) & MESH_KEYS  # the mesh is unchanged, so are its lines
+    assert parse_config(after).mesh(64, 1) == parse_config(CFG).mesh(64, 1)
+    for key, value in p.settings.items():  # the file now says what the proposal says
+        line = next(x for x in after.split("\n") if x.split(":", 1)[0].strip() == key.rsplit(".", 1)[-1])
+        assert str(value) in line, (key, line)
+    message = git(repo, "log", "-1", "--format=%B", res.branch)
+    assert p.settings_changes[0] in message and "Only the lines this proposal changes" in message
+    assert "Mesh " not in message  # no mesh change is claimed
+    assert p.settings_changes[0].split(" ")[0] in res.message  # the reply names what changes
 
 
 def test_applying_again_is_idempotent_and_follows_a_moved_base(repo: Path):
     host = LocalGitHost(repo)
-    first = apply_proposal("123", 1, None, host, config_path="configs/llama3-8b.yml")
-    again = apply_proposal("123", 1, None, host, config_path="configs/llama3-8b.yml")
+    n = settings_rank()
+    first = apply_proposal("123", n, None, host, config_path="configs/llama3-8b.yml")
+    again = apply_proposal("123", n, None, host, config_path="configs/llama3-8b.yml")
     assert again.status == "unchanged" and again.commit_sha == first.commit_sha and not again.created
     assert again.pull_number == first.pull_number and len(host.open_pulls()) == 1
     (repo / "README.md").write_text("moved on\n")
     git(repo, "-c", "user.name=Dev", "-c", "user.email=dev@acme.dev", "commit", "-qam", "more")
-    moved = apply_proposal("123", 1, None, host, config_path="configs/llama3-8b.yml")
+    moved = apply_proposal("123", n, None, host, config_path="configs/llama3-8b.yml")
     assert moved.status == "updated" and moved.commit_sha != first.commit_sha
-    assert git(repo, "rev-list", "--count", "main..asap/123-p1") == "1"  # still one commit, on the new main
+    assert git(repo, "rev-list", "--count", f"main..asap/123-p{n}") == "1"  # still one commit, on the new main
 
 
 def test_one_open_apply_per_config_then_free_after_merge(repo: Path):
     host = LocalGitHost(repo)
-    apply_proposal("123", 1, None, host, config_path="configs/llama3-8b.yml")
-    locked = apply_proposal("123", 2, None, host, config_path="configs/llama3-8b.yml")
-    assert locked.status == "locked" and locked.branch == "asap/123-p1" and "already open" in locked.message
-    assert "asap/123-p2" not in git(repo, "branch", "--list")
-    git(repo, "merge", "-q", "--ff-only", "asap/123-p1")
-    res = apply_proposal("123", 2, None, host, config_path="configs/llama3-8b.yml")
-    assert res.status == "created" and res.branch == "asap/123-p2"  # the lock is gone once p1 is merged
+    n = mesh_rank()
+    m = other_rank(n)
+    apply_proposal("123", n, None, host, config_path="configs/llama3-8b.yml")
+    locked = apply_proposal("123", m, None, host, config_path="configs/llama3-8b.yml")
+    assert locked.status == "locked" and locked.branch == f"asap/123-p{n}" and "already open" in locked.message
+    assert f"asap/123-p{m}" not in git(repo, "branch", "--list")
+    git(repo, "merge", "-q", "--ff-only", f"asap/123-p{n}")
+    res = apply_proposal("123", m, None, host, config_path="configs/llama3-8b.yml")
+    assert res.status == "created" and res.branch == f"asap/123-p{m}"  # the lock is gone once the first is merged
+
+
+def test_a_proposal_already_in_the_config_has_nothing_to_apply(repo: Path):
+    host = LocalGitHost(repo)
+    n = settings_rank()
+    apply_proposal("123", n, None, host, config_path="configs/llama3-8b.yml")
+    git(repo, "merge", "-q", "--ff-only", f"asap/123-p{n}")
+    git(repo, "branch", "-q", "-D", f"asap/123-p{n}")
+    with pytest.raises(AsapError, match="nothing to apply"):
+        apply_proposal("123", n, None, host, config_path="configs/llama3-8b.yml")
 
 
 def test_human_commit_on_the_bot_branch_stops_rewriting(repo: Path):
@@ -129,11 +212,12 @@ def test_branch_names_are_safe():
 def test_cli_apply_prints_the_diff_and_exits_1_when_locked(repo: Path, capsys):
     import bot.cli.apply  # noqa: F401  (registers the command until bot/cli/__init__.py does)
 
-    main(["apply", "123", "1", "--repo", str(repo), "--config", "configs/llama3-8b.yml"])
+    n = mesh_rank()
+    main(["apply", "123", str(n), "--repo", str(repo), "--config", "configs/llama3-8b.yml"])
     out = capsys.readouterr().out
-    assert "+ici_" in out and "-ici_" in out and "asap/123-p1" in out
+    assert "+ici_" in out and "-ici_" in out and f"asap/123-p{n}" in out
     with pytest.raises(SystemExit) as exc:
-        main(["apply", "123", "2", "--repo", str(repo), "--config", "configs/llama3-8b.yml"])
+        main(["apply", "123", str(other_rank(n)), "--repo", str(repo), "--config", "configs/llama3-8b.yml"])
     assert exc.value.code == 1
     assert "already open" in capsys.readouterr().out
     with pytest.raises(SystemExit) as exc:

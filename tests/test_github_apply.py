@@ -1,9 +1,12 @@
 """``@asap apply N`` through the real server against the REST double: authorization, one PR whose diff touches
-only the mesh lines, idempotence, one open apply per config, and a person's push stopping the bot."""
+only the lines the proposal changes (mesh keys for a mesh proposal, its settings keys for a settings proposal),
+idempotence, one open apply per config, and a person's push stopping the bot."""
 
 from __future__ import annotations
 
 import asyncio
+import difflib
+import functools
 from pathlib import Path
 
 from bot.configs.detect import parse_config
@@ -12,9 +15,29 @@ from tests.doubles.github_rest_double import GitHubRestDouble, WebhookHarness, c
 REPO = "acme/llm"
 CFG = (Path(__file__).resolve().parents[1] / "examples" / "runs" / "123" / "maxtext.yml").read_text()
 SETTINGS = 'runs:\n  configs/llama3-8b.yml: "123"\napply:\n  teams: ["acme/ml-infra"]\n'
-MESH_KEYS = ("ici_data_parallelism", "ici_fsdp_parallelism", "ici_tensor_parallelism", "ici_sequence_parallelism",
-             "ici_expert_parallelism", "ici_pipeline_parallelism", "dcn_data_parallelism", "dcn_fsdp_parallelism",
-             "dcn_tensor_parallelism")
+MESH_KEYS = frozenset(f"{net}_{axis}_parallelism" for net in ("ici", "dcn")
+                      for axis in ("data", "fsdp", "tensor", "sequence", "expert", "pipeline"))
+
+
+@functools.cache
+def proposals_123():  # type: ignore[no-untyped-def]
+    """Run 123's proposals from the deterministic engine, to pick a mesh one and a settings one by what they do."""
+    from bot.analysis.analyze import analyze_run
+    from bot.proposals.engine import propose
+    from bot.runs.store import LocalRunStore
+
+    run = LocalRunStore().get("123")
+    return propose(run, analyze_run(run))
+
+
+def mesh_proposal():  # type: ignore[no-untyped-def]
+    ps = proposals_123()
+    return next(p for p in ps.proposals if p.mesh != ps.baseline.mesh and not p.settings)
+
+
+def settings_proposal():  # type: ignore[no-untyped-def]
+    ps = proposals_123()
+    return next(p for p in ps.proposals if p.settings and p.mesh == ps.baseline.mesh)
 
 
 def make_double() -> GitHubRestDouble:
@@ -38,50 +61,94 @@ def apply_pulls(d: GitHubRestDouble) -> list[dict]:
     return [p for p in d.repos[REPO].pulls.values() if p["head"].startswith("asap/")]
 
 
-def assert_only_mesh_lines_changed(before: str, after: str) -> None:
-    b, a = before.split("\n"), after.split("\n")
-    assert len(b) == len(a)  # no line added or removed here: every key exists already
-    changed = [(x, y) for x, y in zip(b, a, strict=True) if x != y]
-    assert changed
-    for x, y in changed:
-        key_b, key_a = x.split(":", 1)[0], y.split(":", 1)[0]
-        assert key_b == key_a and key_b in MESH_KEYS, (x, y)
+def changed_keys(before: str, after: str) -> list[str]:
+    """The YAML key of every removed or added line (difflib, line by line)."""
+    return [line[2:].split(":", 1)[0].strip() for line in difflib.ndiff(before.split("\n"), after.split("\n"))
+            if line[:2] in ("- ", "+ ")]
+
+
+def assert_only_proposal_lines(before: str, after: str, settings: dict) -> list[str]:
+    """Every changed line holds a mesh key or one of the proposal's settings keys; returns the changed keys."""
+    keys = changed_keys(before, after)
+    assert keys, "nothing changed"
+    allowed = MESH_KEYS | {str(k).rsplit(".", 1)[-1] for k in settings}
+    assert set(keys) <= allowed, sorted(set(keys) - allowed)
+    return keys
 
 
 def test_writer_applies_one_pr_with_only_mesh_lines_and_reapplying_updates_it(tmp_path):
+    p = mesh_proposal()
+    n, branch = p.rank, f"asap/123-p{p.rank}"
     d = make_double()
     try:
         async def go():
             async with WebhookHarness(d, tmp_path) as h:
-                await say(h, "@asap apply 1 of run 123", "alice", 1)
+                await say(h, f"@asap apply {n} of run 123", "alice", 1)
                 first = [dict(p) for p in apply_pulls(d)]
                 refs_after_first = dict(d.repos[REPO].refs)
-                await say(h, "@asap apply 1", "alice", 2)  # run remembered for this PR thread
+                await say(h, f"@asap apply {n}", "alice", 2)  # run remembered for this PR thread
                 return first, refs_after_first
 
         first, refs1 = asyncio.run(go())
         pulls = apply_pulls(d)
         assert len(first) == 1 and len(pulls) == 1 and pulls[0]["number"] == first[0]["number"]
         pr = pulls[0]
-        assert pr["head"] == "asap/123-p1" and pr["base"] == "main" and pr["user"] == "asap-bot"
+        assert pr["head"] == branch and pr["base"] == "main" and pr["user"] == "asap-bot"
         assert d.repos[REPO].refs == refs1  # nothing new to commit: the branch was not rewritten
-        after = d.file_at(REPO, "asap/123-p1", "configs/llama3-8b.yml")
-        assert_only_mesh_lines_changed(CFG, after)
-        assert parse_config(after).mesh(64, 1).short() != parse_config(CFG).mesh(64, 1).short()
+        after = d.file_at(REPO, branch, "configs/llama3-8b.yml")
+        keys = assert_only_proposal_lines(CFG, after, {})
+        assert set(keys) <= MESH_KEYS  # a mesh proposal: mesh lines only
+        assert parse_config(after).mesh(64, 1).short() == p.mesh_short
         # one commit on top of main, written by the bot
         repo = d.repos[REPO]
-        head = repo.commits[repo.refs["heads/asap/123-p1"]]
+        head = repo.commits[repo.refs[f"heads/{branch}"]]
         assert head["parents"] == [repo.refs["heads/main"]]
         assert head["author"]["email"] == head["committer"]["email"] == "asap-bot@users.noreply.github.com"
         body = pr["body"]
-        for part in ("<!-- asap:apply run=123 proposal=1 config=configs/llama3-8b.yml -->", "**Diagnosis**",
+        for part in (f"<!-- asap:apply run=123 proposal={n} config=configs/llama3-8b.yml -->", "**Diagnosis**",
                      "**Predicted impact**", "**Confidence**", "**Citations**", "**Compare against**: run `123`",
-                     "```diff", "Requested by @alice via github"):
+                     "```diff", "Requested by @alice via github",
+                     "Only the lines this proposal changes are edited (the mesh lines)", f"`{p.mesh_short}`"):
             assert part in body, part
         replies = [c["body"] for c in d.comments_on(REPO, 1)]
         assert len(replies) == 2  # one per request
         assert "opened https://github.example/acme/llm/pull/" in replies[0]
         assert "up to date" in replies[1]
+    finally:
+        d.__exit__()
+
+
+def test_settings_proposal_opens_a_pr_that_changes_only_its_settings_lines(tmp_path):
+    p = settings_proposal()
+    branch = f"asap/123-p{p.rank}"
+    d = make_double()
+    try:
+        async def go():
+            async with WebhookHarness(d, tmp_path) as h:
+                await say(h, f"@asap apply {p.rank} of run 123", "alice", 1)
+
+        asyncio.run(go())
+        pulls = apply_pulls(d)
+        assert [x["head"] for x in pulls] == [branch]
+        after = d.file_at(REPO, branch, "configs/llama3-8b.yml")
+        keys = assert_only_proposal_lines(CFG, after, p.settings)
+        assert not set(keys) & MESH_KEYS  # same mesh: no mesh line is touched
+        assert parse_config(after).mesh(64, 1) == parse_config(CFG).mesh(64, 1)
+        for key, value in p.settings.items():
+            line = next(x for x in after.split("\n") if x.split(":", 1)[0].strip() == key.rsplit(".", 1)[-1])
+            assert str(value) in line, (key, line)
+        repo = d.repos[REPO]
+        head = repo.commits[repo.refs[f"heads/{branch}"]]
+        assert head["parents"] == [repo.refs["heads/main"]]
+        body, title = pulls[0]["body"], pulls[0]["title"]
+        setting_keys = [k.rsplit(".", 1)[-1] for k in p.settings]
+        assert all(k in title for k in setting_keys), title
+        assert f"- mesh unchanged: `{p.mesh_short}`" in body
+        assert all(f"- setting `{t}`" in body for t in p.settings_changes)
+        assert ("Only the lines this proposal changes are edited (" + ", ".join(f"`{k}`" for k in setting_keys)) in body
+        assert "the mesh lines" not in body
+        reply = d.comments_on(REPO, 1)[-1]["body"]
+        assert "opened https://github.example/acme/llm/pull/" in reply and p.settings_changes[0] in reply
     finally:
         d.__exit__()
 
@@ -113,10 +180,10 @@ def test_listed_team_member_may_apply(tmp_path):
     try:
         async def go():
             async with WebhookHarness(d, tmp_path) as h:
-                await say(h, "@asap apply 1 of run 123", "carol", 1)
+                await say(h, f"@asap apply {settings_proposal().rank} of run 123", "carol", 1)
 
         asyncio.run(go())
-        assert len(apply_pulls(d)) == 1
+        assert [p["head"] for p in apply_pulls(d)] == [f"asap/123-p{settings_proposal().rank}"]
     finally:
         d.__exit__()
 
@@ -126,13 +193,14 @@ def test_second_apply_for_the_same_config_points_to_the_open_pr(tmp_path):
     try:
         async def go():
             async with WebhookHarness(d, tmp_path) as h:
-                await say(h, "@asap apply 1 of run 123", "alice", 1)
-                await say(h, "@asap apply 2 of run 123", "alice", 2)
+                await say(h, f"@asap apply {first} of run 123", "alice", 1)
+                await say(h, f"@asap apply {second} of run 123", "alice", 2)
 
+        first, second = mesh_proposal().rank, settings_proposal().rank
         asyncio.run(go())
         pulls = apply_pulls(d)
-        assert [p["head"] for p in pulls] == ["asap/123-p1"]
-        assert "heads/asap/123-p2" not in d.repos[REPO].refs
+        assert [p["head"] for p in pulls] == [f"asap/123-p{first}"]
+        assert f"heads/asap/123-p{second}" not in d.repos[REPO].refs
         reply = d.comments_on(REPO, 1)[-1]["body"]
         assert "already open" in reply and f"/pull/{pulls[0]['number']}" in reply
     finally:

@@ -50,6 +50,18 @@ def mesh_card(rig: SlackRig) -> tuple[int, int, str]:
     raise AssertionError("no mesh-only proposal for run 123")
 
 
+def settings_card(rig: SlackRig) -> tuple[int, dict[str, Any]]:
+    """(card number, proposal) of the first card that changes settings on the same mesh (e.g. the remat policy)."""
+    from agents.workspace import Workspace
+
+    ws = Workspace.from_dict(rig.ctx.store.get_thread(f"slack:{CH}:{ROOT}")["workspace"])
+    now = ws.report["run"]["mesh_short"]
+    for i, p in enumerate(ws.proposal_list()[:3], 1):
+        if p["mesh_short"] == now and p.get("settings"):
+            return i, p
+    raise AssertionError("no settings proposal for run 123")
+
+
 def click(rig: SlackRig, answer: Any, action_id: str, *, user: str, action_ts: str, value: str | None = None) -> Any:
     button = next(e for b in answer.blocks if b["type"] == "actions" for e in b["elements"] if e["action_id"] == action_id)
     body = action_body(action_id, value if value is not None else button["value"], user=user, channel=CH,
@@ -91,6 +103,33 @@ def test_allowed_person_applies_once_however_often_it_is_clicked(tmp_path: Path,
 
     branch = run(go())
     assert branches(repo) == [branch, "main"]
+
+
+def test_applying_a_settings_card_changes_only_its_settings_lines(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                   repo: Path) -> None:
+    host = LocalGitHost(repo)
+    before = (repo / "maxtext.yml").read_text()
+
+    async def go() -> tuple[str, dict[str, Any]]:
+        async with SlackRig(tmp_path, monkeypatch, appliers="UALICE", codehost=host) as rig:
+            answer = await analysed(rig)
+            n, p = settings_card(rig)
+            await click(rig, answer, f"asap_apply:{n}", user="UALICE", action_ts="1710000001.000009")
+            await rig.idle()
+            branch = f"asap/123-p{p['rank']}"
+            assert [x.head_branch for x in host.open_pulls()] == [branch]
+            thread = [m for m in rig.double.thread(CH, ROOT) if m.ts != answer.ts]
+            applied = [m for m in thread if branch in str(m.blocks)]
+            assert len(applied) == 1 and p["settings_changes"][0] in applied[0].text  # says what changes
+            assert rig.double.violations == []
+            return branch, p
+
+    branch, p = run(go())
+    after = subprocess.run(["git", "show", f"{branch}:maxtext.yml"], cwd=repo, capture_output=True, text=True,
+                           check=True).stdout
+    keys = {str(k).rsplit(".", 1)[-1] for k in p["settings"]}
+    changed = [(a, b) for a, b in zip(before.split("\n"), after.split("\n"), strict=True) if a != b]
+    assert changed and all(a.split(":")[0] == b.split(":")[0] and a.split(":")[0] in keys for a, b in changed)
 
 
 def test_person_not_allowed_gets_an_ephemeral_and_nothing_is_opened(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,

@@ -3,8 +3,9 @@
     asap apply 123 2 --repo ~/src/llm [--config configs/llama3-8b.yml]
     asap apply 123 2 --github acme/llm --config configs/llama3-8b.yml   # GITHUB_TOKEN or App credentials
 
-The local repository's working tree and checked-out branch are never touched: the branch ``asap/123-p2`` is
-written with git plumbing, and the diff it holds is printed. Exit status 0 when the change exists (opened,
+The commit edits only the lines the proposal changes: its mesh keys and its settings keys (micro-batch,
+remat policy, ...). The local repository's working tree and checked-out branch are never touched: the branch
+``asap/123-p2`` is written with git plumbing, and the diff it holds is printed. Exit status 0 when the change exists (opened,
 updated or already up to date), 1 when it was not applied (another apply is open for the config, or a
 person pushed to the bot's branch).
 """
@@ -31,7 +32,7 @@ from bot.cli import cli
 @click.pass_context
 def apply_cmd(ctx: click.Context, run_id: str, index: int, repo: str, config_path: str | None,
               github_repo: str | None) -> None:
-    """Apply proposal INDEX of RUN_ID: a bot-owned branch with one commit that edits only the mesh lines."""
+    """Apply proposal INDEX of RUN_ID: a bot-owned branch with one commit that edits only the lines it changes."""
     from bot.apply import apply_proposal
     from bot.runs.store import LocalRunStore
     from bot.runtime.jobs import Requester

@@ -241,6 +241,16 @@ def code_host(ctx: RuntimeContext) -> Any:
     return LocalGitHost(os.environ.get("ASAP_APPLY_REPO") or ".")
 
 
+def change_label(ws: Workspace, p: dict[str, Any]) -> str:
+    """What a card's Apply changes, in a few words: the new mesh (when it changes) and each setting change,
+    e.g. ``data=2 fsdp=32`` or ``remat_policy full -> minimal_with_context``."""
+    now = str(((ws.report or {}).get("run") or {}).get("mesh_short") or "")
+    mesh = str(p.get("mesh_short") or "")
+    settings = [str(s) for s in p.get("settings_changes") or []]
+    parts = ([mesh] if mesh and (mesh != now or not settings) else []) + settings
+    return ", ".join(parts)
+
+
 async def slack_apply(job: Job, ctx: RuntimeContext) -> None:
     """A click (authorize, dedupe on run + proposal) or the apply itself (see the module docstring)."""
     client = slack_client(ctx)
@@ -261,7 +271,7 @@ async def slack_apply(job: Job, ctx: RuntimeContext) -> None:
                     thread=job.thread, run=job.run, requester=job.requester, reply_to=job.reply_to,
                     deadline_s=job.deadline_s,
                     payload={"stage": "open", "index": index, "rank": int(p.get("rank") or index),
-                             "mesh": str(p.get("mesh_short") or "")})
+                             "mesh": change_label(ws, p)})
     if not await ctx.queue.submit(apply_job):
         prior = [e for e in ctx.store.read_log(job.thread) if e.get("kind") == "slack_apply" and e.get("proposal") == index]
         where = f": {prior[-1]['url']}" if prior and prior[-1].get("url") else " (see this thread)"
