@@ -126,3 +126,47 @@ def test_bad_limit_settings_name_the_variable(tmp_path: Path) -> None:
         with pytest.raises(AsapError) as err:
             RuntimeContext.from_env({"ASAP_STATE_DIR": str(tmp_path), name: value})
         assert err.value.field == name and repr(value) in err.value.message
+
+
+def test_both_limits_and_cap_agree_between_memory_and_redis(env: dict[str, str]) -> None:
+    """The Redis front decides in one atomic script; it must refuse exactly what the step-by-step path does."""
+    async def main() -> None:
+        ctx = RuntimeContext.from_env({**env, "ASAP_USER_RATE": "2/60", "ASAP_CHANNEL_RATE": "3/60",
+                                       "ASAP_MAX_PENDING": "5"})
+        seq = [("ann", "C1"), ("ann", "C1"), ("ann", "C1"), ("bob", "C1"), ("cat", "C1"), ("cat", "C2"),
+               ("dan", "C3"), ("eve", "C4")]
+        from bot.runtime.jobs import Job, Requester
+
+        got = [(await ctx.submit(Job(id=f"slack:Ev{uuid.uuid4().hex}", source="slack", kind="ask",
+                                     thread=f"slack:{c}:17.{i}", requester=Requester(source="slack", user_id=u)))).status
+               for i, (u, c) in enumerate(seq)]
+        # ann's third: user limit; cat in C1: channel limit (ann x2 + bob); eve: the cap of 5 queued jobs
+        assert got == ["queued", "queued", "limited", "queued", "limited", "queued", "queued", "busy"]
+        await ctx.close()
+
+    asyncio.run(main())
+
+
+def test_redis_submit_is_one_round_trip(redis_env: dict[str, str]) -> None:  # noqa: F811
+    """Under a burst every round trip is paid on the front's event loop: dedupe + limits + cap + XADD is one."""
+    async def main() -> None:
+        ctx = RuntimeContext.from_env({**redis_env, "ASAP_USER_RATE": "5/60", "ASAP_CHANNEL_RATE": "30/60"})
+        await ctx.submit(make_job(0))  # loads the script (EVALSHA, then SCRIPT LOAD once)
+        client = ctx.queue.client  # type: ignore[attr-defined]
+        calls: list[str] = []
+        real = client.execute_command
+
+        async def counting(*args, **kw):  # type: ignore[no-untyped-def]
+            calls.append(str(args[0]))
+            return await real(*args, **kw)
+
+        client.execute_command = counting
+        assert (await ctx.submit(make_job(1))).status == "queued"
+        job = make_job(2)
+        assert (await ctx.submit(job)).status == "queued"
+        assert (await ctx.submit(job)).status == "duplicate"
+        assert calls == ["EVALSHA"] * 3
+        assert await ctx.queue.depth() == 3
+        await ctx.close()
+
+    asyncio.run(main())

@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
 
 from bot.errors import AsapError
 from bot.runtime.jobs import Job
-from bot.runtime.limits import MemoryRateLimiter, Rate, RateLimiter, RedisRateLimiter, limit_message
+from bot.runtime.limits import Decision, MemoryRateLimiter, Rate, RateLimiter, RedisRateLimiter, limit_message
 from bot.runtime.metrics import RuntimeMetrics
 from bot.runtime.queue import JobQueue, QueueSettings, open_queue, queue_settings_from_env
 
@@ -137,6 +137,9 @@ class RuntimeContext:
         return sub
 
     async def _submit(self, job: Job) -> Submission:
+        checked = getattr(self.queue, "submit_checked", None)
+        if checked is not None and isinstance(self.limiter, RedisRateLimiter) and self.limiter.shares(self.queue):
+            return await self._submit_one_trip(job, checked)
         if await self.queue.seen(job.id):
             return Submission("duplicate")
         s = self.settings
@@ -153,6 +156,22 @@ class RuntimeContext:
         if not await self.queue.submit(job):
             return Submission("duplicate")
         return Submission("queued")
+
+    async def _submit_one_trip(self, job: Job, checked: Callable[..., Any]) -> Submission:
+        """Redis: the same checks as :meth:`_submit`, in the same order, as one atomic script (one round trip
+        instead of five on the front's event loop under a burst)."""
+        s = self.settings
+        windows = [("You have", f"user:{job.user_key()}", s.user_rate),
+                   ("This channel has", f"channel:{job.channel_key()}", s.channel_rate)]
+        windows = [w for w in windows if w[2].count > 0]
+        status, which, n, retry = await checked(job, [(k, r.window_s, r.count) for _, k, r in windows], s.max_pending)
+        if status == "limited":
+            who, _, rate = windows[which - 1]
+            return Submission("limited", limit_message(who, Decision(False, n, retry), rate))
+        if status == "busy":
+            return Submission("busy", f"ASAP is busy: {n} requests are queued or running "
+                                      f"(the limit is {s.max_pending}); try again in a minute.")
+        return Submission(status)  # type: ignore[arg-type]
 
     async def _refuse(self, job: Job, status: Literal["limited", "busy"], message: str) -> Submission:
         # Remember the id so a redelivery of this same request is a duplicate, not a second refusal.

@@ -108,6 +108,11 @@ class RedisRateLimiter:
         self.prefix = prefix
         self._script = client.register_script(_SLIDING)
 
+    def shares(self, queue: object) -> bool:
+        """True when ``queue`` uses this limiter's Redis client and key prefix (so one script can do both)."""
+        settings = getattr(queue, "settings", None)
+        return getattr(queue, "client", None) is self._r and getattr(settings, "prefix", None) == self.prefix
+
     async def hit(self, key: str, rate: Rate) -> Decision:
         if rate.count <= 0:
             return Decision(True, 0)

@@ -26,6 +26,7 @@ import contextlib
 import logging
 import os
 import time
+import uuid
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
@@ -399,6 +400,39 @@ end
 return 0
 """
 
+# The front's whole decision in one round trip (``RedisStreamsQueue.submit_checked``): dedupe, the sliding
+# windows of ``bot.runtime.limits`` (same algorithm and keys as RedisRateLimiter), the global cap, then
+# SET NX + XADD. Atomic, so concurrent fronts agree; a refusal remembers the id like ``remember``.
+# KEYS: seen, stream, rate keys...  ARGV: id, dedupe_px, job, now, max_pending, member, (window, limit)...
+# Returns {status, limit index (1-based, 0 = none), count, retry_after (string)}.
+_SUBMIT_CHECKED = """
+if redis.call('EXISTS', KEYS[1]) == 1 then
+  return {'duplicate', 0, 0, '0'}
+end
+local now = tonumber(ARGV[4])
+for i = 3, #KEYS do
+  local window = tonumber(ARGV[7 + (i - 3) * 2])
+  local limit = tonumber(ARGV[8 + (i - 3) * 2])
+  redis.call('ZREMRANGEBYSCORE', KEYS[i], '-inf', now - window)
+  local n = redis.call('ZCARD', KEYS[i])
+  if n >= limit then
+    local oldest = redis.call('ZRANGE', KEYS[i], 0, 0, 'WITHSCORES')
+    redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+    return {'limited', i - 2, n, tostring(tonumber(oldest[2]) + window - now)}
+  end
+  redis.call('ZADD', KEYS[i], now, ARGV[6])
+  redis.call('PEXPIRE', KEYS[i], math.ceil(window * 1000))
+end
+local depth = redis.call('XLEN', KEYS[2])
+if depth >= tonumber(ARGV[5]) then
+  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+  return {'busy', 0, depth, '0'}
+end
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+redis.call('XADD', KEYS[2], '*', 'job', ARGV[3])
+return {'queued', 0, depth + 1, '0'}
+"""
+
 GROUP = "workers"
 
 
@@ -426,6 +460,7 @@ class RedisStreamsQueue(_WorkerCore):
         self.stream = f"{p}jobs"
         self.dead_stream = f"{p}jobs:dead"
         self._submit = client.register_script(_SUBMIT)
+        self._submit_checked = client.register_script(_SUBMIT_CHECKED)
         self._group_ready = False
         self._next_autoclaim = 0.0
         self._autoclaim_cursor = "0-0"
@@ -469,6 +504,27 @@ class RedisStreamsQueue(_WorkerCore):
             added = await self._submit(keys=[self._key("seen", job.id), self.stream],
                                        args=[job.id, int(self.settings.dedupe_ttl_s * 1000), job.to_bytes()])
         return bool(added)
+
+    async def submit_checked(self, job: Job, limits: list[tuple[str, float, int]],
+                             max_pending: int) -> tuple[str, int, int, float]:
+        """Dedupe, rate limits, cap and enqueue in ONE round trip (one Lua script), in that order.
+
+        ``limits`` are ``(key, window_s, count)`` sliding windows checked and recorded in order (keys as
+        :class:`~bot.runtime.limits.RedisRateLimiter` names them). Returns ``(status, limit, count,
+        retry_after_s)``: status ``queued`` / ``duplicate`` / ``limited`` / ``busy``; for ``limited``,
+        ``limit`` is the 1-based index of the window that refused and ``count`` its hits; for ``busy``,
+        ``count`` is the depth. A refused id is remembered, so a redelivery is a duplicate.
+        """
+        keys = [self._key("seen", job.id), self.stream, *(f"{self.settings.prefix}rate:{k}" for k, _, _ in limits)]
+        args: list[Any] = [job.id, int(self.settings.dedupe_ttl_s * 1000), job.to_bytes(), time.time(), max_pending,
+                           uuid.uuid4().hex]
+        for _, window, count in limits:
+            args += [window, count]
+        async with redis_errors(self._r):
+            status, which, n, retry = await self._submit_checked(keys=keys, args=args)
+        status = status.decode() if isinstance(status, bytes) else str(status)
+        retry_s = float(retry.decode() if isinstance(retry, bytes) else retry)
+        return status, int(which), int(n), max(0.0, retry_s)
 
     async def seen(self, job_id: str) -> bool:
         async with redis_errors(self._r):
