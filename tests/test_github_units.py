@@ -128,9 +128,9 @@ def test_auth_settings_from_env():
 
 
 def test_slack_policy():
-    p = ApplyPolicy.from_env({"ASAP_APPLY_SLACK_USERS": "U1", "ASAP_APPLY_SLACK_GROUPS": "S9"})
-    assert p.check_slack("U1").allowed and p.check_slack("U2", ["S9"]).allowed
-    assert not p.check_slack("U2", ["S1"]).allowed
+    p = ApplyPolicy.from_env({"ASAP_APPLY_SLACK_USERS": "U0ALICE", "ASAP_APPLY_SLACK_GROUPS": "S0INFRA"})
+    assert p.check_slack("U0ALICE").allowed and p.check_slack("U0BOB", ["S0INFRA"]).allowed
+    assert not p.check_slack("U0BOB", ["S0OTHER"]).allowed
     assert "off" in ApplyPolicy().check_slack("U1").reason
 
 

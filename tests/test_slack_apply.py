@@ -165,7 +165,7 @@ def test_nobody_configured_means_apply_is_off_and_says_how_to_turn_it_on(tmp_pat
             await click(rig, answer, "asap_apply:1", user="UALICE", action_ts="1710000004.000001")
             await rig.idle()
             assert host.open_pulls() == []
-            assert "ASAP_SLACK_APPLIERS" in rig.double.ephemerals[0]["text"]
+            assert "ASAP_APPLY_SLACK_USERS" in rig.double.ephemerals[0]["text"]
 
     run(go())
 

@@ -133,8 +133,8 @@ ENV = {"SLACK_BOT_TOKEN": "xoxb-1", "SLACK_SIGNING_SECRET": "8f742231b10e8888abc
     ({"SLACK_SIGNING_SECRET": "", "SLACK_APP_TOKEN": ""}, "SLACK_APP_TOKEN"),
     ({"SLACK_APP_TOKEN": "xoxb-wrong"}, "SLACK_APP_TOKEN"),
     ({"SLACK_SIGNING_SECRET": "not a secret!"}, "SLACK_SIGNING_SECRET"),
-    ({"ASAP_SLACK_APPLIERS": "U012ABC,alice"}, "ASAP_SLACK_APPLIERS"),
-    ({"ASAP_SLACK_APPLIER_GROUP": "@infra"}, "ASAP_SLACK_APPLIER_GROUP"),
+    ({"ASAP_APPLY_SLACK_USERS": "U012ABC,alice"}, "ASAP_APPLY_SLACK_USERS"),
+    ({"ASAP_APPLY_SLACK_GROUPS": "@infra"}, "ASAP_APPLY_SLACK_GROUPS"),
     ({"SLACK_API_URL": "ftp://x"}, "SLACK_API_URL"),
 ])
 def test_bad_settings_name_the_variable(change: dict[str, str], field: str) -> None:
@@ -144,11 +144,10 @@ def test_bad_settings_name_the_variable(change: dict[str, str], field: str) -> N
 
 
 def test_settings_modes_and_appliers() -> None:
-    s = SlackSettings.from_env({**ENV, "SLACK_APP_TOKEN": "xapp-1", "ASAP_SLACK_APPLIERS": "U012ABC, W0XYZ"})
+    s = SlackSettings.from_env({**ENV, "SLACK_APP_TOKEN": "xapp-1", "ASAP_APPLY_SLACK_USERS": "U012ABC, W0XYZ"})
     assert s.modes == ["http", "socket"] and s.appliers == {"U012ABC", "W0XYZ"}
     assert "xoxb" not in repr(s)
-    merged = SlackSettings.from_env({**ENV, "ASAP_SLACK_APPLIERS": "U1AA", "ASAP_APPLY_SLACK_USERS": "U2BB",
-                                     "ASAP_SLACK_APPLIER_GROUP": "S1AA", "ASAP_APPLY_SLACK_GROUPS": "S2BB,S3CC"})
-    assert merged.appliers == {"U1AA", "U2BB"} and merged.applier_groups == {"S1AA", "S2BB", "S3CC"}
-    assert merged.policy().check_slack("U2BB").allowed and not merged.policy().check_slack("U9ZZ").allowed
+    both = SlackSettings.from_env({**ENV, "ASAP_APPLY_SLACK_USERS": "U2BB", "ASAP_APPLY_SLACK_GROUPS": "S2BB,S3CC"})
+    assert both.appliers == {"U2BB"} and both.applier_groups == {"S2BB", "S3CC"}
+    assert both.policy().check_slack("U2BB").allowed and not both.policy().check_slack("U9ZZ").allowed
     assert SlackSettings.enabled({"SLACK_APP_TOKEN": "xapp-1"}) and not SlackSettings.enabled({"SLACK_BOT_TOKEN": "x"})

@@ -4,7 +4,7 @@
 ``GITHUB_APP_ID`` + ``GITHUB_PRIVATE_KEY``/``GITHUB_PRIVATE_KEY_PATH`` (see
 :mod:`integrations.codehost.github`), ``GITHUB_API_URL``, ``GITHUB_BOT_LOGIN``, ``ASAP_GITHUB_MENTION``
 (default ``asap``), ``ASAP_APPLY_GITHUB_TEAMS`` (comma-separated ``org/slug``, besides writers and the
-teams in each repository's ``.asap.yml``), ``ASAP_RUNS_DIR``.
+teams in each repository's ``.asap.yml``; read by :meth:`bot.auth.ApplyPolicy.from_env`), ``ASAP_RUNS_DIR``.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from bot.auth import ApplyPolicy
 from bot.errors import AsapError
 from integrations.codehost.github import GitHubAuthSettings, GitHubClients
 
@@ -44,10 +45,7 @@ class GitHubIntegration:
         mention = env.get("ASAP_GITHUB_MENTION") or "asap"
         if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9-]{0,38}(?:\[bot\])?", mention):
             raise AsapError(f"ASAP_GITHUB_MENTION={mention!r} is not a GitHub login", field="ASAP_GITHUB_MENTION")
-        teams = tuple(t.strip() for t in (env.get("ASAP_APPLY_GITHUB_TEAMS") or "").split(",") if t.strip())
-        for t in teams:
-            if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9-]*/[A-Za-z0-9][A-Za-z0-9._-]*", t):
-                raise AsapError(f"team {t!r} must be written org/team-slug", field="ASAP_APPLY_GITHUB_TEAMS")
+        teams = ApplyPolicy.from_env(env).github_teams  # the shared apply settings (bot.auth)
         auth = GitHubAuthSettings.from_env(env) if (env.get("GITHUB_TOKEN") or env.get("GITHUB_APP_ID")) else None
         return cls(webhook_secret=secret.encode(), auth=auth, mention=mention, apply_teams=teams,
                    runs_dir=env.get("ASAP_RUNS_DIR") or None)

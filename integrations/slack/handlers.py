@@ -8,7 +8,7 @@ it through ``ASAP_HANDLER_MODULES=integrations.slack.handlers``; ``asap serve`` 
   over more messages when it is long. Follow-ups in the thread continue the same Conversation.
 - explain: everything behind one proposal card, from the thread's stored workspace (computed numbers).
 - apply (click): the button is checked against the thread it sits in (run and proposal must be the
-  thread's own), then the clicker against ``ASAP_SLACK_APPLIERS`` / ``ASAP_SLACK_APPLIER_GROUP``; others
+  thread's own), then the clicker against ``ASAP_APPLY_SLACK_USERS`` / ``ASAP_APPLY_SLACK_GROUPS``; others
   get an ephemeral explanation. An allowed click queues ``slack:apply:<channel>:<thread>:<run>:<n>``;
   the queue refuses a second one, so two clicks never open two pull requests.
 - apply (open): :func:`bot.apply.apply_proposal` through the configured code host; the link goes to the
@@ -29,6 +29,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from agents.intents import find_run_id
 from agents.workspace import Workspace
+from bot.auth import SLACK_GROUPS_VAR, SLACK_USERS_VAR
 from bot.errors import AsapError
 from bot.runtime.handlers import register_failure_reply, register_handler
 from bot.runtime.jobs import Job
@@ -203,7 +204,7 @@ async def may_apply(ctx: RuntimeContext, client: AsyncWebClient, user: str) -> b
                 resp = await client.usergroups_users_list(usergroup=group)
             except SlackApiError as exc:
                 raise AsapError(f"cannot read the members of user group {group}: {exc.response.get('error')}",
-                                field="ASAP_SLACK_APPLIER_GROUP",
+                                field=SLACK_GROUPS_VAR,
                                 hint="check the group ID and that the app has the usergroups:read scope") from None
             hit = cache[group] = (time.monotonic(), frozenset(resp.get("users") or []))
         if user in hit[1]:
@@ -214,12 +215,12 @@ async def may_apply(ctx: RuntimeContext, client: AsyncWebClient, user: str) -> b
 def _refusal(s: SlackSettings) -> str:
     who = []
     if s.appliers:
-        who.append("the people listed in ASAP_SLACK_APPLIERS")
+        who.append(f"the people listed in {SLACK_USERS_VAR}")
     if s.applier_groups:
         who.append("members of " + ", ".join(f"<!subteam^{g}>" for g in sorted(s.applier_groups)))
     if not who:
         return ("Applying proposals from Slack is turned off: nobody is allowed yet. An admin can set "
-                "ASAP_SLACK_APPLIERS (user IDs) or ASAP_SLACK_APPLIER_GROUP (a user group).")
+                f"{SLACK_USERS_VAR} (member IDs) or {SLACK_GROUPS_VAR} (user group IDs).")
     return f"Only {' and '.join(who)} can apply proposals. Ask one of them, or use `asap apply` yourself."
 
 

@@ -4,9 +4,10 @@ Three variables install ASAP in a workspace: ``SLACK_BOT_TOKEN`` plus either ``S
 Mode: no public URL needed) or ``SLACK_SIGNING_SECRET`` (HTTP mode: Slack posts to ``/slack/events``).
 Both may be set; then the HTTP route is served *and* the Socket Mode connection is opened.
 
-Apply is refused unless the clicker is listed in ``ASAP_SLACK_APPLIERS`` (comma-separated user IDs,
-e.g. ``U012ABCDEF``) or belongs to ``ASAP_SLACK_APPLIER_GROUP`` (user group IDs, ``S0123ABCD``; comma-separated). The shared
-policy's names in :mod:`bot.auth` (``ASAP_APPLY_SLACK_USERS``, ``ASAP_APPLY_SLACK_GROUPS``) work too.
+Apply is refused unless the clicker is listed in ``ASAP_APPLY_SLACK_USERS`` (comma-separated member IDs,
+e.g. ``U012ABCDEF``) or belongs to a group in ``ASAP_APPLY_SLACK_GROUPS`` (user group IDs, ``S0123ABCD``).
+Those names are read by the shared policy, :meth:`bot.auth.ApplyPolicy.from_env`, like every front end's;
+the old ``ASAP_SLACK_APPLIERS`` / ``ASAP_SLACK_APPLIER_GROUP`` still work there with a deprecation warning.
 ``SLACK_API_URL`` points the Web API client elsewhere (an Enterprise Grid proxy, or a test double).
 """
 
@@ -22,13 +23,7 @@ from pydantic import BaseModel, ConfigDict, SecretStr
 from bot.auth import ApplyPolicy
 from bot.errors import AsapError
 
-USER_ID_RE = re.compile(r"^[UW][A-Z0-9]{2,20}$")
-GROUP_ID_RE = re.compile(r"^S[A-Z0-9]{2,20}$")
 DEFAULT_API_URL = "https://slack.com/api/"
-# ASAP_SLACK_APPLIERS / ASAP_SLACK_APPLIER_GROUP are the Slack names; the shared policy's names
-# (bot.auth: ASAP_APPLY_SLACK_USERS / ASAP_APPLY_SLACK_GROUPS) are read too and merged.
-USER_VARS = ("ASAP_SLACK_APPLIERS", "ASAP_APPLY_SLACK_USERS")
-GROUP_VARS = ("ASAP_SLACK_APPLIER_GROUP", "ASAP_APPLY_SLACK_GROUPS")
 
 
 class SlackSettings(BaseModel):
@@ -81,33 +76,17 @@ class SlackSettings(BaseModel):
         if secret and not re.fullmatch(r"[0-9a-fA-F]{16,128}", secret):
             raise AsapError("expected the app's signing secret (hexadecimal)", field="SLACK_SIGNING_SECRET",
                             hint="Basic Information > App Credentials > Signing Secret")
-        appliers: set[str] = set()
-        for name in USER_VARS:
-            for u in _csv(env.get(name)):
-                if not USER_ID_RE.match(u):
-                    raise AsapError(f"{u!r} is not a Slack user ID", field=name,
-                                    hint="comma-separated member IDs like U012ABCDEF (profile > ... > Copy member ID)")
-                appliers.add(u)
-        groups: set[str] = set()
-        for name in GROUP_VARS:
-            for g in _csv(env.get(name)):
-                if not GROUP_ID_RE.match(g):
-                    raise AsapError(f"{g!r} is not a Slack user group ID", field=name,
-                                    hint="a user group ID like S0123ABCD (not its @handle)")
-                groups.add(g)
+        policy = ApplyPolicy.from_env(env)  # who may apply: one set of names for every front end
         api = (env.get("SLACK_API_URL") or DEFAULT_API_URL).strip()
         if not re.match(r"^https?://[^\s/]+(/\S*)?$", api):
             raise AsapError(f"{api!r} is not an http(s) URL", field="SLACK_API_URL")
         if not api.endswith("/"):
             api += "/"
         return cls(bot_token=SecretStr(bot), signing_secret=SecretStr(secret) if secret else None,
-                   app_token=SecretStr(app) if app else None, api_url=api, appliers=frozenset(appliers),
-                   applier_groups=frozenset(groups))
+                   app_token=SecretStr(app) if app else None, api_url=api, appliers=policy.slack_users,
+                   applier_groups=policy.slack_groups)
 
     def policy(self) -> ApplyPolicy:
         """The shared apply policy (:mod:`bot.auth`) with this workspace's users and groups."""
         return ApplyPolicy(slack_users=self.appliers, slack_groups=self.applier_groups)
 
-
-def _csv(value: str | None) -> list[str]:
-    return [v.strip() for v in (value or "").split(",") if v.strip()]

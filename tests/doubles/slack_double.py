@@ -421,10 +421,10 @@ class SlackRig:
         env = {"SLACK_BOT_TOKEN": self.double.bot_token, "SLACK_SIGNING_SECRET": self.SECRET,
                "SLACK_API_URL": self.double.base_url, "ASAP_STATE_DIR": str(self.tmp / "state"),
                "ASAP_MODEL_CONFIG": str(self.tmp / "model.yaml"), "ASAP_USER_RATE": "off",
-               "ASAP_CHANNEL_RATE": "off", "ASAP_MAX_PENDING": "5000", "ASAP_SLACK_APPLIERS": self.appliers,
+               "ASAP_CHANNEL_RATE": "off", "ASAP_MAX_PENDING": "5000", "ASAP_APPLY_SLACK_USERS": self.appliers,
                "ASAP_QUEUE_BLOCK_MS": "50", **self.extra_env}
         if self.group:
-            env["ASAP_SLACK_APPLIER_GROUP"] = self.group
+            env["ASAP_APPLY_SLACK_GROUPS"] = self.group
         if self.redis_url:
             env["REDIS_URL"] = self.redis_url
         return env
