@@ -71,7 +71,7 @@ class MeshChange:
         return kind_of(self.before, self.after)
 
 
-def _query(facts: RunFacts, diagnosis: str | None, change: MeshChange | None) -> str:
+def _query(facts: RunFacts, diagnosis: str | None, change: MeshChange | None, extra: str = "") -> str:
     words = []
     if diagnosis:
         words.append(f"{diagnosis}-bound {diagnosis}")
@@ -84,6 +84,8 @@ def _query(facts: RunFacts, diagnosis: str | None, change: MeshChange | None) ->
         words.append(change.after.short().replace("=", " ").replace("|", " "))
         if change.rule_id:
             words.append(change.rule_id.replace("-", " "))
+    if extra:
+        words.append(extra)
     if facts.chip:
         words.append(facts.chip)
     return " ".join(words) or "sharding"
@@ -97,9 +99,13 @@ def evidence_for(
     index: KnowledgeIndex,
     k_playbook: int = 3,
     k_history: int = 3,
+    extra: str = "",
 ) -> list[Hit]:
-    """Playbook sections then past changes relevant to this run, diagnosis and mesh change, best first."""
-    query = _query(facts, diagnosis, change)
+    """Playbook sections then past changes relevant to this run, diagnosis and mesh change, best first.
+
+    ``extra``: more words for the query, e.g. a settings change in words (``remat_policy full -> minimal``).
+    """
+    query = _query(facts, diagnosis, change, extra)
     fam = facts.chip_family if facts.chip_family in ("tpu", "gpu", "cpu") else None
     bn = diagnosis if diagnosis in ("compute", "hbm", "communication", "host") else None
     play = index.retrieve(query, filters=Filters(kind="playbook", chip_family=fam, bottleneck=bn), k=k_playbook)
@@ -121,6 +127,8 @@ class ConfidenceAdjustment:
     delta: float
     reasons: list[str] = field(default_factory=list)
     citations: list[str] = field(default_factory=list)
+    records: list[HistoryRecord] = field(default_factory=list)  # the counted records, parallel to reasons
+    steps: list[float] = field(default_factory=list)  # each record's own effect, parallel to reasons
 
 
 def _describe(rec: HistoryRecord) -> str:
@@ -136,6 +144,10 @@ def _describe(rec: HistoryRecord) -> str:
     if rel is not None and rec.outcome in ("improved", "regressed", "neutral"):
         b, a = rec.before_metrics.step_time_ms, rec.after_metrics.step_time_ms  # type: ignore[union-attr]
         effect += f" (step {b:g} -> {a:g} ms, {rel * 100:+.0f}%)"
+    pred = rec.predicted.step_time_ms if rec.predicted else None
+    meas = rec.after_metrics.step_time_ms if rec.after_metrics else None
+    if pred and meas:
+        effect += f"; ASAP predicted {pred:g} ms, measured {meas:g} ms ({(meas / pred - 1.0) * 100:+.1f}% vs prediction)"
     return f"{rec.title!r}{' on ' + where if where else ''} {effect} — {rec.ref}"
 
 
@@ -152,6 +164,8 @@ def confidence_adjustment(
     delta = 0.0
     reasons: list[str] = []
     cites: list[str] = []
+    counted: list[HistoryRecord] = []
+    steps: list[float] = []
     helped = failed = 0
     for rec in records:
         if rec.outcome in ("pending", "unknown"):
@@ -184,5 +198,7 @@ def confidence_adjustment(
         delta += step
         reasons.append(f"{step:+.2f}: {label} {_describe(rec)}")
         cites.append(rec.ref)
+        counted.append(rec)
+        steps.append(step)
     delta = max(MAX_DOWN, min(MAX_UP, delta))
-    return ConfidenceAdjustment(delta=round(delta, 4), reasons=reasons, citations=cites)
+    return ConfidenceAdjustment(delta=round(delta, 4), reasons=reasons, citations=cites, records=counted, steps=steps)

@@ -11,6 +11,18 @@ is incremental: documents whose hash is unchanged are not touched, new/changed o
 ones deleted; BM25's term statistics are corpus-wide (bm25s has no insert), so when anything changed the
 BM25 matrix is rebuilt from the docstore — when nothing changed, nothing is rewritten.
 
+Querying does not import LlamaIndex or bm25s (together ~2 s of imports, bm25s pulls in jax): a
+:class:`_Bm25Reader` opens the arrays ``BM25Retriever.persist`` wrote (bm25s' precomputed per-document
+term scores, vocabulary and corpus) and scores a query exactly as ``BM25Retriever`` does — same token
+pattern, English stopwords and Snowball stemmer (PyStemmer), saved beside the arrays at build time in
+``bm25/query.json`` — so ``asap propose`` stays fast with a warm index. Tests check it returns what
+LlamaIndex's retriever returns.
+
+:func:`ensure_index` is what the proposal engine calls: it opens ``<state dir>/index``, and builds or
+updates it first when it is missing or stale (a playbook file or ``history.jsonl`` changed since the
+fingerprint in the manifest). Builds hold an exclusive file lock, readers a shared one, so concurrent
+processes never read a half-written index.
+
 Filtering: ``BM25Retriever`` accepts ``MetadataFilters`` only at construction (it turns them into a
 ``corpus_weight_mask``). Per-query filters here use that same mechanism — a weight mask computed from
 metadata columns held as numpy arrays — so masked documents score zero before top-k selection (not a
@@ -20,12 +32,16 @@ with unknown chip) matches any value of that field.
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import logging
+import os
+import re
 import threading
 import time
-from collections.abc import Iterable, Sequence
+from contextlib import contextmanager
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -34,10 +50,12 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from bot.errors import AsapError
-from knowledge.history import HistoryRecord, state_dir
+from knowledge.history import HISTORY_FILE, HistoryRecord, HistoryStore, state_dir
 from knowledge.playbooks import PLAYBOOKS_DIR, PlaybookSection, load_playbooks
 
 INDEX_VERSION = 1
+QUERY_FILE = "query.json"
+LOCK_FILE = ".lock"
 FILTER_FIELDS = ("kind", "source", "chip_family", "bottleneck", "size_band")
 _ANY = "any"
 
@@ -152,17 +170,103 @@ def _node(doc: _Doc):  # type: ignore[no-untyped-def]
     )
 
 
+
+class _Bm25Reader:
+    """Scores queries against the persisted bm25s arrays without importing LlamaIndex or bm25s.
+
+    bm25s stores, per vocabulary term, the BM25 score of every document containing it (a CSC matrix:
+    ``indptr``/``indices``/``data``); a query's score per document is the sum over its (stemmed,
+    stopword-free) tokens of those columns, as ``bm25s.BM25.get_scores`` computes it.
+    """
+
+    def __init__(self, folder: Path) -> None:
+        import Stemmer
+
+        try:
+            params = json.loads((folder / "params.index.json").read_text(encoding="utf-8"))
+            self.vocab: dict[str, int] = json.loads((folder / "vocab.index.json").read_text(encoding="utf-8"))
+            query = json.loads((folder / QUERY_FILE).read_text(encoding="utf-8"))
+            self.data = np.load(folder / "data.csc.index.npy")
+            self.indices = np.load(folder / "indices.csc.index.npy")
+            self.indptr = np.load(folder / "indptr.csc.index.npy")
+            nnoc = folder / "nonoccurrence_array.index.npy"
+            self.nonoccurrence = np.load(nnoc) if nnoc.is_file() else None
+            with (folder / "corpus.jsonl").open(encoding="utf-8") as fh:
+                self.corpus: list[dict[str, Any]] = [json.loads(line) for line in fh if line.strip()]
+        except (OSError, ValueError) as exc:
+            raise AsapError(
+                f"the BM25 index cannot be read ({exc}); delete the folder and run 'asap index'", source=str(folder)
+            ) from None
+        self.num_docs = int(params["num_docs"])
+        self.dtype = np.dtype(params.get("dtype", "float32"))
+        self.lower = bool(query.get("lower", True))
+        self.split = re.compile(query["token_pattern"]).findall
+        self.stopwords = frozenset(query.get("stopwords") or ())
+        self.stemmer = Stemmer.Stemmer(query.get("stemmer", "english"))
+        if len(self.corpus) != self.num_docs:
+            raise AsapError(
+                f"the BM25 corpus has {len(self.corpus)} documents, the scores {self.num_docs}; run 'asap index'",
+                source=str(folder),
+            )
+
+    def token_ids(self, query: str) -> np.ndarray:
+        words = [w for w in self.split(query.lower() if self.lower else query) if w not in self.stopwords]
+        stems = self.stemmer.stemWords(words) if words else []
+        return np.array([self.vocab[t] for t in stems if t in self.vocab], dtype=np.int64)
+
+    def scores(self, query: str, mask: np.ndarray | None) -> np.ndarray:
+        ids = self.token_ids(query)
+        scores = np.zeros(self.num_docs, dtype=self.dtype)
+        for t in ids:
+            start, end = self.indptr[t], self.indptr[t + 1]
+            np.add.at(scores, self.indices[start:end], self.data[start:end])
+        if self.nonoccurrence is not None and ids.size:
+            scores += self.nonoccurrence[ids].sum()
+        if mask is not None:
+            scores *= mask
+        return scores
+
+
+@contextmanager
+def _locked(root: Path, exclusive: bool) -> Iterator[None]:
+    """An advisory lock on ``root/.lock``: builders exclusive, readers shared (another process may be writing)."""
+    root.mkdir(parents=True, exist_ok=True)
+    fd = os.open(root / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
+        yield
+    finally:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        os.close(fd)
+
+
+def sources_fingerprint(playbooks_dir: Path | None, history_file: Path | None) -> dict[str, Any]:
+    """What the index was built from, cheaply: name, mtime and size of each playbook and of the history file."""
+    books: list[list[Any]] = []
+    if playbooks_dir is not None and Path(playbooks_dir).is_dir():
+        for p in sorted(Path(playbooks_dir).glob("*.md")):
+            st = p.stat()
+            books.append([p.name, st.st_mtime_ns, st.st_size])
+    hist = None
+    if history_file is not None and Path(history_file).is_file():
+        st = Path(history_file).stat()
+        hist = [st.st_mtime_ns, st.st_size]
+    return {"playbooks_dir": str(Path(playbooks_dir).resolve()) if playbooks_dir else None, "playbooks": books,
+            "history": hist}
+
+
 class KnowledgeIndex:
     """Build, update, persist and query the BM25 index. Thread-safe for queries."""
 
     def __init__(self, root: Path | None = None) -> None:
         self.root = Path(root) if root is not None else state_dir() / "index"
         self._lock = threading.Lock()
-        self._retriever: Any = None
+        self._reader: _Bm25Reader | None = None
         self._columns: dict[str, np.ndarray] = {}
         self._count = np.zeros(0, dtype=np.int64)
         self._hashes: dict[str, str] = {}
         self._docstore: Any = None
+        self.manifest: dict[str, Any] = {}
 
     # ------------------------------------------------------------------ persistence
     @property
@@ -200,24 +304,32 @@ class KnowledgeIndex:
                 self._hashes = {}
         return self._docstore
 
-    def load(self) -> KnowledgeIndex:
-        """Open the persisted index; :class:`AsapError` when it was never built."""
-        from llama_index.retrievers.bm25 import BM25Retriever
-
-        if not self.exists():
-            raise AsapError("no knowledge index yet", source=str(self.root), hint="run 'asap index' to build it")
-        manifest = json.loads(self._manifest_path.read_text(encoding="utf-8"))
-        if manifest.get("version") != INDEX_VERSION:
+    def _read_manifest(self) -> dict[str, Any]:
+        try:
+            manifest = json.loads(self._manifest_path.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            raise AsapError(f"the index manifest cannot be read ({exc})", source=str(self._manifest_path),
+                            hint="run 'asap index' to rebuild it") from None
+        if not isinstance(manifest, dict) or manifest.get("version") != INDEX_VERSION:
+            got = manifest.get("version") if isinstance(manifest, dict) else None
             raise AsapError(
-                f"index version {manifest.get('version')!r}, expected {INDEX_VERSION}", source=str(self._manifest_path),
+                f"index version {got!r}, expected {INDEX_VERSION}", source=str(self._manifest_path),
                 hint="run 'asap index' to rebuild it",
             )
-        self._load_docstore()
-        if manifest.get("documents", 0) and self._bm25_dir.is_dir():
-            self._retriever = BM25Retriever.from_persist_dir(str(self._bm25_dir), show_progress=False)
-            self._set_columns(self._retriever.corpus)
-        else:
-            self._retriever = None
+        return manifest
+
+    def load(self) -> KnowledgeIndex:
+        """Open the persisted index for queries; :class:`AsapError` when it was never built."""
+        if not self.exists():
+            raise AsapError("no knowledge index yet", source=str(self.root), hint="run 'asap index' to build it")
+        with _locked(self.root, exclusive=False):
+            self.manifest = self._read_manifest()
+            if self.manifest.get("documents", 0) and (self._bm25_dir / QUERY_FILE).is_file():
+                self._reader = _Bm25Reader(self._bm25_dir)
+                self._set_columns(self._reader.corpus)
+            else:
+                self._reader = None
+                self._set_columns([])
         return self
 
     def _set_columns(self, corpus: Sequence[dict[str, Any]]) -> None:
@@ -226,9 +338,23 @@ class KnowledgeIndex:
 
     # ------------------------------------------------------------------ building
     def update(
-        self, *, playbooks_dir: Path | None = PLAYBOOKS_DIR, history: Iterable[HistoryRecord] = ()
+        self,
+        *,
+        playbooks_dir: Path | None = PLAYBOOKS_DIR,
+        history: Iterable[HistoryRecord] = (),
+        fingerprint: dict[str, Any] | None = None,
     ) -> UpdateStats:
-        """Make the index hold exactly these playbook sections and history records; touch only what changed."""
+        """Make the index hold exactly these playbook sections and history records; touch only what changed.
+
+        ``fingerprint`` (:func:`sources_fingerprint`) is stored in the manifest so :func:`ensure_index` can
+        tell later, without reading the sources, whether the index is still current.
+        """
+        with _locked(self.root, exclusive=True):
+            return self._update(playbooks_dir, history, fingerprint)
+
+    def _update(
+        self, playbooks_dir: Path | None, history: Iterable[HistoryRecord], fingerprint: dict[str, Any] | None
+    ) -> UpdateStats:
         from llama_index.retrievers.bm25 import BM25Retriever
 
         t0 = time.perf_counter()
@@ -240,13 +366,20 @@ class KnowledgeIndex:
         for rec in history:
             d = history_doc(rec)
             docs[d.doc_id] = d
+        self._docstore = None  # another process may have updated the index since this object read it
         store = self._load_docstore()
         wanted = {doc_id: d.hash for doc_id, d in docs.items()}
         new = [i for i in wanted if i not in self._hashes]
         changed = [i for i in wanted if i in self._hashes and self._hashes[i] != wanted[i]]
         removed = [i for i in self._hashes if i not in wanted]
         unchanged = len(wanted) - len(new) - len(changed)
-        dirty = bool(new or changed or removed) or not self.exists()
+        dirty = bool(new or changed or removed) or not self.exists() or not (self._bm25_dir / QUERY_FILE).is_file()
+        old_manifest: dict[str, Any] = {}
+        if self._manifest_path.is_file():
+            try:
+                old_manifest = json.loads(self._manifest_path.read_text(encoding="utf-8"))
+            except (OSError, ValueError):
+                dirty = True
         if dirty:
             upserts = [_node(docs[i]) for i in (*new, *changed)]
             if upserts:
@@ -258,22 +391,35 @@ class KnowledgeIndex:
             self.root.mkdir(parents=True, exist_ok=True)
             store.persist(str(self._docstore_path))
             if docs:
+                from bm25s.stopwords import STOPWORDS_EN
+
                 stored = store.docs  # one read: the property deserializes every node on each access
                 nodes = [stored[i] for i in docs]  # stable order = document order
                 retriever = BM25Retriever.from_defaults(nodes=nodes, similarity_top_k=min(10, len(nodes)))
                 self._bm25_dir.mkdir(parents=True, exist_ok=True)
                 retriever.persist(str(self._bm25_dir), show_progress=False)
-                self._retriever = retriever
-                self._set_columns(retriever.corpus)
+                # How BM25Retriever tokenizes a query, so the reader does the same without importing it.
+                (self._bm25_dir / QUERY_FILE).write_text(json.dumps({
+                    "token_pattern": retriever.token_pattern, "lower": True, "stemmer": "english",
+                    "stopwords": sorted(STOPWORDS_EN),
+                }), encoding="utf-8")
+        if dirty or fingerprint is not None and old_manifest.get("fingerprint") != fingerprint:
+            manifest = {"version": INDEX_VERSION, "documents": len(docs), "updated": time.time()}
+            if fingerprint is not None:
+                manifest["fingerprint"] = fingerprint
+            tmp = self._manifest_path.with_suffix(".json.tmp")
+            tmp.write_text(json.dumps(manifest, indent=2), encoding="utf-8")
+            tmp.replace(self._manifest_path)
+            self.manifest = manifest
+        else:
+            self.manifest = old_manifest
+        if dirty or self._reader is None:
+            if docs:
+                self._reader = _Bm25Reader(self._bm25_dir)
+                self._set_columns(self._reader.corpus)
             else:
-                self._retriever = None
+                self._reader = None
                 self._set_columns([])
-            self._manifest_path.write_text(
-                json.dumps({"version": INDEX_VERSION, "documents": len(docs), "updated": time.time()}, indent=2),
-                encoding="utf-8",
-            )
-        elif self._retriever is None:
-            self.load()
         return UpdateStats(
             added=len(new), changed=len(changed), removed=len(removed), unchanged=unchanged, rebuilt=dirty,
             documents=len(docs), seconds=time.perf_counter() - t0,
@@ -307,36 +453,37 @@ class KnowledgeIndex:
             raise AsapError("empty query", field="query", hint="say what to look for, e.g. 'tensor to fsdp on v5p'")
         if k < 1:
             raise AsapError(f"k must be at least 1, got {k}", field="k")
-        if self._retriever is None:
+        if self._reader is None:
             if not self.exists():
                 raise AsapError("no knowledge index yet", source=str(self.root), hint="run 'asap index' to build it")
             self.load()
-            if self._retriever is None:
+            if self._reader is None:
                 return []
+        reader = self._reader
         mask = self._mask(filters)
         if mask is not None and not mask.any():
             return []
-        with self._lock:
-            r = self._retriever
-            r.similarity_top_k = min(k, len(self._count))
-            r.corpus_weight_mask = mask.astype(np.int8).tolist() if mask is not None else None
-            try:
-                found = r.retrieve(query)
-            finally:
-                r.corpus_weight_mask = None
+        scores = reader.scores(query, mask.astype(reader.dtype) if mask is not None else None)
+        k = min(k, len(scores))
+        top = np.argpartition(-scores, k - 1)[:k] if k < len(scores) else np.arange(len(scores))
+        top = top[np.lexsort((top, -scores[top]))]  # best first; ties in document order
         hits = []
-        for nws in found:
-            if nws.score is None or nws.score <= 0:
+        for i in top:
+            score = float(scores[i])
+            if score <= 0:
                 continue
-            meta = dict(nws.node.metadata)
+            meta = {k_: v for k_, v in reader.corpus[int(i)].items() if not k_.startswith("_")}
+            doc_id = str(meta.pop("node_id", ""))
+            for extra in ("doc_id", "document_id", "ref_doc_id"):
+                meta.pop(extra, None)
             hits.append(
                 Hit(
-                    doc_id=nws.node.node_id,
+                    doc_id=doc_id,
                     kind=meta.get("kind", "history"),
-                    score=float(nws.score),
+                    score=score,
                     title=str(meta.get("title", "")),
                     citation=str(meta.get("citation", "")),
-                    text=nws.node.get_content(),
+                    text=_node_text(reader.corpus[int(i)]),
                     metadata=meta,
                 )
             )
@@ -346,6 +493,54 @@ class KnowledgeIndex:
         return len(self._count)
 
 
+def _node_text(entry: dict[str, Any]) -> str:
+    try:
+        return str(json.loads(entry.get("_node_content") or "{}").get("text", ""))
+    except ValueError:
+        return ""
+
+
 def open_index(root: Path | None = None) -> KnowledgeIndex:
     """The persisted index under ``root`` (default ``<state dir>/index``), loaded."""
     return KnowledgeIndex(root).load()
+
+
+_OPEN: dict[str, tuple[tuple[int, int], KnowledgeIndex]] = {}
+_OPEN_LOCK = threading.Lock()
+
+
+def ensure_index(state: Path | None = None, *, playbooks_dir: Path = PLAYBOOKS_DIR) -> KnowledgeIndex:
+    """The index under ``<state>/index`` (default ``$ASAP_STATE_DIR`` or ``.asap``), built or updated when stale.
+
+    Stale = missing, or a playbook or ``history.jsonl`` changed (mtime/size) since the fingerprint in the
+    manifest. Then the playbooks and history are re-read and :meth:`KnowledgeIndex.update` touches only the
+    documents that changed. A current index is opened once per process and reused while its manifest is
+    unchanged, so a warm call costs a few ``stat`` calls. Never called at import time.
+    """
+    state = Path(state) if state is not None else state_dir()
+    root = state / "index"
+    wanted = sources_fingerprint(playbooks_dir, state / HISTORY_FILE)
+    key = str(root.resolve())
+    with _OPEN_LOCK:
+        cached = _OPEN.get(key)
+        stamp = _stamp(root / "manifest.json")
+        if cached is not None and cached[0] == stamp and cached[1].manifest.get("fingerprint") == wanted:
+            return cached[1]
+        ix = KnowledgeIndex(root)
+        if ix.exists():
+            try:
+                ix.load()
+            except AsapError:
+                ix = KnowledgeIndex(root)
+        if ix.manifest.get("fingerprint") != wanted or ix._reader is None and ix.manifest.get("documents"):
+            ix.update(playbooks_dir=playbooks_dir, history=HistoryStore(state).load(), fingerprint=wanted)
+        _OPEN[key] = (_stamp(root / "manifest.json"), ix)
+        return ix
+
+
+def _stamp(path: Path) -> tuple[int, int]:
+    try:
+        st = path.stat()
+    except OSError:
+        return (0, 0)
+    return (st.st_mtime_ns, st.st_size)

@@ -11,6 +11,8 @@ Section metadata comes from an HTML comment right under a heading, inherited by 
 
     <!-- asap: bottleneck=communication chip_family=tpu -->
 
+``axis=<mesh axis>`` marks the section that explains one mesh axis (a proposal that grows it cites it).
+
 Public API::
 
     load_playbooks(directory) -> list[PlaybookSection]
@@ -40,6 +42,7 @@ NOT_PLAYBOOKS = frozenset({"readme.md"})
 META_KEYS: dict[str, tuple[str, ...]] = {
     "bottleneck": ("compute", "hbm", "communication", "host", "any"),
     "chip_family": ("tpu", "gpu", "cpu", "any"),
+    "axis": ("data", "fsdp", "tensor", "sequence", "expert", "pipeline"),
 }
 
 _HEADING = re.compile(r"^(#{1,6})\s+(.+?)\s*#*\s*$")

@@ -31,11 +31,12 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from bot.configs.mesh import AXES, Mesh
 from bot.errors import AsapError, ConfigError
 from bot.proposals.critic import baseline_from_report, critique, gb
+from bot.proposals.evidence import Knowledge, cite, load_knowledge, playbook_sections
 from bot.proposals.failures import FailureHistory, load_failures
 from bot.proposals.kinds import MIN_DISTANCE, describe_change, distance, kind_of, mesh_dict, mesh_key
 from bot.proposals.models import (
@@ -52,6 +53,7 @@ from bot.proposals.models import (
 from bot.proposals.moves import MoveCandidate, Playbook, Rule, load_playbook, matching_rules, move_candidates
 from bot.proposals.settings import NO_CHANGE, SettingsChange, expand
 from bot.proposals.settings import apply as apply_settings_change
+from knowledge.cite import RunFacts
 
 if TYPE_CHECKING:
     from bot.analysis.report import AnalysisReport
@@ -291,6 +293,7 @@ def _confidence(
     critic: CriticResult,
     bottleneck: str | None,
     relative: bool = False,
+    history: Any | None = None,
 ) -> tuple[float, list[str]]:
     reasons: list[str] = []
     if pred is None:
@@ -328,6 +331,9 @@ def _confidence(
     if rule is not None:
         c += 0.05
         reasons.append(f"matches the expert playbook move {rule.id}")
+    if history is not None and history.reasons:  # knowledge.cite.ConfidenceAdjustment: similar past changes
+        c += history.delta
+        reasons.extend(history.reasons)
     soft = [ch for ch in critic.checks if not ch.passed and not ch.hard]
     for ch in soft:
         c -= 0.1
@@ -397,8 +403,14 @@ def propose(
     playbook: Playbook | None = None,
     history: FailureHistory | None = None,
     max_critiqued: int = MAX_CRITIQUED,
+    knowledge: Knowledge | Literal[False] | None = None,
 ) -> ProposalSet:
-    """Up to ``k`` checked proposals for ``run`` given its analysis ``report`` (see module docstring)."""
+    """Up to ``k`` checked proposals for ``run`` given its analysis ``report`` (see module docstring).
+
+    ``knowledge``: the index, history and playbooks to cite from (:func:`bot.proposals.evidence.load_knowledge`
+    under ``$ASAP_STATE_DIR`` when None, built lazily); ``False`` skips retrieval (citations then come from
+    the playbook move and bottleneck sections only, read from ``playbooks/``).
+    """
     from knowledge import costmodel
     from knowledge.cost_settings import settings_from_config
     from knowledge.hardware import get_chip
@@ -406,13 +418,20 @@ def propose(
     t0 = time.perf_counter()
     record = run.record
     chip = get_chip(record.chip)
+    notes: list[str] = []
     playbook = playbook or load_playbook()
+    if knowledge is None:
+        knowledge = load_knowledge()
+    elif knowledge is False:
+        knowledge = Knowledge(index=None, sections=playbook_sections())
+    if knowledge.problem:
+        notes.append(knowledge.problem)
+    facts = RunFacts.from_record(record, bottleneck=report.diagnosis.bottleneck)
     history = history if history is not None else load_failures(run.folder)
     base, cfg = baseline_mesh(run, report)
     settings0 = settings_from_config(cfg) if cfg is not None else None
     bottleneck = report.diagnosis.bottleneck
     diag_conf = float(report.diagnosis.confidence)
-    notes: list[str] = []
     known = costmodel.model_known(record, settings0)
     measured_ms = report.kpis.step_time_ms or (record.measured.step_time_ms if record.measured else None)
 
@@ -436,7 +455,8 @@ def propose(
         num_slices=record.num_slices,
         moe=bool(record.model and record.model.is_moe),
     )
-    advice = [Advice(id=r.id, text=" ".join(r.advice.split()), source=r.source) for r in rules if r.advice]
+    advice = [Advice(id=r.id, text=" ".join(r.advice.split()), source=r.source, citation=r.citation)
+              for r in rules if r.advice]
     moves = move_candidates(rules, base)
     changes = _settings_changes(rules, record=record, cfg=cfg, settings=settings0, base=base)
 
@@ -557,6 +577,10 @@ def propose(
             labels.append("profile-relative (model unknown)")
         if cand.change.global_batch_factor != 1.0:
             labels.append("changes the global batch")
+        citations, adjustment = cite(
+            knowledge, facts=facts, bottleneck=bottleneck, base=base, mesh=cand.mesh, kind=_cand_kind(base, cand),
+            rule=rule, settings_words=list(cand.change.words),
+        )
         conf, conf_reasons = _confidence(
             pred=pred,
             change=change,
@@ -566,6 +590,7 @@ def propose(
             critic=result,
             bottleneck=bottleneck,
             relative=not known,
+            history=adjustment,
         )
         tradeoffs = _tradeoffs(base, cand, pred, base_pred, rule) + extra
         proposals.append(
@@ -581,7 +606,7 @@ def propose(
                 rationale=_rationale(bottleneck, base, cand, pred, base_pred, rule),
                 tradeoffs=tradeoffs,
                 move=MoveRef(id=rule.id, rationale=" ".join(rule.rationale.split()),
-                             tradeoffs=" ".join(rule.tradeoffs.split()), source=rule.source)
+                             tradeoffs=" ".join(rule.tradeoffs.split()), source=rule.source, citation=rule.citation)
                 if rule
                 else None,
                 confidence=conf,
@@ -591,6 +616,7 @@ def propose(
                 config_format=getattr(cfg, "format", None),
                 settings=dict(cand.change.config_values),
                 settings_changes=list(cand.change.words),
+                citations=citations,
             )
         )
 

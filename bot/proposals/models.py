@@ -100,6 +100,18 @@ class MoveRef(_Out):
     rationale: str
     tradeoffs: str
     source: str
+    citation: str | None = Field(default=None, description="playbooks/<file>.md#<anchor> where the move is written")
+
+
+class Citation(_Out):
+    """What a proposal rests on, so a person can check it: a playbook section or a past change."""
+
+    ref: str = Field(description="playbooks/<file>.md#<heading-anchor>, a PR URL, a commit, or applied:<run>")
+    title: str = Field(description="the heading path, or the past change's title")
+    kind: Literal["playbook", "history", "pr", "commit"] = Field(
+        description="playbook section; merged PR; commit; history = ASAP's own applied proposal and its outcome"
+    )
+    why: str = Field(description="why it is cited: the move applied, the bottleneck, a similar past change and its effect")
 
 
 class Confidence(_Out):
@@ -131,6 +143,10 @@ class Proposal(_Out):
     settings_changes: list[str] = Field(
         default_factory=list, description="the settings changes in words, e.g. 'micro_batch_size 1 -> 4'"
     )
+    citations: list[Citation] = Field(
+        default_factory=list,
+        description="playbook sections (move, bottleneck, retrieved) and similar past changes this proposal rests on",
+    )
 
 
 class Baseline(_Out):
@@ -147,6 +163,7 @@ class Advice(_Out):
     id: str
     text: str
     source: str
+    citation: str | None = Field(default=None, description="playbooks/<file>.md#<anchor> where the advice is written")
 
 
 class ProposalSet(_Out):
