@@ -74,15 +74,18 @@ def _run_in(text: str) -> str | None:
     return m.group(1).rstrip(".?!,") if m else None
 
 
-def parse_command(text: str) -> Command:
-    """Parse the text after the mention (see module docstring); never raises."""
+def parse_command(text: str, mention: str = "asap") -> Command:
+    """Parse the text after the mention (see module docstring); never raises.
+
+    ``mention`` is the configured mention word (``ASAP_GITHUB_MENTION``), used in the examples an error shows.
+    """
     t = text.strip()
     low = t.lower()
     m = re.match(r"^(apply|explain)\b\s*(?:proposal|option|number)?\s*#?(\d{1,3})?\b(.*)$", low, re.DOTALL)
     if m:
         action = m.group(1)
         if m.group(2) is None:
-            return Command(action=action, text=t, error=f"say which proposal, e.g. '@asap {action} 2'")  # type: ignore[arg-type]
+            return Command(action=action, text=t, error=f"say which proposal, e.g. '@{mention} {action} 2'")  # type: ignore[arg-type]
         index = int(m.group(2))
         tail = t[len(t) - len(m.group(3)):]
         if not 1 <= index <= 20:

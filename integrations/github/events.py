@@ -71,7 +71,7 @@ def job_from_event(event: str, delivery: str, payload: dict[str, Any], gi: GitHu
         login = str((comment.get("user") or {}).get("login") or "")
         if not login:
             return "no comment author"
-        cmd = parse_command(text)
+        cmd = parse_command(text, gi.mention)
         kind = {"ask": "ask", "propose": "ask", "explain": "explain", "apply": "apply"}[cmd.action]
         return Job(
             id=f"github:{delivery}", source="github", kind=kind, thread=f"github:{repo}#{number}", run=cmd.run,  # type: ignore[arg-type]

@@ -67,8 +67,8 @@ def _resolve_run(ctx: RuntimeContext, gi: GitHubIntegration, job: Job, cmd: Comm
 
             found = find_run_id(cmd.text, gi.runs().list_ids())
             if found is None:
-                raise AsapError("which run? name it, e.g. '@asap why is run 123 slow?' or "
-                                "'@asap apply 2 of run 123'", field="run")
+                raise AsapError(f"which run? name it, e.g. '@{gi.mention} why is run 123 slow?' or "
+                                f"'@{gi.mention} apply 2 of run 123'", field="run")
             run = gi.runs().get(found).id
     ctx.store.put_thread(_last_run_key(job), {"run": run})
     return str(run)
@@ -89,8 +89,11 @@ async def github_ask(job: Job, ctx: RuntimeContext) -> None:
     await asyncio.to_thread(_reply, host, job, fold(answer.text, "Full analysis"))
 
 
-def render_explain(pset: Any, index: int) -> str:
-    """Proposal ``index`` in full, from the deterministic engine: what changes, why, numbers, checks, diff."""
+def render_explain(pset: Any, index: int, mention: str = "asap") -> str:
+    """Proposal ``index`` in full, from the deterministic engine: what changes, why, numbers, checks, diff.
+
+    ``mention`` is the configured mention word, used in the "apply it with" line.
+    """
     from bot.apply import pick_proposal
 
     p = pick_proposal(pset, index)
@@ -108,7 +111,7 @@ def render_explain(pset: Any, index: int) -> str:
         lines.append(f"- playbook `{p.move.id}` — {p.move.source}")
     if p.diff:
         lines += ["", "<details><summary>Config diff</summary>", "", "```diff", p.diff.rstrip("\n"), "```", "", "</details>"]
-    lines += ["", f"Apply it with `@{'asap'} apply {index}` (needs write permission)."]
+    lines += ["", f"Apply it with `@{mention} apply {index}` (needs write permission)."]
     return "\n".join(lines)
 
 
@@ -126,11 +129,11 @@ async def github_explain(job: Job, ctx: RuntimeContext) -> None:
         from bot.proposals.engine import propose
 
         run = gi.runs().get(_resolve_run(ctx, gi, job, cmd))
-        return render_explain(propose(run, analyze_run(run)), cmd.index)  # type: ignore[arg-type]
+        return render_explain(propose(run, analyze_run(run)), cmd.index, gi.mention)  # type: ignore[arg-type]
 
     await asyncio.to_thread(_reply, host, job, "⏳ ASAP is looking into it…")
     body = await asyncio.to_thread(work)
-    await asyncio.to_thread(_reply, host, job, body.replace("@asap", f"@{gi.mention}"))
+    await asyncio.to_thread(_reply, host, job, body)
 
 
 def apply_for_job(ctx: RuntimeContext, gi: GitHubIntegration, job: Job, host: Any) -> str:
@@ -141,7 +144,7 @@ def apply_for_job(ctx: RuntimeContext, gi: GitHubIntegration, job: Job, host: An
 
     cmd = Command.from_dict(job.payload.get("command") or {"action": "apply", "text": job.text})
     if cmd.error or cmd.index is None:
-        return f"Not applied: {cmd.error or 'say which proposal, e.g. @asap apply 2'}. Nothing was changed."
+        return f"Not applied: {cmd.error or f'say which proposal, e.g. @{gi.mention} apply 2'}. Nothing was changed."
     try:
         settings = parse_settings(host.read_file(SETTINGS_FILE, host.default_branch()), SETTINGS_FILE)
         teams: list[str] = settings.apply.teams
