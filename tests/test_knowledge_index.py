@@ -155,3 +155,50 @@ def test_cli_index_builds_from_a_git_repo(tmp_path: Path, capsys: pytest.Capture
         main(["index", "--repo", str(tmp_path / "nope"), "--state-dir", str(state)])
     assert exc.value.code == 2
     assert "repository folder not found" in capsys.readouterr().err
+
+
+def test_query_reader_returns_what_llamaindex_bm25_returns(index: KnowledgeIndex) -> None:
+    """Queries are scored without importing LlamaIndex; the ranking must be the BM25Retriever's own."""
+    from llama_index.retrievers.bm25 import BM25Retriever
+
+    ref = BM25Retriever.from_persist_dir(str(index.root / "bm25"))
+    queries = [q["q"] for q in yaml.safe_load(QUERIES.read_text())["queries"]]
+    queries += ["Tensor-parallelism to FSDP on v5p, communication-bound!", "the and of", "zzzz qqqq"]
+    for q in queries:
+        ref.similarity_top_k = 8
+        want = [(n.node.node_id, round(float(n.score), 4)) for n in ref.retrieve(q) if n.score and n.score > 0]
+        got = [(h.doc_id, round(h.score, 4)) for h in index.retrieve(q, k=8)]
+        assert [s for _, s in got] == [s for _, s in want], q
+        cut = want[-1][1] if len(want) == 8 else -1.0  # documents tied at the cut may be either
+        assert {d for d, s in got if s > cut} == {d for d, s in want if s > cut}, q
+
+
+def test_ensure_index_builds_lazily_reuses_warm_and_updates_when_history_changes(tmp_path: Path) -> None:
+    from knowledge.index import ensure_index
+
+    state = tmp_path / "state"
+    ix = ensure_index(state)
+    assert (state / "index" / "manifest.json").is_file()
+    assert ix.retrieve("pipeline bubble", k=1)[0].citation == "playbooks/axes.md#pipeline-parallelism"
+    mtime = (state / "index" / "manifest.json").stat().st_mtime_ns
+    assert ensure_index(state) is ix  # warm: same object, nothing rebuilt
+    assert (state / "index" / "manifest.json").stat().st_mtime_ns == mtime
+    HistoryStore(state).upsert([HistoryRecord(id="git:z:c.yml", source="git", title="Wombat reshard", outcome="oom",
+                                              commit="z")])
+    again = ensure_index(state)
+    assert [h.citation for h in again.retrieve("wombat", k=3)] == ["commit z"]
+    fresh_process_view = KnowledgeIndex(state / "index").load()  # another process opens what was persisted
+    assert [h.citation for h in fresh_process_view.retrieve("wombat", k=3)] == ["commit z"]
+
+
+def test_a_corrupt_index_is_rebuilt_by_ensure_index_and_named_by_load(tmp_path: Path) -> None:
+    from knowledge.index import _OPEN, ensure_index
+
+    state = tmp_path / "state"
+    ensure_index(state)
+    (state / "index" / "manifest.json").write_text("{not json")
+    with pytest.raises(AsapError, match="manifest cannot be read") as err:
+        KnowledgeIndex(state / "index").load()
+    assert "manifest.json" in str(err.value)
+    _OPEN.clear()  # as in a new process
+    assert ensure_index(state).retrieve("remat", k=1)

@@ -180,16 +180,25 @@ def load_mesh(run: Run) -> tuple[Mesh | None, str | None, list[str]]:
 
 
 def analyze_run(run: Run, profile: Profile | None = None, *, top_n: int = DEFAULT_TOP_N) -> AnalysisReport:
-    """Load a stored run's profile (unless given) and config, then :func:`analyze` it."""
+    """Load a stored run's profile (unless given) and config, then :func:`analyze` it.
+
+    A run with ``derived_from`` (it applied an ASAP proposal) also has its outcome recorded in the history.
+    """
     if profile is None:
         from bot.profiles.loader import load_profile  # lazy: keeps `asap runs` fast
 
         profile = load_profile(run)
     mesh, config_format, notes = load_mesh(run)
     try:
-        return analyze(run.record, profile, mesh, config_format, top_n=top_n, warnings=notes)
+        report = analyze(run.record, profile, mesh, config_format, top_n=top_n, warnings=notes)
     except UnknownChip as exc:
         if exc.source is None:
             exc.source = str(run.folder / RUN_FILE)
             exc.args = (exc.render(),)
         raise
+    if run.record.derived_from is not None:
+        # This run applied an ASAP proposal: record predicted vs measured in the history (idempotent).
+        from bot.proposals.outcomes import record_run_outcome
+
+        report.warnings.extend(record_run_outcome(run, report))
+    return report

@@ -90,6 +90,14 @@ class Measured(BaseModel):
     mfu_percent: float | None = Field(default=None, ge=0, le=100, description="as reported by the job")
 
 
+class DerivedFrom(BaseModel):
+    """The ASAP proposal this run applied: ``asap propose <run>`` answer, proposal ``proposal`` (1 = first)."""
+
+    model_config = ConfigDict(extra="forbid")
+    run: str = Field(min_length=1, description="ID of the run whose proposal this run uses")
+    proposal: PositiveInt = Field(description="rank of that proposal in the run's `asap propose` answer")
+
+
 class RunRecord(BaseModel):
     """One training run as stored in ``run.yaml``."""
 
@@ -110,6 +118,10 @@ class RunRecord(BaseModel):
     measured: Measured | None = None
     links: dict[str, str] = Field(default_factory=dict, description="name -> URL (dashboard, job, PR)")
     tags: list[str] = Field(default_factory=list)
+    derived_from: DerivedFrom | None = Field(
+        default=None,
+        description="the proposal this run applied; when it is analysed, predicted vs measured is recorded as history",
+    )
 
     @model_validator(mode="after")
     def _slices_divide(self) -> RunRecord:

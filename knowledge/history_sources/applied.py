@@ -26,6 +26,10 @@ from knowledge.history import (
 )
 
 
+OUTCOME_MARK = " Outcome: "
+"""Separates the proposal's summary from the measured-outcome notes (replaced when re-measured)."""
+
+
 def applied_id(run_id: str) -> str:
     return f"applied:{run_id}"
 
@@ -121,6 +125,8 @@ def record_outcome(
 ) -> HistoryRecord | None:
     """Close the applied record of ``run_id`` with what the run measured; None when no proposal was applied to it.
 
+    Idempotent: the same measurement recorded again returns the record unchanged and writes nothing.
+
     ``measured``: ``bot.runs.record.Measured``, :class:`Metrics` or a mapping with ``step_time_ms`` (and
     optionally ``tokens_per_second``, ``mfu_percent``). ``oom=True`` records an out-of-memory failure.
     """
@@ -136,6 +142,8 @@ def record_outcome(
         memory_per_chip_bytes=m.get("memory_per_chip_bytes") or m.get("hbm_peak_bytes"),
         oom=True if oom else None,
     )
+    if rec.outcome != "pending" and rec.after_metrics == after:
+        return rec  # already closed with this very measurement: recording it again changes nothing
     outcome: Outcome = "unknown"
     notes = []
     base = rec.before_metrics.step_time_ms if rec.before_metrics else None
@@ -152,9 +160,9 @@ def record_outcome(
             f"Predicted {pred:g} ms, measured {after.step_time_ms:g} ms "
             f"({(after.step_time_ms / pred - 1.0) * 100:+.1f}% vs prediction)."
         )
-    updated = rec.model_copy(
-        update={"after_metrics": after, "outcome": outcome, "summary": " ".join([rec.summary, *notes]).strip()}
-    )
+    base_summary = rec.summary.split(OUTCOME_MARK, 1)[0].rstrip()  # a re-measurement replaces the old notes
+    summary = f"{base_summary}{OUTCOME_MARK}{' '.join(notes)}" if notes else base_summary
+    updated = rec.model_copy(update={"after_metrics": after, "outcome": outcome, "summary": summary.strip()})
     store.upsert([updated])
     return updated
 
