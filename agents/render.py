@@ -66,6 +66,7 @@ def render_proposals(ws: Workspace) -> str:
             lines.append(f"     why: {' '.join(str(p['rationale']).split())}")
         if p.get("tradeoffs"):
             lines.append(f"     trade-offs: {'; '.join(p['tradeoffs'])}")
+        lines.extend(_citation_lines(p.get("citations") or []))
     dropped = [(m, v) for m, v in ws.verdicts.items() if not v.get("ok")]
     for mesh, v in dropped:
         reasons = "; ".join(c["reason"] for c in v.get("checks", []) if not c["passed"] and c.get("hard", True))
@@ -75,8 +76,20 @@ def render_proposals(ws: Workspace) -> str:
     if not props:
         lines.append("  No mesh change passed the Critic's checks.")
     for a in ps.get("advice") or []:
-        lines.append(f"  advice: {a.get('text')}")
+        lines.append(f"  advice: {a.get('text')}" + (f" (playbook {a['citation']})" if a.get("citation") else ""))
     return "\n".join(lines)
+
+
+def _citation_lines(citations: list[dict[str, Any]]) -> list[str]:
+    """The playbook sections and past changes a proposal rests on, each with why, so a person can check them."""
+    if not citations:
+        return []
+    out = ["     rests on:"]
+    for c in citations:
+        label = {"playbook": "playbook", "pr": "past PR", "commit": "past commit", "history": "past outcome"}.get(
+            c.get("kind", ""), c.get("kind", ""))
+        out.append(f"       - {label} {c.get('ref')}: {c.get('why')}")
+    return out
 
 
 def _suggestion_line(s: dict[str, Any]) -> str:

@@ -11,7 +11,8 @@ Section metadata comes from an HTML comment right under a heading, inherited by 
 
     <!-- asap: bottleneck=communication chip_family=tpu -->
 
-``axis=<mesh axis>`` marks the section that explains one mesh axis (a proposal that grows it cites it).
+``axis=<mesh axis>`` marks the section that explains one mesh axis (a proposal that grows it cites it);
+``slices=multi`` a section that only concerns runs over several slices/nodes (DCN).
 
 Public API::
 
@@ -43,6 +44,7 @@ META_KEYS: dict[str, tuple[str, ...]] = {
     "bottleneck": ("compute", "hbm", "communication", "host", "any"),
     "chip_family": ("tpu", "gpu", "cpu", "any"),
     "axis": ("data", "fsdp", "tensor", "sequence", "expert", "pipeline"),
+    "slices": ("multi", "single", "any"),
 }
 
 _HEADING = re.compile(r"^(#{1,6})\s+(.+?)\s*#*\s*$")

@@ -222,3 +222,18 @@ def test_derived_from_a_missing_run_or_proposal_is_a_warning_not_a_crash(tmp_pat
     with pytest.raises(AsapError) as err:
         LocalRunStore(runs).get("314")
     assert "derived_from" in str(err.value)
+
+
+def test_cli_shows_citations_and_json_carries_them(state: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    from bot.cli import main
+
+    main(["propose", "311", "--no-diff"])
+    out = capsys.readouterr().out
+    assert "cites (playbook): playbooks/bottlenecks.md#communication-bound" in out
+    main(["propose", "311", "--json"])
+    data = json.loads(capsys.readouterr().out)
+    first = data["proposals"][0]
+    assert first["move"]["citation"] == first["citations"][0]["ref"]
+    assert {c["kind"] for p in data["proposals"] for c in p["citations"]} <= {"playbook", "history", "pr", "commit"}

@@ -81,10 +81,13 @@ def propose_cmd(ctx: click.Context, run_id: str, as_json: bool, k: int, diff: bo
             for c in p.critic
         )
         console.print(f"   critic: {checks}")
+        for c in p.citations:
+            console.print(f"   [dim]cites ({c.kind}):[/] {c.ref} [dim]— {c.why}[/]", markup=True)
         if diff and p.diff:
             console.print(p.diff.rstrip("\n"), markup=False)
     for a in result.advice:
-        console.print(f"\n[bold]advice[/] ({a.id}): {a.text}  [dim]source: {a.source}[/]")
+        cited = f"; playbook {a.citation}" if a.citation else ""
+        console.print(f"\n[bold]advice[/] ({a.id}): {a.text}  [dim]source: {a.source}{cited}[/]")
     for n in result.notes:
         console.print(f"[dim]note:[/] {n}")
 

@@ -579,7 +579,7 @@ def propose(
             labels.append("changes the global batch")
         citations, adjustment = cite(
             knowledge, facts=facts, bottleneck=bottleneck, base=base, mesh=cand.mesh, kind=_cand_kind(base, cand),
-            rule=rule, settings_words=list(cand.change.words),
+            rule=rule, settings_words=list(cand.change.words), num_slices=record.num_slices,
         )
         conf, conf_reasons = _confidence(
             pred=pred,

@@ -176,6 +176,7 @@ def cite(
     kind: str,
     rule: Rule | None,
     settings_words: list[str],
+    num_slices: int = 1,
 ) -> tuple[list[Citation], ConfidenceAdjustment | None]:
     """The citations of one proposal, and how similar past changes move its confidence (None: mesh unchanged)."""
     out: list[Citation] = []
@@ -215,6 +216,9 @@ def cite(
     for h in hits:
         if h.kind != "playbook" or n >= MAX_RETRIEVED_PLAYBOOK or h.citation not in sections or h.citation in seen:
             continue
+        scope = sections[h.citation].metadata.get("slices", "any")
+        if scope != "any" and scope != ("multi" if num_slices > 1 else "single"):
+            continue  # e.g. the DCN section for a run on one slice
         n += 1
         what = f"{kind} on a {bottleneck}-bound run" if bottleneck else kind
         add(Citation(ref=h.citation, title=_title(sections[h.citation]), kind="playbook",
