@@ -40,8 +40,8 @@ import os
 import re
 import threading
 import time
-from contextlib import contextmanager
 from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal

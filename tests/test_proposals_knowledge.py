@@ -19,7 +19,7 @@ from bot.proposals.models import ProposalSet
 from bot.runs.store import LocalRunStore
 from knowledge.history import HistoryStore
 from knowledge.history_sources.applied import record_applied
-from knowledge.playbooks import PLAYBOOKS_DIR, slugify
+from knowledge.playbooks import slugify
 
 REPO = Path(__file__).resolve().parents[1]
 RUNS = REPO / "examples" / "runs"

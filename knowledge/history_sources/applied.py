@@ -25,7 +25,6 @@ from knowledge.history import (
     size_band,
 )
 
-
 OUTCOME_MARK = " Outcome: "
 """Separates the proposal's summary from the measured-outcome notes (replaced when re-measured)."""
 
