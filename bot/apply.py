@@ -231,11 +231,42 @@ def scope_sentence(pset: ProposalSet, proposal: Proposal) -> str:
     return f"Only the lines this proposal changes are edited ({listed}); every other byte of the file is kept."
 
 
-def _pct(v: float | None) -> str:
+def impact_lines(pset: ProposalSet, proposal: Proposal) -> list[str]:
+    """Predicted step time and memory per chip, as markdown bullets (PR body, GitHub explain).
+
+    A model-unknown run has no baseline prediction: its proposals are predicted relative to the measured
+    step (basis ``profile``) and memory per chip cannot be computed, which is said instead of a fit verdict.
+    """
+    c, pred, base_pred = proposal.change, proposal.predicted, pset.baseline.predicted
+    missing = ", ".join(pset.missing_info) or "model shape"
+    if pred is None:
+        return [f"- no prediction: the run's model is unknown (missing: {missing})"]
+    if base_pred is not None:
+        before = f"{base_pred.step_time_ms:.1f}"
+    elif pset.baseline.measured_step_ms is not None:
+        before = f"{pset.baseline.measured_step_ms:.1f} (measured)"
+    else:
+        before = "?"
+    speed = f", x{c.speedup:.2f}" if c.speedup else ""
+    out = [f"- step time {before} -> {pred.step_time_ms:.1f} ms ({pct_text(c.step_time_percent)}{speed}; "
+           f"band {pred.step_time_low_ms:.1f}-{pred.step_time_high_ms:.1f} ms)"
+           + (" — within the model's noise" if c.within_noise else "")]
+    if pred.memory_per_chip_bytes is None or pred.fits_memory is None:
+        out.append(f"- memory per chip not computed: the model shape is unknown (missing: {missing})")
+    else:
+        out.append(f"- memory per chip {gb_text(base_pred.memory_per_chip_bytes if base_pred else None)} -> "
+                   f"{gb_text(pred.memory_per_chip_bytes)} of {gb_text(pred.memory_capacity_bytes)} "
+                   f"({'fits' if pred.fits_memory else 'DOES NOT FIT'})")
+    if pred.basis == "profile":
+        out.append("- predicted relative to the measured profile (the model is unknown), so the band is wide")
+    return out
+
+
+def pct_text(v: float | None) -> str:
     return "n/a" if v is None else f"{v:+.1f}%"
 
 
-def _gb(b: float | None) -> str:
+def gb_text(b: float | None) -> str:
     return "n/a" if b is None else f"{b / 1e9:.1f} GB"
 
 
@@ -253,21 +284,12 @@ def render_pr_body(run_id: str, index: int, path: str, report: AnalysisReport, p
     described = list(proposal.settings_changes) or [f"{k} -> {v}" for k, v in proposal.settings.items()]
     lines += [f"- setting `{text}`" for text in described]
     lines += ["", proposal.rationale, "", scope_sentence(pset, proposal), ""]
-    c, pred, base_pred = proposal.change, proposal.predicted, pset.baseline.predicted
+    c = proposal.change
     lines.append("**Predicted impact**")
-    if pred is not None and base_pred is not None:
-        speed = f", x{c.speedup:.2f}" if c.speedup else ""
-        lines.append(f"- step time {base_pred.step_time_ms:.1f} -> {pred.step_time_ms:.1f} ms "
-                     f"({_pct(c.step_time_percent)}{speed}; band {pred.step_time_low_ms:.1f}-{pred.step_time_high_ms:.1f} ms)"
-                     + (" — within the model's noise" if c.within_noise else ""))
-        lines.append(f"- memory per chip {_gb(base_pred.memory_per_chip_bytes)} -> {_gb(pred.memory_per_chip_bytes)} "
-                     f"of {_gb(pred.memory_capacity_bytes)} ({'fits' if pred.fits_memory else 'DOES NOT FIT'})")
-    else:
-        lines.append("- no absolute prediction: the run's model is unknown "
-                     f"(missing: {', '.join(pset.missing_info) or 'model shape'})")
+    lines += impact_lines(pset, proposal)
     if abs(c.tokens_per_step_factor - 1.0) > 1e-9:
         lines.append(f"- tokens per step x{c.tokens_per_step_factor:.2f} (the global batch changes): time per token "
-                     f"{_pct(c.time_per_token_percent)}")
+                     f"{pct_text(c.time_per_token_percent)}")
     if proposal.labels:
         lines.append(f"- labels: {', '.join(proposal.labels)}")
     lines += ["", f"**Confidence**: {proposal.confidence:.2f}"]

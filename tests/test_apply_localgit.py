@@ -223,3 +223,34 @@ def test_cli_apply_prints_the_diff_and_exits_1_when_locked(repo: Path, capsys):
     with pytest.raises(SystemExit) as exc:
         main(["apply", "123", "1", "--repo", str(repo), "--config", "../x.yml"])
     assert exc.value.code == 2
+
+
+def test_model_unknown_run_applies_with_profile_relative_numbers_and_no_false_memory_verdict(tmp_path: Path):
+    from test_proposals_support import make_report, make_run
+
+    from bot.configs.mesh import Mesh
+    from bot.proposals.engine import propose
+    from bot.runs.store import LocalRunStore
+    from integrations.github.handlers import render_explain
+
+    run = make_run(tmp_path / "runs", num_chips=64, ici={"fsdp": 8, "tensor": 8}, model=None)
+    report = make_report(run, Mesh(ici={"fsdp": 8, "tensor": 8}), "communication", collective_pct=45)
+    pset = propose(run, report)
+    assert not pset.model_known and pset.proposals[0].predicted.memory_per_chip_bytes is None
+    text = (tmp_path / "runs" / "r1" / "mesh.yml").read_text()
+    r = tmp_path / "repo"
+    subprocess.run(["git", "init", "-q", "-b", "main", str(r)], check=True)
+    (r / "mesh.yml").write_text(text)
+    git(r, "add", ".")
+    git(r, "-c", "user.name=Dev", "-c", "user.email=dev@acme.dev", "commit", "-qm", "init")
+    host = LocalGitHost(r)
+    res = apply_proposal("r1", 1, None, host, runs=LocalRunStore(tmp_path / "runs"), report=report, proposals=pset)
+    assert res.status == "created" and res.config_path == "mesh.yml"
+    p = pset.proposals[0]
+    step = f"- step time {pset.baseline.measured_step_ms:.1f} (measured) -> {p.predicted.step_time_ms:.1f} ms"
+    body = host.open_pulls()[0].body
+    assert step in body  # the profile-relative prediction is shown, against the measured step
+    assert "- memory per chip not computed: the model shape is unknown" in body and "DOES NOT FIT" not in body
+    explained = render_explain(pset, 1)  # the GitHub explain reply for the same proposal
+    assert "Proposal 1 for run r1" in explained and step in explained
+    assert "- memory per chip not computed" in explained and "None" not in explained

@@ -94,16 +94,12 @@ def render_explain(pset: Any, index: int, mention: str = "asap") -> str:
 
     ``mention`` is the configured mention word, used in the "apply it with" line.
     """
-    from bot.apply import pick_proposal
+    from bot.apply import change_summary, impact_lines, pick_proposal
 
     p = pick_proposal(pset, index)
-    lines = [f"**Proposal {index} for run {pset.run_id}**: `{pset.baseline.mesh_short}` -> `{p.mesh_short}` ({p.kind})",
+    lines = [f"**Proposal {index} for run {pset.run_id}**: {change_summary(pset, p)} ({p.kind})",
              "", p.rationale, ""]
-    if p.predicted is not None and pset.baseline.predicted is not None:
-        b = pset.baseline.predicted
-        lines.append(f"- step time {b.step_time_ms:.1f} -> {p.predicted.step_time_ms:.1f} ms "
-                     f"({p.change.step_time_percent:+.1f}%{', within noise' if p.change.within_noise else ''})")
-        lines.append(f"- memory per chip {b.memory_per_chip_bytes / 1e9:.1f} -> {p.predicted.memory_per_chip_bytes / 1e9:.1f} GB")
+    lines += impact_lines(pset, p)
     lines.append(f"- confidence {p.confidence:.2f}: " + "; ".join(p.confidence_reasons))
     lines += [f"- trade-off: {t}" for t in p.tradeoffs]
     lines += [f"- check {c.name}: {'passed' if c.passed else 'FAILED'} — {c.reason}" for c in p.critic]
