@@ -62,7 +62,9 @@ def test_sections_carry_metadata_and_unique_anchors() -> None:
     refs = [s.ref for s in sections]
     assert len(refs) == len(set(refs))
     dcn = next(s for s in sections if s.anchor == "across-slices-dcn")
-    assert dcn.metadata == {"bottleneck": "communication", "chip_family": "tpu"}  # inherited + own
+    assert dcn.metadata == {"bottleneck": "communication", "chip_family": "tpu", "slices": "multi"}  # inherited + own
+    fsdp = next(s for s in sections if s.anchor == "fsdp-fully-sharded-data-parallelism")
+    assert fsdp.metadata == {"axis": "fsdp"}
     assert dcn.heading_path == ("Sharding by bottleneck", "Communication-bound", "Across slices (DCN)")
 
 
