@@ -88,8 +88,11 @@ async def _child(state: Path, workers: int, ready: Path, stop_file: Path, out: P
     ctx.extras["slack.timings"] = timings
     runner = web.AppRunner(build_app(ctx, env=env), access_log=None)
     await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
+    from bot.runtime.process import BACKLOG, freeze_heap
+
+    site = web.TCPSite(runner, "127.0.0.1", 0, backlog=BACKLOG)  # as `asap serve` listens
     await site.start()
+    freeze_heap()  # as `asap serve` does once it listens
     port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
     stop = asyncio.Event()
     worker = (asyncio.create_task(ctx.queue.run_worker(Dispatcher(ctx), consumer="bench", stop=stop,

@@ -27,7 +27,9 @@ class RedisStore:
         import redis
 
         try:
-            client = redis.Redis.from_url(url, socket_connect_timeout=3, socket_timeout=10)
+            from bot.runtime.queue import driver_info
+
+            client = redis.Redis.from_url(url, socket_connect_timeout=3, socket_timeout=10, driver_info=driver_info())
             client.ping()
         except ValueError as exc:
             raise AsapError(f"malformed REDIS_URL: {exc}", field="REDIS_URL", hint="e.g. redis://localhost:6379/0") from None

@@ -12,27 +12,31 @@ Listeners only turn the request into a :class:`~bot.runtime.jobs.Job` and queue 
 ``ctx.submit`` (dedupe by id in the shared store or Redis, rate limits, global cap), so Slack gets its
 acknowledgement in milliseconds whatever the agents are doing. ``process_before_response=True`` makes
 the 200 wait for the job to be queued: a crash after the acknowledgement can never lose a request. The
-eyes reaction (or a rate-limit notice) is sent by a task after the acknowledgement. Retried deliveries
+eyes reaction (or a rate-limit notice) is sent after the acknowledgement, once the front is quiet
+(:class:`~bot.runtime.afterack.AfterAck`), so a burst's reactions do not delay its remaining acks. Retried deliveries
 (``X-Slack-Retry-Num``) carry the same event id and are acknowledged without queuing anything.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import re
 import time
 from typing import TYPE_CHECKING, Any
 
 import aiohttp
+import orjson
 from aiohttp import web
 from slack_bolt.adapter.aiohttp import to_aiohttp_response, to_bolt_request
 from slack_bolt.async_app import AsyncAck, AsyncApp, AsyncBoltContext
 from slack_bolt.request.async_request import AsyncBoltRequest
 from slack_sdk.errors import SlackApiError
+from slack_sdk.signature import SignatureVerifier
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.errors import AsapError
+from bot.runtime.afterack import AfterAck
+from bot.runtime.server import CTX_KEY
 from integrations.slack import handlers as slack_handlers  # registers the worker handlers
 from integrations.slack.intake import action_job, command_job, event_job, mentions_bot
 from integrations.slack.settings import SlackSettings
@@ -45,21 +49,28 @@ log = logging.getLogger("asap.slack")
 
 EVENTS_PATH = "/slack/events"
 BOLT_KEY: web.AppKey[AsyncApp] = web.AppKey("asap_slack_bolt", AsyncApp)
+AFTER_KEY: web.AppKey[AfterAck] = web.AppKey("asap_slack_after_ack", AfterAck)
+FAST_KEY = "slack.fast_events"
 SOCKET_KEY = "slack.socket_handler"
 ACTIONS = re.compile(r"^asap_(apply|explain):[1-9]$")
 USAGE = ("Ask me about a training run: `/asap why 123`, or mention me in a channel: "
          "`@asap why is job 123 slow?` I answer in a thread; reply there to ask follow-ups.")
 
 
-_BACKGROUND: set[asyncio.Task[None]] = set()
+AFTER_ACK_KEY = "slack.after_ack"
 
 
-def _after_ack(coro: Any) -> None:
-    """Run a Web API call after the acknowledgement (a task, not a Bolt lazy listener: those deep-copy the
-    whole request per call, which costs more than the rest of the request path)."""
-    task = asyncio.ensure_future(coro)
-    _BACKGROUND.add(task)
-    task.add_done_callback(_BACKGROUND.discard)
+def after_ack(ctx: RuntimeContext) -> AfterAck:
+    """This process's scheduler for Web API calls that follow an acknowledgement (reactions, notices).
+
+    Not a Bolt lazy listener: those deep-copy the whole request per call, which costs more than the rest
+    of the request path. Not a plain task either: under a burst those calls would compete with the acks
+    still to be sent; :class:`~bot.runtime.afterack.AfterAck` sends them once the front is quiet.
+    """
+    sched = ctx.extras.get(AFTER_ACK_KEY)
+    if sched is None:
+        sched = ctx.extras[AFTER_ACK_KEY] = AfterAck()
+    return sched
 
 
 async def _queue(ctx: RuntimeContext, job: Job) -> tuple[str, str]:
@@ -93,6 +104,7 @@ def build_bolt_app(ctx: RuntimeContext, settings: SlackSettings | None = None) -
                     attaching_conversation_kwargs_enabled=False,  # assistant threads: not used
                     logger=logging.getLogger("asap.slack.bolt"))
     deadline = ctx.settings.deadline_s
+    later = after_ack(ctx)
 
     async def refused(job: Job, message: str) -> None:
         """After the ack: tell a rate-limited person why nothing happens (ephemeral, in the thread)."""
@@ -119,28 +131,28 @@ def build_bolt_app(ctx: RuntimeContext, settings: SlackSettings | None = None) -
         """Submit ``job``; the reaction or the limit notice goes out after the acknowledgement."""
         status, message = await _queue(ctx, job)
         if status == "queued" and job.reply_to.get("message_ts"):
-            _after_ack(react(job))
+            later.add(react(job))
         elif status in ("limited", "busy"):
-            _after_ack(refused(job, message))
+            later.add(refused(job, message))
         return status
 
-    async def on_mention(body: dict[str, Any], context: AsyncBoltContext, request: AsyncBoltRequest) -> None:
+    async def mention(body: dict[str, Any], bot_user_id: str | None, retry: int) -> None:
         event = body.get("event") or {}
         if str(event.get("channel", "")).startswith("D"):
             return  # a DM: the message.im event answers it
-        job = event_job(body, bot_user_id=context.bot_user_id, deadline_s=deadline)
+        job = event_job(body, bot_user_id=bot_user_id, deadline_s=deadline)
         if job is not None:
             status = await queue(job)
-            log.info("mention %s", status, extra={"job": job.id, "retry": retry_num(request)})
+            log.info("mention %s", status, extra={"job": job.id, "retry": retry})
 
-    async def on_message(body: dict[str, Any], context: AsyncBoltContext) -> None:
+    async def message(body: dict[str, Any], bot_user_id: str | None, retry: int) -> None:
         event = body.get("event") or {}
         if event.get("subtype") or event.get("bot_id"):
             return  # edits, joins, bot posts (ours included): not questions
         text = str(event.get("text") or "")
         if event.get("channel_type") == "im":
             pass  # every DM is for ASAP
-        elif mentions_bot(text, context.bot_user_id):
+        elif mentions_bot(text, bot_user_id):
             return  # the app_mention event answers it
         elif not event.get("thread_ts"):
             return  # ordinary channel chatter
@@ -148,9 +160,22 @@ def build_bolt_app(ctx: RuntimeContext, settings: SlackSettings | None = None) -
             key = f"slack:{event.get('channel')}:{event.get('thread_ts')}"
             if ctx.store.get_thread(key) is None:
                 return  # a thread ASAP is not in
-        job = event_job(body, bot_user_id=context.bot_user_id, deadline_s=deadline)
+        job = event_job(body, bot_user_id=bot_user_id, deadline_s=deadline)
         if job is not None:
             await queue(job)
+
+    fast = FastEvents(secret, {"app_mention": mention, "message": message}) if secret else None
+    ctx.extras[FAST_KEY] = fast
+
+    async def on_mention(body: dict[str, Any], context: AsyncBoltContext, request: AsyncBoltRequest) -> None:
+        if fast is not None:
+            fast.learn(context.bot_user_id, context.bot_id)
+        await mention(body, context.bot_user_id, retry_num(request))
+
+    async def on_message(body: dict[str, Any], context: AsyncBoltContext, request: AsyncBoltRequest) -> None:
+        if fast is not None:
+            fast.learn(context.bot_user_id, context.bot_id)
+        await message(body, context.bot_user_id, retry_num(request))
 
     async def on_command(ack: AsyncAck, body: dict[str, Any], context: AsyncBoltContext) -> None:
         job = command_job(body, deadline_s=deadline)
@@ -175,7 +200,7 @@ def build_bolt_app(ctx: RuntimeContext, settings: SlackSettings | None = None) -
         status, message = await _queue(ctx, job)
         await ack()
         if status in ("limited", "busy"):
-            _after_ack(refused(job, message))
+            later.add(refused(job, message))
 
     async def noop_ack(ack: AsyncAck) -> None:
         await ack()
@@ -188,10 +213,71 @@ def build_bolt_app(ctx: RuntimeContext, settings: SlackSettings | None = None) -
     return bolt
 
 
+class FastEvents:
+    """``app_mention`` and ``message`` deliveries over HTTP answered without Bolt's dispatch.
+
+    They are nearly all of the traffic and all of a burst. Bolt's dispatch (request object, middleware
+    chain, listener runner, keyword injection) costs ~0.1 ms per request on top of our own ~0.05 ms; under
+    a burst of 200 that is 20 ms more before the last acknowledgement. This path does what Bolt does for
+    these two events, in the same order: v0 signature and 5-minute timestamp check (slack_sdk's verifier),
+    drop the bot's own events (as Bolt's IgnoringSelfEvents), run the same listener body, answer 200 (500
+    when queuing failed, so Slack retries). Anything else, a request that fails the signature check included,
+    goes to Bolt, which answers it exactly as before (401 for a forged or stale one). The bot's identity is
+    learned from the first event Bolt dispatched (its ``auth.test``); until then every request goes to Bolt.
+    """
+
+    def __init__(self, signing_secret: str, listeners: dict[str, Any]) -> None:
+        self.verifier = SignatureVerifier(signing_secret)
+        self.listeners = listeners
+        self.bot_user_id: str | None = None
+        self.bot_id: str | None = None
+        self.ready = False
+
+    def learn(self, bot_user_id: str | None, bot_id: str | None) -> None:
+        if not self.ready and bot_user_id:
+            self.bot_user_id, self.bot_id, self.ready = bot_user_id, bot_id, True
+
+    async def answer(self, request: web.Request, raw: bytes) -> web.Response | None:
+        """The response, or None when Bolt should handle this request."""
+        if not self.ready or not raw.startswith(b"{"):
+            return None
+        headers = request.headers
+        try:
+            if not self.verifier.is_valid(raw, headers.get("X-Slack-Request-Timestamp"), headers.get("X-Slack-Signature")):
+                return None
+            body = orjson.loads(raw)
+        except (ValueError, TypeError):  # a malformed timestamp or body: Bolt answers it
+            return None
+        event = body.get("event") if isinstance(body, dict) and body.get("type") == "event_callback" else None
+        listener = self.listeners.get(event.get("type")) if isinstance(event, dict) else None
+        if listener is None:
+            return None
+        user, bot_id = event.get("user"), event.get("bot_id")
+        if (user is not None and user == self.bot_user_id) or (bot_id is not None and bot_id == self.bot_id):
+            return web.Response(status=200, text="")  # the bot's own event: acknowledged, ignored
+        try:
+            retry = int(headers.get("X-Slack-Retry-Num") or 0)
+        except ValueError:
+            retry = 0
+        try:
+            await listener(body, self.bot_user_id, retry)
+        except Exception as exc:  # e.g. the queue is down: 500, and Slack delivers the event again
+            log.error("could not handle a Slack event: %s: %s", type(exc).__name__, exc)
+            return web.Response(status=500, text="")
+        return web.Response(status=200, text="")
+
+
 async def handle_events(request: web.Request) -> web.Response:
-    """``POST /slack/events``: Bolt verifies the signature (401 when forged or stale) and dispatches."""
+    """``POST /slack/events``: mentions and messages on the fast path (:class:`FastEvents`), everything else
+    through Bolt, which verifies the signature (401 when forged or stale) and dispatches."""
     bolt = request.app[BOLT_KEY]
+    request.app[AFTER_KEY].request_started()
     t0 = time.perf_counter()
+    fast: FastEvents | None = request.app[CTX_KEY].extras.get(FAST_KEY)
+    if fast is not None:
+        resp = await fast.answer(request, await request.read())
+        if resp is not None:
+            return resp
     bolt_req = await to_bolt_request(request)
     bolt_resp = await bolt.async_dispatch(bolt_req)
     resp = await to_aiohttp_response(bolt_resp)
@@ -204,6 +290,7 @@ def setup_routes(app: web.Application, ctx: RuntimeContext) -> None:
     settings = SlackSettings.from_env()
     bolt = build_bolt_app(ctx, settings)
     app[BOLT_KEY] = bolt
+    app[AFTER_KEY] = later = after_ack(ctx)
 
     async def open_session(_: web.Application) -> None:
         # One connection pool for every Web API call of this process (slack_sdk opens a new session per
@@ -211,8 +298,7 @@ def setup_routes(app: web.Application, ctx: RuntimeContext) -> None:
         bolt.client.session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=15))
 
     async def close_session(_: web.Application) -> None:
-        if _BACKGROUND:  # reactions and notices still on their way: give them a moment
-            await asyncio.wait(list(_BACKGROUND), timeout=5)
+        await later.close(timeout=5)  # reactions and notices still on their way: send them, give them a moment
         session, bolt.client.session = bolt.client.session, None
         if session is not None:
             await session.close()
