@@ -298,16 +298,21 @@ def render_pr_body(run_id: str, index: int, path: str, report: AnalysisReport, p
         lines += ["", "**Trade-offs**"] + [f"- {t}" for t in proposal.tradeoffs]
     lines += ["", "**Citations**"]
     if proposal.move is not None:
-        lines.append(f"- playbook `{proposal.move.id}` — {proposal.move.source}")
+        where = f" (`{proposal.move.citation}`)" if proposal.move.citation else ""
+        lines.append(f"- playbook `{proposal.move.id}`{where} — {proposal.move.source}")
+    cited = {proposal.move.citation} if proposal.move is not None else set()
+    lines += [f"- {c.kind} `{c.ref}` — {c.title}: {c.why}" for c in proposal.citations if c.ref not in cited]
     lines += [f"- advice `{a.id}` — {a.source}" for a in pset.advice]
-    if proposal.move is None and not pset.advice:
+    if proposal.move is None and not pset.advice and not proposal.citations:
         lines.append("- mesh search over the calibrated cost model (no playbook rule matched)")
     passed = [ch.name for ch in proposal.critic if ch.passed]
     lines += ["", f"**Checks passed**: {', '.join(passed) or 'none'}"]
     measured = report.kpis.step_time_ms
     lines += ["", f"**Compare against**: run `{run_id}`"
               + (f" (measured {measured:.1f} ms/step)" if measured else "")
-              + ". Launch the merged config and compare its step time with this run's."]
+              + ". Launch the merged config and compare its step time with this run's; put "
+              f"`derived_from: {{run: \"{run_id}\", proposal: {index}}}` in the new run's run.yaml so ASAP records "
+              "the outcome (predicted vs measured) and later proposals cite it."]
     who = getattr(requester, "display", None) or getattr(requester, "user_id", None)
     src = getattr(requester, "source", None)
     if who:

@@ -108,8 +108,11 @@ def test_writer_applies_one_pr_with_only_mesh_lines_and_reapplying_updates_it(tm
         for part in (f"<!-- asap:apply run=123 proposal={n} config=configs/llama3-8b.yml -->", "**Diagnosis**",
                      "**Predicted impact**", "**Confidence**", "**Citations**", "**Compare against**: run `123`",
                      "```diff", "Requested by @alice via github",
-                     "Only the lines this proposal changes are edited (the mesh lines)", f"`{p.mesh_short}`"):
+                     "Only the lines this proposal changes are edited (the mesh lines)", f"`{p.mesh_short}`",
+                     f'`derived_from: {{run: "123", proposal: {n}}}`'):
             assert part in body, part
+        cited = [c.ref for c in p.citations if c.kind == "playbook"]
+        assert cited and all(f"`{ref}`" in body for ref in cited)  # the playbook sections it rests on
         replies = [c["body"] for c in d.comments_on(REPO, 1)]
         assert len(replies) == 2  # one per request
         assert "opened https://github.example/acme/llm/pull/" in replies[0]
