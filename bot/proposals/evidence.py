@@ -37,8 +37,29 @@ from knowledge.playbooks import PlaybookSection, load_playbooks
 
 MAX_RETRIEVED_PLAYBOOK = 1
 """Retrieved playbook sections cited per proposal besides its move's, bottleneck's and axes'."""
+MAX_SIMILAR_CONSIDERED = 200
+"""Newest similar past changes (besides this very mesh's) weighed for confidence: far more than its limits need."""
 MAX_SIMILAR_UNCOUNTED = 2
 """Similar past changes cited that did not move confidence (pending, neutral, unknown)."""
+
+
+class _HistoryView:
+    """History records indexed by id, kind of change and target mesh (built once per history file version)."""
+
+    def __init__(self, records: list[HistoryRecord]) -> None:
+        self.records = records
+        self.by_id: dict[str, HistoryRecord] = {}
+        self.by_kind: dict[str, list[HistoryRecord]] = {}
+        self.by_mesh: dict[Any, list[HistoryRecord]] = {}
+        self.mesh_of: dict[str, Any] = {}
+        for rec in sorted(records, key=lambda r: r.date or "", reverse=True):  # newest first
+            self.by_id[rec.id] = rec
+            if rec.kind:
+                self.by_kind.setdefault(rec.kind, []).append(rec)
+            if rec.after is not None and rec.after.mesh is not None:
+                key = _mesh_key(rec.after.mesh)
+                self.mesh_of[rec.id] = key
+                self.by_mesh.setdefault(key, []).append(rec)
 
 
 @dataclass
@@ -49,28 +70,21 @@ class Knowledge:
     records: list[HistoryRecord] = field(default_factory=list)
     sections: dict[str, PlaybookSection] = field(default_factory=dict)  # ref -> section
     problem: str | None = None  # why the index is not available, shown as a note
-    _by_id: dict[str, HistoryRecord] = field(default_factory=dict)
-    _by_kind: dict[str, list[HistoryRecord]] = field(default_factory=dict)
-    _by_mesh: dict[Any, list[HistoryRecord]] = field(default_factory=dict)
+    view: _HistoryView | None = None
 
     def __post_init__(self) -> None:
-        for rec in sorted(self.records, key=lambda r: r.date or "", reverse=True):  # newest first
-            self._by_id[rec.id] = rec
-            if rec.kind:
-                self._by_kind.setdefault(rec.kind, []).append(rec)
-            if rec.after is not None and rec.after.mesh is not None:
-                self._by_mesh.setdefault(_mesh_key(rec.after.mesh), []).append(rec)
+        if self.view is None:
+            self.view = _HistoryView(self.records)
 
     def record(self, record_id: str) -> HistoryRecord | None:
-        return self._by_id.get(record_id)
+        return self.view.by_id.get(record_id)  # type: ignore[union-attr]
 
-    def similar(self, kind: str, mesh: Mesh) -> list[HistoryRecord]:
-        """Past changes of the same kind or to the same mesh (newest first; this very mesh first)."""
-        same_mesh = self._by_mesh.get(_mesh_key(mesh), [])
-        out = list(same_mesh)
-        seen = {r.id for r in out}
-        out += [r for r in self._by_kind.get(kind, []) if r.id not in seen]
-        return out
+    def similar(self, kind: str, mesh: Mesh) -> tuple[list[HistoryRecord], list[HistoryRecord]]:
+        """Past changes to this very mesh, and of the same kind (each newest first)."""
+        v = self.view
+        same_mesh = v.by_mesh.get(_mesh_key(mesh), [])  # type: ignore[union-attr]
+        ids = {r.id for r in same_mesh}
+        return list(same_mesh), [r for r in v.by_kind.get(kind, []) if r.id not in ids]  # type: ignore[union-attr]
 
 
 def _mesh_key(mesh: Mesh) -> Any:
@@ -105,16 +119,16 @@ def load_knowledge(state: Path | None = None, *, playbooks_dir: Path = PLAYBOOKS
     sections = playbook_sections(playbooks_dir)
     problem = None
     try:
-        records = _cached(f"history:{state.resolve()}", fp["history"], lambda: HistoryStore(state).load())
+        view = _cached(f"history:{state.resolve()}", fp["history"], lambda: _HistoryView(HistoryStore(state).load()))
     except AsapError as exc:
-        records, problem = [], f"history not used: {exc.render()}"
+        view, problem = _HistoryView([]), f"history not used: {exc.render()}"
     index: KnowledgeIndex | None = None
     try:
         index = ensure_index(state, playbooks_dir=playbooks_dir)
     except (AsapError, OSError) as exc:
         msg = exc.render() if isinstance(exc, AsapError) else f"{type(exc).__name__}: {exc}"
         problem = f"knowledge index under {state / 'index'} not available ({msg}); citations come from the playbooks only"
-    return Knowledge(index=index, records=records, sections=sections, problem=problem)
+    return Knowledge(index=index, records=view.records, sections=sections, problem=problem, view=view)
 
 
 def playbook_sections(playbooks_dir: Path = PLAYBOOKS_PATH) -> dict[str, PlaybookSection]:
@@ -227,27 +241,29 @@ def cite(
     if not mesh_changed:
         return out, None
     retrieved = [r for h in hits if h.kind == "history" and (r := knowledge.record(str(h.metadata.get("record_id"))))]
-    similar = knowledge.similar(change.kind, mesh)  # type: ignore[union-attr]
+    same_mesh, same_kind = knowledge.similar(change.kind, mesh)  # type: ignore[union-attr]
     ordered: list[HistoryRecord] = []
     ids: set[str] = set()
-    same_mesh = [r for r in similar if r.after and r.after.mesh and _mesh_key(r.after.mesh) == _mesh_key(mesh)]
-    for r in [*same_mesh, *retrieved, *similar]:
+    for r in [*same_mesh, *retrieved, *same_kind]:
         if r.id not in ids:
             ids.add(r.id)
             ordered.append(r)
+    # Enough to reach confidence_adjustment's limits; this very mesh's records always come first.
+    ordered = ordered[: len(same_mesh) + MAX_SIMILAR_CONSIDERED]
     adj = confidence_adjustment(change, facts, ordered)  # type: ignore[arg-type]
     for rec, step in zip(adj.records, adj.steps, strict=True):
         add(Citation(ref=rec.ref, title=rec.title, kind=_history_kind(rec),  # type: ignore[arg-type]
                      why=f"similar past change ({rec.kind or 'same mesh'}{', ' + rec.chip if rec.chip else ''}): "
                          f"{_outcome_words(rec)}; confidence {step:+.2f}"))
     counted = {r.id for r in adj.records}
+    same_ids = {r.id for r in same_mesh}
     extra_n = 0
     for rec in ordered:
         if extra_n >= MAX_SIMILAR_UNCOUNTED or rec.id in counted:
             continue
         if facts.chip_family and rec.chip_family and rec.chip_family != facts.chip_family:
             continue
-        if rec.kind != change.kind and rec.id not in {r.id for r in same_mesh}:  # type: ignore[union-attr]
+        if rec.kind != change.kind and rec.id not in same_ids:  # type: ignore[union-attr]
             continue
         extra_n += 1
         add(Citation(ref=rec.ref, title=rec.title, kind=_history_kind(rec),  # type: ignore[arg-type]
