@@ -4,16 +4,18 @@ Everything runs for real on 127.0.0.1: the runtime's aiohttp server with the Git
 (``bot.runtime.server.build_app``), the in-process queue on a SQLite store, and the GitHub REST double
 that PyGithub talks to (``tests/doubles/github_rest_double.py``).
 
-* **Webhook-to-2xx**: a burst of ``--burst`` (200) signed ``issue_comment`` deliveries sent at once; the
-  client-side latency of each POST until its 202. Goal: p99 < 100 ms. The same burst redelivered must
-  answer ``duplicate`` for every one.
+* **Webhook-to-2xx**: ``--rounds`` (3) bursts of ``--burst`` (200) signed ``issue_comment`` deliveries
+  sent at once; the client-side latency of each POST until its 202, every round reported (a shared 2-core
+  machine is noisy). Goal: p99 < 100 ms. A burst redelivered must answer ``duplicate`` for every one.
+  ``--redis-url redis://127.0.0.1:6379/<db>`` puts the front on Redis (queue, limits, store) as
+  ``REDIS_URL`` does, and measures the bursts only.
 * **Time to a posted review**: push a sharding-config change, deliver ``pull_request`` while a worker runs,
   and time until the review comment and the commit status are on the double (no model involved: the
   review is computed). Median of ``--repeat`` pushes to one PR (the same comment, edited).
 * **Time to a posted answer with a scripted model**: ``@asap why is run 311 slow?`` answered by the agents'
   Conversation driven by autogen's ReplayChatCompletionClient (the same tool calls a model makes).
 
-    .venv/bin/python benchmarks/github.py [--burst 200] [--repeat 5]
+    .venv/bin/python benchmarks/github.py [--burst 200] [--repeat 5] [--rounds 3] [--redis-url URL]
 """
 
 from __future__ import annotations
@@ -117,8 +119,34 @@ def scripted_conversation(store):  # type: ignore[no-untyped-def]
     return Conversation(store=store, model=setup)
 
 
-async def main_async(n: int, repeat: int) -> int:
+def use_redis(h: WebhookHarness, url: str):  # type: ignore[no-untyped-def]
+    """Put the harness's front on Redis (queue, limits, store) like ``REDIS_URL`` does; returns the cleanup."""
+    import os
+
+    from bot.runtime.limits import RedisRateLimiter
+    from bot.runtime.queue import QueueSettings, RedisStreamsQueue
+    from bot.store.redis_store import RedisStore
+
+    prefix = f"benchgh{os.getpid()}:"
+    queue = RedisStreamsQueue.from_url(url, settings=QueueSettings(prefix=prefix))
+    old_store = h.ctx.store
+    h.ctx.queue, h.ctx.store = queue, RedisStore.from_url(url, prefix=prefix)
+    h.ctx.limiter = RedisRateLimiter(queue.client, prefix=prefix)
+
+    async def cleanup() -> None:
+        keys = [k async for k in queue.client.scan_iter(match=f"{prefix}*", count=1000)]
+        for i in range(0, len(keys), 500):
+            await queue.client.delete(*keys[i:i + 500])
+        await queue.close()
+        h.ctx.store.close()
+        h.ctx.store = old_store  # the harness closes its own store on exit
+
+    return cleanup
+
+
+async def main_async(n: int, repeat: int, rounds: int = 3, redis_url: str = "") -> int:
     from bot.runtime.handlers import Dispatcher
+    from bot.runtime.process import freeze_heap
 
     tmp = Path(tempfile.mkdtemp(prefix="asap-bench-gh-"))
     with GitHubRestDouble() as d:
@@ -127,19 +155,31 @@ async def main_async(n: int, repeat: int) -> int:
         d.commit(REPO, "change", {"README.md": "x\n"}, parent_branch="main")
         pr = d.open_pull(REPO, "change", title="mesh")
         async with WebhookHarness(d, tmp) as h:
-            # 1. burst (no worker: the front only verifies, dedupes and queues)
+            if redis_url:
+                cleanup = use_redis(h, redis_url)
+            freeze_heap()  # as `asap serve` does once it listens
+            # 1. bursts (no worker: the front only verifies, dedupes and queues)
             await burst(h, 5, "warm")
-            t_burst = time.perf_counter()
-            lat, statuses = await burst(h, n, "burst")
-            t_burst = time.perf_counter() - t_burst
-            dup_lat, dup_statuses = await burst(h, n, "burst")
-            queued = sum(s == "202:queued" for s in statuses)
+            p99s = []
+            for r in range(rounds):
+                t_burst = time.perf_counter()
+                lat, statuses = await burst(h, n, f"burst{r}")
+                t_burst = time.perf_counter() - t_burst
+                p99s.append(pct(lat, 99))
+                queued = sum(s == "202:queued" for s in statuses)
+                print(f"webhook burst of {n} ({'REDIS_URL' if redis_url else 'SQLite store, in-process queue'}), "
+                      f"round {r + 1}: p50 {pct(lat, 50):.1f} ms, p99 {pct(lat, 99):.1f} ms, max {max(lat):.1f} ms "
+                      f"(goal p99 < {GOAL_P99_MS:.0f} ms: {'met' if pct(lat, 99) < GOAL_P99_MS else 'NOT met'}); "
+                      f"{queued}/{n} queued; {n / max(lat) * 1000:.0f} deliveries/s "
+                      f"(client in a separate process; {t_burst:.2f} s including its start-up)")
+            dup_lat, dup_statuses = await burst(h, n, "burst0")
             dups = sum(s == "200:duplicate" for s in dup_statuses)
-            print(f"webhook burst of {n}: p50 {pct(lat, 50):.1f} ms, p99 {pct(lat, 99):.1f} ms, max {max(lat):.1f} ms "
-                  f"(goal p99 < {GOAL_P99_MS:.0f} ms: {'met' if pct(lat, 99) < GOAL_P99_MS else 'NOT met'}); "
-                  f"{queued}/{n} queued; whole burst answered in {max(lat):.0f} ms = {n / max(lat) * 1000:.0f} deliveries/s "
-                  f"(client in a separate process; {t_burst:.2f} s including its start-up)")
             print(f"redelivered burst: p99 {pct(dup_lat, 99):.1f} ms; {dups}/{n} answered duplicate")
+            print(f"p99 over {rounds} rounds: median {statistics.median(p99s):.1f} ms, worst {max(p99s):.1f} ms; "
+                  f"goal met in {sum(p < GOAL_P99_MS for p in p99s)} of {rounds}")
+            if redis_url:
+                await cleanup()
+                return 0 if max(p99s) < GOAL_P99_MS else 1
             # drop the queued burst: this benchmark is about the front's latency, not answering 200 questions
             h.ctx.queue.q._queue.clear()  # type: ignore[attr-defined]
 
@@ -174,15 +214,17 @@ async def main_async(n: int, repeat: int) -> int:
             body = d.comments_on(REPO, pr)[-1]["body"]
             mode = "compatible" if "[compatible mode" in body else "analyst (fallback)" if "analyst" in body else "?"
             print(f"time to a posted answer with a scripted model: {answer_s * 1000:.0f} ms ({mode} mode)")
-    return 0 if pct(lat, 99) < GOAL_P99_MS else 1
+    return 0 if max(p99s) < GOAL_P99_MS else 1
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--burst", type=int, default=200)
     ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--rounds", type=int, default=3, help="bursts of distinct deliveries (each reported)")
+    ap.add_argument("--redis-url", default="", help="front on this Redis (queue, limits, store); bursts only")
     args = ap.parse_args()
-    sys.exit(asyncio.run(main_async(args.burst, args.repeat)))
+    sys.exit(asyncio.run(main_async(args.burst, args.repeat, args.rounds, args.redis_url)))
 
 
 if __name__ == "__main__":

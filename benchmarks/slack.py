@@ -15,7 +15,7 @@ dispatch, dedupe in the SQLite store and queuing.
 
 Goal (issue 7): ack p99 under 100 ms (Slack's limit is 3 s).
 
-    .venv/bin/python benchmarks/slack.py [--burst 200] [--repeat 5]
+    .venv/bin/python benchmarks/slack.py [--burst 200] [--repeat 5] [--rounds 3] [--redis-url URL] [--what-if]
 """
 
 from __future__ import annotations
@@ -106,6 +106,12 @@ async def _child(state: Path, workers: int, ready: Path, stop_file: Path, out: P
         await asyncio.gather(worker, return_exceptions=True)
     out.write_text(json.dumps({"timings": timings}))
     await runner.cleanup()
+    if redis_url:  # leave the (possibly shared) Redis as we found it
+        client = ctx.queue.client  # type: ignore[attr-defined]
+        keys = [k async for k in client.scan_iter(match=f"{env['ASAP_QUEUE_PREFIX']}*", count=1000)]
+        for i in range(0, len(keys), 500):
+            await client.delete(*keys[i:i + 500])
+        await ctx.close()
 
 
 # ------------------------------------------------------------------------------------------ parent (client)
@@ -210,38 +216,50 @@ def _report(name: str, lat: list[float]) -> None:
           f"max {max(lat):.1f} ms  (goal p99 < {GOAL_P99_MS:.0f} ms: {'OK' if _pct(lat, 99) < GOAL_P99_MS else 'MISSED'})")
 
 
+def _rounds(srv: Server, name: str, burst: int, rounds: int, tag: str) -> None:
+    """``rounds`` bursts of distinct events on one server, each reported (a shared machine is noisy)."""
+    p99s = []
+    for r in range(rounds):
+        lat = asyncio.run(_burst(srv.url, burst, f"{tag}{r}"))
+        p99s.append(_pct(lat, 99))
+        _report(f"{name}, burst of {burst}, round {r + 1}", lat)
+    print(f"  p99 over {rounds} rounds: median {statistics.median(p99s):.1f} ms, worst {max(p99s):.1f} ms; "
+          f"goal met in {sum(p < GOAL_P99_MS for p in p99s)} of {rounds}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--burst", type=int, default=200)
     ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--rounds", type=int, default=3, help="bursts per front-only case (each reported)")
     ap.add_argument("--workers", type=int, default=4)
+    ap.add_argument("--redis-url", default="", help="use this Redis (e.g. a spare db) instead of a throwaway server")
     ap.add_argument("--what-if", action="store_true",
-                    help="also measure the front with the SQLite store's commits at synchronous=NORMAL")
+                    help="also measure the front with the SQLite store's commits at synchronous=FULL (fsync each)")
     args = ap.parse_args()
 
     srv = Server(workers=0)
-    lat = asyncio.run(_burst(srv.url, args.burst, "front"))
-    res = srv.finish()
-    _report(f"ack latency, front only, burst of {args.burst}", lat)
+    _rounds(srv, "ack latency, front only (SQLite store, in-process queue)", args.burst, args.rounds, "front")
+    srv.finish()
     if args.what_if:
-        os.environ["BENCH_SQLITE_SYNC"] = "NORMAL"
+        os.environ["BENCH_SQLITE_SYNC"] = "FULL"
         srv = Server(workers=0)
-        lat = asyncio.run(_burst(srv.url, args.burst, "front-normal"))
+        _rounds(srv, "  what-if: SQLite store with PRAGMA synchronous=FULL", args.burst, args.rounds, "front-full")
         srv.finish()
         os.environ.pop("BENCH_SQLITE_SYNC")
-        _report(f"  what-if: SQLite store with PRAGMA synchronous=NORMAL (WAL), burst of {args.burst}", lat)
 
-    redis = _start_redis()
+    redis = (None, args.redis_url) if args.redis_url else _start_redis()
     if redis is not None:
         proc, url = redis
         try:
             srv = Server(workers=0, redis_url=url)
-            lat = asyncio.run(_burst(srv.url, args.burst, "redis"))
+            _rounds(srv, "ack latency, front only, REDIS_URL (asap serve + asap worker)", args.burst, args.rounds,
+                    "redis")
             srv.finish()
-            _report(f"ack latency, front only, REDIS_URL (asap serve + asap worker), burst of {args.burst}", lat)
         finally:
-            proc.terminate()
-            proc.wait(timeout=10)
+            if proc is not None:
+                proc.terminate()
+                proc.wait(timeout=10)
 
     srv = Server(workers=args.workers)
     lat = asyncio.run(_burst(srv.url, args.burst, "all"))

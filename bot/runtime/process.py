@@ -73,9 +73,9 @@ async def run_front(ctx: RuntimeContext, *, host: str, port: int, stop: asyncio.
     """Serve the HTTP front (or a worker's health/metrics app when ``front=False``) until ``stop``."""
     from bot.runtime.server import build_app
 
-    runner = web.AppRunner(build_app(ctx, front=front), access_log=None, handle_signals=False)
+    runner = web.AppRunner(build_app(ctx, front=front), access_log=None, handle_signals=False, shutdown_timeout=5.0)
     await runner.setup()
-    site = web.TCPSite(runner, host, port, shutdown_timeout=5.0, backlog=BACKLOG)
+    site = web.TCPSite(runner, host, port, backlog=BACKLOG)
     await site.start()
     freeze_heap()
     log.info("http listening", extra={"host": host, "port": port, "front": front})
