@@ -1,13 +1,27 @@
-"""Shared test fixtures: paths to the bundled sample runs and a temporary runs folder."""
+"""Shared test fixtures: paths to the bundled sample runs, and isolated state.
+
+Every test session gets its own ASAP_STATE_DIR (memory store, worklog, knowledge index, history), so no
+test reads or writes the developer's ``.asap/`` and two test runs never share state. Tests that need a
+specific folder still set it with ``monkeypatch.setenv``.
+"""
 
 from __future__ import annotations
 
+import os
+import tempfile
 from pathlib import Path
 
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLE_RUNS = REPO / "examples" / "runs"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    state = tempfile.mkdtemp(prefix="asap-test-state-")
+    os.environ["ASAP_STATE_DIR"] = state
+    for var in ("OPENAI_API_KEY", "ASAP_MODEL_BASE_URL", "ASAP_RUNS_DIR"):
+        os.environ.pop(var, None)
 
 
 @pytest.fixture

@@ -56,7 +56,14 @@ def test_every_proposal_passes_its_own_critic_and_differs_in_kind(tmp_path: Path
 
 def assert_distinct(base: Mesh, proposals: list) -> None:  # type: ignore[type-arg]
     """Distinct in kind: different kinds; two mesh-only changes also >= MIN_DISTANCE factors of 2 apart;
-    a settings lever (micro-batch, remat, ...) at most once."""
+    a settings lever (micro-batch, remat, ...) at most once — except a proposal that says it is another step
+    of an earlier proposal's lever (offered only when no third distinct kind passed the checks)."""
+    variants = [p for p in proposals if any("the same lever as proposal" in t for t in p.tradeoffs)]
+    for v in variants:
+        earlier = int(next(t for t in v.tradeoffs if "the same lever as proposal" in t).split("proposal ")[1].split(",")[0])
+        assert earlier < v.rank and proposals[earlier - 1].kind == v.kind
+        assert proposals[earlier - 1].settings != v.settings or proposals[earlier - 1].mesh != v.mesh
+    proposals = [p for p in proposals if p not in variants]
     for a, b in itertools.combinations(proposals, 2):
         assert a.kind != b.kind
         if not a.settings and not b.settings:
@@ -163,3 +170,17 @@ def test_sample_runs_get_checked_distinct_proposals(example_runs: Path) -> None:
             assert critique(run, _mesh(p), report=report, settings=settings_of_proposal(run, p.settings)).ok, (
                 rid, p.mesh_short)
         assert_distinct(base, ps.proposals)
+
+
+def test_hbm_bound_run_with_one_lever_offers_a_labelled_further_step(example_runs: Path) -> None:
+    """Run 204 has one real lever (a larger micro-batch): the third proposal is another step of it, said so."""
+    from bot.analysis.analyze import analyze_run
+    from bot.runs.store import LocalRunStore
+
+    run = LocalRunStore(example_runs).get("204")
+    ps = propose(run, analyze_run(run))
+    assert len(ps.proposals) == 3
+    variant = [p for p in ps.proposals if any("the same lever as proposal 1" in t for t in p.tradeoffs)]
+    assert len(variant) == 1 and variant[0].settings != ps.proposals[0].settings
+    assert variant[0].change.within_noise or (variant[0].change.time_per_token_percent or 0) <= 0
+    assert any("same lever" in n for n in ps.notes)

@@ -209,11 +209,11 @@ def test_derived_from_a_missing_run_or_proposal_is_a_warning_not_a_crash(tmp_pat
     path.write_text(yaml.safe_dump(rec))
     report = analyze_run(LocalRunStore(runs).get("314"))
     assert any("derived_from" in w and "999" in w and "not recorded" in w for w in report.warnings)
-    shutil.copytree(RUNS / "204", runs / "204")  # a run with only two distinct valid proposals
-    rec["derived_from"] = {"run": "204", "proposal": 3}
+    shutil.copytree(RUNS / "204", runs / "204")  # a run with three proposals
+    rec["derived_from"] = {"run": "204", "proposal": 11}  # more than `asap propose -k` can ever show
     path.write_text(yaml.safe_dump(rec))
     report = analyze_run(LocalRunStore(runs).get("314"))
-    assert any("run 204 has 2 proposal(s), not a proposal 3" in w for w in report.warnings), report.warnings
+    assert any("not a proposal 11" in w and "not recorded" in w for w in report.warnings), report.warnings
     assert HistoryStore(tmp_path / "state").load() == []
     rec["derived_from"] = {"run": "311", "proposal": 0}
     path.write_text(yaml.safe_dump(rec))

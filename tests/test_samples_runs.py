@@ -46,7 +46,7 @@ def _records(table: dict[str, Any]) -> list[dict[str, Any]]:
     out = []
     for row in table["rows"]:
         assert len(row["c"]) == len(ids), "every row has one cell per column"
-        out.append({k: cell["v"] for k, cell in zip(ids, row["c"])})
+        out.append({k: cell["v"] for k, cell in zip(ids, row["c"], strict=True)})
     return out
 
 

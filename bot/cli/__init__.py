@@ -32,12 +32,14 @@ def cli(ctx: click.Context, runs_dir: str | None) -> None:
 
 
 def _register() -> None:
-    from bot.cli import analyze  # noqa: F401  (registers why/runs/show)
-    from bot.cli import proposals  # noqa: F401  (registers propose/review/eval)
-    from bot.cli import agents  # noqa: F401  (registers chat/ask/log)
-    from bot.cli import knowledge  # noqa: F401  (registers index)
-    from bot.cli import apply  # noqa: F401  (registers apply)
-    from bot.cli import runtime  # noqa: F401  (registers serve/worker)
+    from bot.cli import (
+        agents,  # noqa: F401  (registers chat/ask/log)
+        analyze,  # noqa: F401  (registers why/runs/show)
+        apply,  # noqa: F401  (registers apply)
+        knowledge,  # noqa: F401  (registers index)
+        proposals,  # noqa: F401  (registers propose/review/eval)
+        runtime,  # noqa: F401  (registers serve/worker)
+    )
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -220,6 +220,29 @@ def _near_duplicate(base: Mesh, a: _Cand, b: _Cand) -> bool:
     return kind_of(base, a.mesh) == kind_of(base, b.mesh) or distance(base, a.mesh, b.mesh) < MIN_DISTANCE
 
 
+def _variant_index(base: Mesh, cand: _Cand, chosen: list[_Cand]) -> int | None:
+    """Index of the chosen candidate whose lever ``cand`` pulls by a different amount, else None.
+
+    A variant differs in magnitude (other settings values of the same kind, or another mesh of the same
+    kind), not merely in the mesh a settings change rides on; anything matching no chosen lever, or
+    identical to one, is not a variant.
+    """
+    if any(key_of_cand(c) == key_of_cand(cand) for c in chosen):
+        return None
+    for i, c in enumerate(chosen):
+        if cand.change.kind or c.change.kind:
+            if (cand.change.kind == c.change.kind and cand.change.values != c.change.values
+                    and mesh_key(cand.mesh) == mesh_key(c.mesh)):
+                return i
+        elif kind_of(base, cand.mesh) == kind_of(base, c.mesh):
+            return i
+    return None
+
+
+def key_of_cand(c: _Cand) -> tuple[Any, ...]:
+    return (mesh_key(c.mesh), c.change.values)
+
+
 def _rationale(
     bottleneck: str | None,
     baseline: Mesh,
@@ -495,9 +518,12 @@ def propose(
     slower: list[_Cand] = []
     base_ms_for_compare = base_pred.step_time_ms if base_pred is not None else measured_ms
 
-    def consider(cand: _Cand, *, allow_slower: bool) -> bool:
-        """Critique one candidate and keep it when it passes; True when kept."""
-        if any(_near_duplicate(base, cand, c) for c, *_ in chosen):
+    def consider(cand: _Cand, *, allow_slower: bool, same_lever_of: int | None = None) -> bool:
+        """Critique one candidate and keep it when it passes; True when kept.
+
+        ``same_lever_of`` (an index into ``chosen``) admits a different magnitude of a lever already shown.
+        """
+        if same_lever_of is None and any(_near_duplicate(base, cand, c) for c, *_ in chosen):
             return False
         pred = None
         settings_c = apply_settings_change(settings0, cand.change, framework=record.framework)
@@ -546,6 +572,11 @@ def propose(
                 extra.append(f"the config file cannot carry this setting ({exc.message}): set it where the trainer reads it")
         elif cand.change.values and cfg is not None:
             extra.append("the config file has no key for this setting: set it where the trainer reads it")
+        if same_lever_of is not None:
+            extra.append(
+                f"the same lever as proposal {same_lever_of + 1}, a different step: shown because no third distinct "
+                "kind of change passed the checks"
+            )
         chosen.append((cand, pred, result, change, diff, extra))
         return True
 
@@ -560,6 +591,16 @@ def propose(
                 break
             if consider(cand, allow_slower=True):
                 filled_with_slower += 1
+    filled_same_lever = 0
+    if len(chosen) < k:
+        # Fewer distinct kinds than asked for: offer another magnitude of a lever already shown (micro-batch 4
+        # after micro-batch 2), never the same change on a tweaked mesh, and never one predicted slower.
+        for cand in order:
+            if len(chosen) >= k or counts["critiqued"] >= max_critiqued:
+                break
+            variant_of = _variant_index(base, cand, [c for c, *_ in chosen])
+            if variant_of is not None and consider(cand, allow_slower=False, same_lever_of=variant_of):
+                filled_same_lever += 1
 
     proposals = []
     for rank, (cand, pred, result, change, diff, extra) in enumerate(chosen, start=1):
@@ -643,6 +684,11 @@ def propose(
         notes.append(
             f"{filled_with_slower} of the proposals are predicted slower than the current run: no other distinct "
             "checked candidate exists; they are shown for comparison, not as recommendations"
+        )
+    if filled_same_lever:
+        notes.append(
+            f"{filled_same_lever} proposal(s) pull the same lever as another by a different amount: no further "
+            "distinct kind of change passed the checks"
         )
     if len(proposals) < k:
         why = []

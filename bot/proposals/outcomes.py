@@ -22,6 +22,9 @@ if TYPE_CHECKING:
     from bot.runs.store import Run
 
 
+MAX_PROPOSALS = 10  # the most `asap propose -k` shows
+
+
 def _applied_from_origin(run: Run, store: HistoryStore) -> tuple[HistoryRecord | None, list[str]]:
     """Create the applied record of ``run`` from the proposal its ``derived_from`` names."""
     from bot.analysis.analyze import analyze, load_mesh
@@ -35,7 +38,8 @@ def _applied_from_origin(run: Run, store: HistoryStore) -> tuple[HistoryRecord |
     # analyze(), not analyze_run(): the origin's own derived_from must not recurse back here.
     mesh, fmt, notes = load_mesh(origin)
     report = analyze(origin.record, load_profile(origin), mesh, fmt, warnings=notes)
-    answer = propose(origin, report, k=max(3, d.proposal), knowledge=False)
+    # People see at most MAX_PROPOSALS (asap propose -k); a higher number cannot have been applied.
+    answer = propose(origin, report, k=max(3, min(d.proposal, MAX_PROPOSALS)), knowledge=False)
     chosen = next((p for p in answer.proposals if p.rank == d.proposal), None)
     if chosen is None:
         return None, [
