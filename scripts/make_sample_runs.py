@@ -853,7 +853,7 @@ def overview_tables(prof: Profile, totals: list[OpTotals]) -> list[Any]:
                                    ("flopRate", "number", "GFLOPs/Sec"),
                                    ("tcEligibility", "boolean", "TensorCore eligibility"),
                                    ("tcUtilization", "boolean", "Op is using TensorCore")]),
-                    "rows": [{"c": r["c"] + [{"v": o.op.role in ("matmul", "attention")}] * 2} for r, o in zip(top, totals, strict=True)],
+                    "rows": [{"c": r["c"] + [{"v": o.op.role in ("matmul", "attention")}] * 2} for r, o in zip(top, totals, strict=False)],
                     "p": {**common, "mxu_utilization_percent": _pct(0.0), "hbm_utilization_percent": _pct(0.0),
                           "device_compute_16bit_percent": _pct(96.0 + prof.sc.seed % 3),
                           "device_compute_32bit_percent": _pct(4.0 - prof.sc.seed % 3)}}
