@@ -13,7 +13,10 @@ language model's suggestion — and returns every check with a reason that names
                       (more tensor/sequence parallelism or a heavy axis onto DCN for a communication-bound
                       run; more tensor parallelism or more predicted HBM traffic for an HBM-bound run). A
                       host-bound run gets a soft failure: a mesh change cannot fix it;
-* ``known_failure`` — the mesh is not recorded as failed (OOM, invalid, crash) for this model and chip.
+* ``known_failure`` — the mesh is not recorded as failed (OOM, invalid, crash) for this model and chip;
+* ``aot_compile``   — only with ``aot=True`` (the jax extra): the sharded train step lowers and compiles at
+                      reduced scale on virtual CPU devices (:func:`bot.proposals.aot.aot_check`); a compile
+                      error is a hard failure, a missing jax or a timeout a skip.
 
 Hard failures keep a mesh from ever being proposed; soft ones are shown as warnings.
 """
@@ -309,6 +312,8 @@ def critique(
     baseline_prediction: Any | None = None,
     calibration: Any | None = None,
     settings: Any | None = None,
+    aot: bool = False,
+    aot_timeout_s: float | None = None,
 ) -> CriticResult:
     """Run every check on ``mesh`` for ``run``.
 
@@ -319,6 +324,7 @@ def critique(
     ``settings`` are the training settings the mesh runs with (read from the run's config when omitted;
     a proposal that changes the micro-batch or remat policy passes its changed copy), so memory and the
     batch split are checked with them. Checks that cannot run say why and count as passed-but-skipped.
+    ``aot=True`` adds the ``aot_compile`` check (a subprocess compile, seconds; off by default).
     """
     record = record_of(run)
     if history is None and not isinstance(run, RunRecord):
@@ -352,7 +358,33 @@ def critique(
         check_diagnosis(bottleneck, base, mesh, prediction=prediction, baseline_prediction=baseline_prediction)
     )
     checks.append(check_known_failure(record, mesh, history))
+    if aot:
+        checks.append(_aot_check(run, mesh, settings, product_ok, aot_timeout_s))
     return CriticResult(mesh=mesh_dict(mesh), mesh_short=mesh.short(), checks=checks)
+
+
+def check_aot(report: Any) -> Check:
+    """The ``aot_compile`` check from a :class:`bot.proposals.aot.AotReport`.
+
+    Hard failure only when XLA rejected the sharded step; passed with the collective counts when it
+    compiled; skipped (with the reason) when jax is missing, the compile timed out, the mesh uses an axis
+    the AOT model cannot express, or it was refused before compiling.
+    """
+    from bot.proposals.aot import summarize
+
+    if report.status == "compiled":
+        return Check(name="aot_compile", passed=True, reason=summarize(report))
+    if report.status == "compile_error":
+        return Check(name="aot_compile", passed=False, reason=f"XLA rejected the sharded train step: {report.message}")
+    return Check(name="aot_compile", passed=True, skipped=True, reason=f"skipped ({report.status}): {report.message}")
+
+
+def _aot_check(run: Run | RunRecord, mesh: Mesh, settings: Any | None, product_ok: bool, timeout_s: float | None) -> Check:
+    if not product_ok:
+        return Check(name="aot_compile", passed=True, skipped=True, reason="skipped: the axes do not multiply to the chips")
+    from bot.proposals.aot import DEFAULT_TIMEOUT_S, aot_check
+
+    return check_aot(aot_check(run, mesh, settings=settings, timeout_s=timeout_s or DEFAULT_TIMEOUT_S))
 
 
 def _predict_or_none(

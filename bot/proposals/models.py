@@ -12,7 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 SCHEMA_VERSION = 1
 
-CheckName = Literal["product", "divisibility", "memory", "diagnosis", "known_failure"]
+CheckName = Literal["product", "divisibility", "memory", "diagnosis", "known_failure", "aot_compile"]
 
 
 class _Out(BaseModel):
