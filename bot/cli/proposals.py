@@ -6,8 +6,10 @@ when nothing is flagged, 1 when a problem is (so CI can gate a PR), 2 on bad inp
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
+from typing import Any
 
 import click
 from rich.console import Console
@@ -37,16 +39,31 @@ def _gb(x: float | None) -> str:
 @click.option("--json", "as_json", is_flag=True, help="Print the stable JSON (docs/proposals-json.md).")
 @click.option("-k", "k", default=3, show_default=True, type=click.IntRange(1, 10), help="How many proposals.")
 @click.option("--diff/--no-diff", default=True, show_default=True, help="Show each proposal's config diff.")
+@click.option("--aot", is_flag=True, help="Also compile each mesh's sharded train step at reduced scale (jax extra).")
+@click.option("--aot-timeout", type=click.FloatRange(min=1), default=120.0, show_default=True,
+              help="Seconds allowed per AOT compile.")
 @click.pass_context
-def propose_cmd(ctx: click.Context, run_id: str, as_json: bool, k: int, diff: bool) -> None:
+def propose_cmd(
+    ctx: click.Context, run_id: str, as_json: bool, k: int, diff: bool, aot: bool, aot_timeout: float
+) -> None:
     """Three checked, distinct sharding proposals for RUN_ID, with predicted impact."""
     from bot.analysis.analyze import analyze_run
     from bot.proposals.engine import propose
 
     run = _store(ctx).get(run_id)
     result = propose(run, analyze_run(run), k=k)
+    reports: list[Any] = []
+    if aot:
+        reports = _aot_for_proposals(run, result, aot_timeout)
     if as_json:
-        click.echo(result.model_dump_json(indent=2))
+        if not aot:
+            click.echo(result.model_dump_json(indent=2))
+            return
+        data = result.model_dump(mode="json")
+        data["baseline"]["aot"] = reports[0].model_dump(mode="json")
+        for p, rep in zip(data["proposals"], reports[1:], strict=True):
+            p["aot"] = rep.model_dump(mode="json")
+        click.echo(json.dumps(data, indent=2))
         return
     b = result.baseline
     console.print(f"[bold]Run {result.run_id}[/] — {result.bottleneck}-bound — current mesh [cyan]{b.mesh_short}[/]")
@@ -90,6 +107,71 @@ def propose_cmd(ctx: click.Context, run_id: str, as_json: bool, k: int, diff: bo
         console.print(f"\n[bold]advice[/] ({a.id}): {a.text}  [dim]source: {a.source}{cited}[/]")
     for n in result.notes:
         console.print(f"[dim]note:[/] {n}")
+    if aot:
+        _print_aot(["baseline"] + [str(p.rank) for p in result.proposals], reports)
+
+
+def _proposal_settings(base: Any | None, changes: dict[str, object]) -> Any | None:
+    """The base training settings with a proposal's remat change applied (the only setting AOT models)."""
+    remat = next((v for key, v in changes.items() if "remat" in key or "recompute" in key), None)
+    if remat is None:
+        return base
+    if base is not None and hasattr(base, "model_copy"):
+        return base.model_copy(update={"remat_policy": str(remat)})
+    from types import SimpleNamespace
+
+    return SimpleNamespace(remat_policy=str(remat))
+
+
+def _aot_for_proposals(run: Any, result: Any, timeout_s: float) -> list[Any]:
+    """AOT reports for the baseline and each proposal (two compiles at a time); adds ``aot_compile`` checks."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from bot.configs.mesh import Mesh
+    from bot.proposals.aot import aot_check
+    from bot.proposals.critic import check_aot
+    from knowledge.cost_settings import settings_for_run
+
+    base = settings_for_run(run)
+    jobs = [(Mesh(**result.baseline.mesh), base)] + [
+        (Mesh(**p.mesh), _proposal_settings(base, p.settings)) for p in result.proposals
+    ]
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        reports = list(pool.map(lambda j: aot_check(run, j[0], settings=j[1], timeout_s=timeout_s), jobs))
+    result.baseline.critic.append(check_aot(reports[0]))
+    for p, rep in zip(result.proposals, reports[1:], strict=True):
+        p.critic.append(check_aot(rep))
+    return reports
+
+
+def _print_aot(labels: list[str], reports: list[Any]) -> None:
+    """The AOT table: per mesh, compiled or not, collective counts, MB per step, temp memory."""
+    from bot.proposals.aot import CAVEAT
+
+    table = Table(title="AOT compile at reduced scale (XLA:CPU virtual devices)")
+    for col in ("", "mesh", "ok", "AG", "RS", "AR", "A2A", "perm", "MB/step", "temp MB", "s"):
+        table.add_column(col, no_wrap=col in ("", "mesh"), overflow="fold")
+    for label, r in zip(labels, reports, strict=True):
+        c = r.collective_counts
+        ok = "yes" if r.compiled else ("NO" if r.status == "compile_error" else r.status)
+        temp = r.memory.temp_bytes if r.memory and r.memory.temp_bytes is not None else None
+        table.add_row(
+            label, r.mesh_short, ok,
+            *(str(c[op]) if op in c else "-" for op in ("all-gather", "reduce-scatter", "all-reduce", "all-to-all",
+                                                         "collective-permute")),
+            "-" if r.collective_bytes_per_step is None else f"{r.collective_bytes_per_step / 1e6:.2f}",
+            "-" if temp is None else f"{temp / 1e6:.1f}",
+            "-" if r.compile_s is None else f"{r.compile_s:.1f}",
+        )
+    console.print(table)
+    console.print("[dim]AG all-gather, RS reduce-scatter, AR all-reduce, A2A all-to-all, perm collective-permute; "
+                  "MB/step: collective bytes per device per step; temp MB: XLA temp buffers per device; s: compile time[/]")
+    for label, r in zip(labels, reports, strict=True):
+        if r.scale_note:
+            console.print(f"[dim]{label}: {r.scale_note}[/]")
+        if not r.compiled:
+            console.print(f"[{'red' if r.status == 'compile_error' else 'dim'}]{label}: {r.message}[/]")
+    console.print(f"[dim]{CAVEAT}[/]")
 
 
 @cli.command("review")
@@ -99,17 +181,34 @@ def propose_cmd(ctx: click.Context, run_id: str, as_json: bool, k: int, diff: bo
 @click.option("--chips", type=click.IntRange(min=1), default=None, help="Chip count when no --run is given.")
 @click.option("--slices", type=click.IntRange(min=1), default=None, help="Slice/node count when no --run is given.")
 @click.option("--json", "as_json", is_flag=True, help="Print the stable JSON (docs/proposals-json.md).")
+@click.option("--aot", is_flag=True, help="Also compile the new mesh's sharded train step at reduced scale (jax extra).")
+@click.option("--aot-timeout", type=click.FloatRange(min=1), default=120.0, show_default=True,
+              help="Seconds allowed for the AOT compile.")
 @click.pass_context
 def review_cmd(
-    ctx: click.Context, old: Path, new: Path, run_id: str | None, chips: int | None, slices: int | None, as_json: bool
+    ctx: click.Context,
+    old: Path,
+    new: Path,
+    run_id: str | None,
+    chips: int | None,
+    slices: int | None,
+    as_json: bool,
+    aot: bool,
+    aot_timeout: float,
 ) -> None:
     """Predict the effect of a config change OLD -> NEW and flag problems (exit 1 when any)."""
     from bot.proposals.review import review
 
     run = _store(ctx).get(run_id) if run_id else None
     result = review(old, new, run, num_chips=chips, num_slices=slices)
+    report = _aot_for_review(run, new, result, aot_timeout) if aot else None
     if as_json:
-        click.echo(result.model_dump_json(indent=2))
+        if report is None:
+            click.echo(result.model_dump_json(indent=2))
+        else:
+            data = result.model_dump(mode="json")
+            data["new"]["aot"] = report.model_dump(mode="json") if report is not False else None
+            click.echo(json.dumps(data, indent=2))
     else:
         console.print(f"[bold]{result.old.mesh_short}[/] -> [bold]{result.new.mesh_short or '(invalid)'}[/]"
                       + (f"  (run {result.run_id}, {result.bottleneck}-bound)" if result.run_id else ""))
@@ -124,11 +223,51 @@ def review_cmd(
             console.print(f"[{colors[f.severity]}]{f.severity}[/] {f.check}: {f.message}")
         for s in result.skipped:
             console.print(f"[dim]skipped:[/] {s}")
+        if report:
+            _print_aot(["new"], [report])
         console.print("[green]OK: no problems flagged[/]" if result.ok else "[red]problems flagged[/]")
     if not result.ok:
         # SystemExit, not ctx.exit: bot.cli.main runs click with standalone_mode=False, which turns
         # ctx.exit(code) into a discarded return value instead of the process exit status.
         sys.exit(1)
+
+
+def _aot_for_review(run: Any, new_path: Path, result: Any, timeout_s: float) -> Any:
+    """AOT report for the review's new mesh (False when it did not resolve); a compile error is a problem.
+
+    Adds the ``aot_compile`` check to ``result.critic`` and, when XLA rejects the mesh, a ``problem``
+    finding (exit status 1). Without ``--run`` the chip count is the new mesh's own.
+    """
+    from bot.configs.mesh import Mesh
+    from bot.proposals.aot import aot_check
+    from bot.proposals.critic import check_aot
+    from bot.proposals.models import ReviewFinding
+    from bot.runs.record import RunRecord
+
+    if result.new.mesh is None:
+        result.skipped.append("aot_compile: the new mesh does not resolve, nothing to compile")
+        return False
+    mesh = Mesh(**result.new.mesh)
+    target: Any = run
+    settings = None
+    if run is None:
+        target = RunRecord(id="review", chip="unknown", num_chips=mesh.num_devices, num_slices=mesh.num_slices)
+    try:
+        from bot.configs.detect import load_config
+        from knowledge.cost_settings import settings_from_config
+
+        settings = settings_from_config(load_config(Path(new_path)))
+    except Exception:  # noqa: BLE001 - settings only choose the remat mode; the review already read the file
+        settings = None
+    report = aot_check(target, mesh, settings=settings, timeout_s=timeout_s)
+    check = check_aot(report)
+    result.critic.append(check)
+    if not check.passed:
+        result.findings.append(ReviewFinding(severity="problem", check=check.name, message=check.reason))
+        result.ok = False
+    elif check.skipped:
+        result.skipped.append(f"aot_compile: {report.message}")
+    return report
 
 
 @cli.command("eval")
