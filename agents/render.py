@@ -11,14 +11,9 @@ from typing import Any
 
 from agents.intents import Intent
 from agents.workspace import Workspace
+from bot import fmt
 
-
-def _f(v: Any, unit: str = "", nd: int = 1) -> str:
-    if v is None:
-        return "n/a"
-    if isinstance(v, float):
-        return f"{v:.{nd}f}{unit}"
-    return f"{v}{unit}"
+_f = fmt.value
 
 
 def render_first(ws: Workspace) -> str:

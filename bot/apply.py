@@ -27,6 +27,7 @@ import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from bot import fmt
 from bot.configs.detect import parse_config
 from bot.configs.edit import apply_changes, diff_text
 from bot.configs.mesh import Mesh
@@ -262,12 +263,8 @@ def impact_lines(pset: ProposalSet, proposal: Proposal) -> list[str]:
     return out
 
 
-def pct_text(v: float | None) -> str:
-    return "n/a" if v is None else f"{v:+.1f}%"
-
-
-def gb_text(b: float | None) -> str:
-    return "n/a" if b is None else f"{b / 1e9:.1f} GB"
+pct_text = fmt.signed_pct
+gb_text = fmt.gb
 
 
 def render_pr_body(run_id: str, index: int, path: str, report: AnalysisReport, pset: ProposalSet,

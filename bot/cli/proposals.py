@@ -15,6 +15,7 @@ import click
 from rich.console import Console
 from rich.table import Table
 
+from bot import fmt
 from bot.cli import cli
 
 console = Console(highlight=False, soft_wrap=True)
@@ -26,12 +27,8 @@ def _store(ctx: click.Context):  # noqa: ANN202 - LocalRunStore
     return LocalRunStore((ctx.obj or {}).get("runs_dir"))
 
 
-def _ms(x: float | None) -> str:
-    return "-" if x is None else f"{x:,.1f} ms"
-
-
-def _gb(x: float | None) -> str:
-    return "-" if x is None else f"{x / 1e9:,.1f} GB"
+_ms = fmt.ms
+_gb = fmt.gb
 
 
 @cli.command("propose")

@@ -17,6 +17,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from bot import fmt
 from bot.errors import AsapError
 
 MAX_BLOCKS = 50
@@ -97,16 +98,8 @@ def header(text: str) -> dict[str, Any]:
     return {"type": "header", "text": {"type": "plain_text", "text": clip(text, MAX_HEADER_TEXT), "emoji": False}}
 
 
-def _f(v: Any, unit: str = "", nd: int = 1) -> str:
-    if v is None:
-        return "n/a"
-    if isinstance(v, float):
-        return f"{v:.{nd}f}{unit}"
-    return f"{v}{unit}"
-
-
-def _gb(v: Any) -> str:
-    return "n/a" if not isinstance(v, (int, float)) else f"{v / 1e9:.1f} GB"
+_f = fmt.value
+_gb = fmt.gb
 
 
 # ---------------------------------------------------------------- action values

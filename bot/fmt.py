@@ -1,0 +1,34 @@
+"""How numbers read wherever ASAP shows them to people (terminal, Slack, GitHub, PR bodies).
+
+One place, so a step time or a memory figure reads the same in every channel.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+MISSING = "n/a"
+
+
+def value(v: Any, unit: str = "", nd: int = 1) -> str:
+    """A number with its unit; floats rounded to ``nd`` places; ``None`` reads "n/a"."""
+    if v is None:
+        return MISSING
+    if isinstance(v, float):
+        return f"{v:.{nd}f}{unit}"
+    return f"{v}{unit}"
+
+
+def gb(b: Any) -> str:
+    """Bytes as decimal gigabytes ("27.6 GB"), the unit HBM capacities are quoted in."""
+    return MISSING if not isinstance(b, (int, float)) else f"{b / 1e9:,.1f} GB"
+
+
+def ms(x: float | None) -> str:
+    """Milliseconds with thousands separators ("4,898.8 ms")."""
+    return MISSING if x is None else f"{x:,.1f} ms"
+
+
+def signed_pct(v: float | None) -> str:
+    """A change in percent with its sign ("-44.7%")."""
+    return MISSING if v is None else f"{v:+.1f}%"
