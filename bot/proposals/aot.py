@@ -230,7 +230,7 @@ def _record(run: Run | RunRecord) -> RunRecord:
 
 def _mesh_dict(mesh: Mesh) -> dict[str, dict[str, int]]:
     n = mesh.normalized()
-    return {"ici": dict(n.ici), "dcn": dict(n.dcn)}
+    return {"ici": {str(a): v for a, v in n.ici.items()}, "dcn": {str(a): v for a, v in n.dcn.items()}}
 
 
 _CACHE: dict[str, AotReport] = {}
@@ -262,7 +262,7 @@ def aot_check(
         mesh.validate_against(record.num_chips)
     except ConfigError as exc:
         return AotReport(status="refused", message=f"not compiled: {exc.message}", **base)
-    sizes = mesh.sizes()
+    sizes: dict[str, int] = dict(mesh.sizes())
     unsupported = {a: sizes[a] for a in AXES if a not in SUPPORTED_AXES and sizes[a] > 1}
     if unsupported:
         what = ", ".join(f"{a}={v}" for a, v in unsupported.items())

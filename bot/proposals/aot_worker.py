@@ -148,7 +148,7 @@ def _compile(job: dict[str, Any]) -> dict[str, Any]:
 
     collectives = [
         {"op": c.op, "result_bytes": c.result_bytes, "group_size": c.group_size, "num_groups": c.num_groups}
-        for c in parse_hlo_text(compiled.as_text(), source="compiled AOT train step")
+        for c in parse_hlo_text(compiled.as_text() or "", source="compiled AOT train step")
     ]
     memory: dict[str, int] = {}
     analysis = compiled.memory_analysis()
