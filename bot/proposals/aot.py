@@ -262,7 +262,7 @@ def aot_check(
         mesh.validate_against(record.num_chips)
     except ConfigError as exc:
         return AotReport(status="refused", message=f"not compiled: {exc.message}", **base)
-    sizes: dict[str, int] = dict(mesh.sizes())
+    sizes: dict[str, int] = {str(a): v for a, v in mesh.sizes().items()}
     unsupported = {a: sizes[a] for a in AXES if a not in SUPPORTED_AXES and sizes[a] > 1}
     if unsupported:
         what = ", ".join(f"{a}={v}" for a, v in unsupported.items())
