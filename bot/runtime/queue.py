@@ -21,6 +21,7 @@ has been idle ``visibility_s``.
 
 from __future__ import annotations
 
+import abc
 import asyncio
 import contextlib
 import functools
@@ -132,29 +133,34 @@ def open_queue(env: Mapping[str, str] | None = None, *, store: MemoryStore | Non
 
 
 # ------------------------------------------------------------------------------------------- worker core
-class _WorkerCore:
+class _WorkerCore(abc.ABC):
     """The worker loop shared by both queues; subclasses supply fetch/ack/retry/return/dead-letter."""
 
     settings: QueueSettings
 
+    @abc.abstractmethod
     async def _fetch(self, consumer: str, count: int) -> list[Delivery]:
-        raise NotImplementedError
+        ...
 
+    @abc.abstractmethod
     async def _begin(self, d: Delivery) -> int:
         """Count a delivery of ``d``'s job; returns the attempt number (1 for the first)."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     async def _ack(self, d: Delivery) -> None:
-        raise NotImplementedError
+        ...
 
+    @abc.abstractmethod
     async def _retry(self, d: Delivery) -> None:
-        raise NotImplementedError
+        ...
 
+    @abc.abstractmethod
     async def _return(self, d: Delivery) -> None:
-        raise NotImplementedError
+        ...
 
+    @abc.abstractmethod
     async def _dead(self, d: Delivery, reason: str, consumer: str) -> None:
-        raise NotImplementedError
+        ...
 
     async def _heartbeat(self, consumer: str, refs: list[Any]) -> None:
         return None
