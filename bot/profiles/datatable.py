@@ -22,7 +22,7 @@ import orjson
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from bot.errors import ProfileError
-from bot.profiles.io import loads_json
+from bot.profiles.io import json_value_end, loads_json
 
 Scalar = str | int | float | bool | None
 
@@ -241,30 +241,6 @@ def _row_pattern(ncols: int, wanted: tuple[int, ...]) -> re.Pattern[bytes]:
     return re.compile(rb'\{"c":\[' + rb",".join(cells) + rb"\]\}")
 
 
-def _cols_end(data: bytes, start: int) -> int:
-    """Index just past the JSON array beginning at ``start`` (a bracket scanner that skips strings)."""
-    depth = 0
-    in_str = False
-    i = start
-    n = len(data)
-    while i < n:
-        ch = data[i]
-        if in_str:
-            if ch == 0x5C:
-                i += 2
-                continue
-            if ch == 0x22:
-                in_str = False
-        elif ch == 0x22:
-            in_str = True
-        elif ch in (0x5B, 0x7B):
-            depth += 1
-        elif ch in (0x5D, 0x7D):
-            depth -= 1
-            if depth == 0:
-                return i + 1
-        i += 1
-    return -1
 
 
 WINDOW_BYTES = 8 << 20
@@ -289,7 +265,7 @@ def fast_table(
     if not head.startswith(b'{"cols":['):
         return None
     start = data.index(b"[")
-    end = _cols_end(data, start)
+    end = json_value_end(data, start)
     if end < 0:
         return None
     cols_obj = loads_json(data[start:end], source=source)

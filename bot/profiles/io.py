@@ -98,3 +98,29 @@ def decode_text(data: bytes, *, source: str) -> str:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise ProfileError(f"not UTF-8 text (bad byte at offset {exc.start})", source=source) from None
+
+
+def json_value_end(data: bytes, start: int) -> int:
+    """Index just past the JSON object or array starting at ``start`` (skips strings), or -1 if unclosed.
+
+    Lets the streaming readers cut one value out of a large buffer without parsing the whole file.
+    """
+    depth, in_str, i, n = 0, False, start, len(data)
+    while i < n:
+        ch = data[i]
+        if in_str:
+            if ch == 0x5C:  # backslash: skip the escaped byte
+                i += 2
+                continue
+            if ch == 0x22:
+                in_str = False
+        elif ch == 0x22:
+            in_str = True
+        elif ch in (0x5B, 0x7B):
+            depth += 1
+        elif ch in (0x5D, 0x7D):
+            depth -= 1
+            if depth == 0:
+                return i + 1
+        i += 1
+    return -1

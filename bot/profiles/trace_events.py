@@ -27,7 +27,7 @@ import orjson
 
 from bot.errors import ProfileError
 from bot.profiles.classify import op_kind
-from bot.profiles.io import MAX_PROFILE_BYTES, check_size, human_bytes, is_gzip
+from bot.profiles.io import MAX_PROFILE_BYTES, check_size, human_bytes, is_gzip, json_value_end
 from bot.profiles.model import OpStat, Profile
 
 CHUNK_BYTES = 8 << 20  # decompressed bytes parsed at a time in streaming mode
@@ -171,27 +171,6 @@ def _whole(data: bytes, state: _State, source: str) -> None:
     _consume(state, obj["traceEvents"], source)
 
 
-def _value_end(data: bytes, start: int) -> int:
-    """Index just past the JSON object/array starting at ``start`` (skips strings), or -1."""
-    depth, in_str, i, n = 0, False, start, len(data)
-    while i < n:
-        ch = data[i]
-        if in_str:
-            if ch == 0x5C:
-                i += 2
-                continue
-            if ch == 0x22:
-                in_str = False
-        elif ch == 0x22:
-            in_str = True
-        elif ch in (0x5B, 0x7B):
-            depth += 1
-        elif ch in (0x5D, 0x7D):
-            depth -= 1
-            if depth == 0:
-                return i + 1
-        i += 1
-    return -1
 
 
 def _stream(first: bytes, rest: Iterator[bytes], state: _State, source: str) -> None:
@@ -227,7 +206,7 @@ def _stream(first: bytes, rest: Iterator[bytes], state: _State, source: str) -> 
     pos = 0
     batch = []
     while pos < len(buf) and buf[pos : pos + 1] == b"{":
-        end = _value_end(buf, pos)
+        end = json_value_end(buf, pos)
         if end < 0:
             raise ProfileError("trace ends in the middle of an event (truncated file?)", source=source)
         batch.append(buf[pos:end])
