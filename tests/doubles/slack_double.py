@@ -199,7 +199,9 @@ class SlackDouble:
     latency_s: float = 0.0  # added to every call, to see that nothing waits on Slack where it must not
     rate_limits: bool = False  # enforce METHOD_LIMITS with 429 + Retry-After
     time_scale: float = 1.0  # windows are multiplied by this (rate-limit runs that must finish quickly)
+    limits: dict[str, tuple[Any, ...]] = field(default_factory=lambda: dict(METHOD_LIMITS))
     limited: list[tuple[str, str, int]] = field(default_factory=list)  # (method, channel, Retry-After) refused
+    usergroups_error: str | None = None  # e.g. "missing_scope" (no usergroups:read), "paid_teams_only"
     lose_response: dict[str, int] = field(default_factory=dict)  # method -> calls that are done, then answered 500
     _hits: dict[tuple[str, str], deque[float]] = field(default_factory=dict)
     _clock: int = 0
@@ -297,7 +299,7 @@ class SlackDouble:
 
     def _over_limit(self, method: str, channel: str) -> int | None:
         """None when Slack would accept this call now (and it is counted); else the Retry-After seconds."""
-        rule = METHOD_LIMITS.get(method)
+        rule = self.limits.get(method)
         if rule is None:
             return None
         now = _time.monotonic()
@@ -387,6 +389,11 @@ class SlackDouble:
         return {"ok": True}
 
     def _m_usergroups_users_list(self, args: dict[str, Any]) -> dict[str, Any]:
+        if self.usergroups_error == "missing_scope":  # Slack's shape for a token without the scope
+            return {"ok": False, "error": "missing_scope", "needed": "usergroups:read",
+                    "provided": "app_mentions:read,chat:write,reactions:write,commands"}
+        if self.usergroups_error:
+            return {"ok": False, "error": self.usergroups_error}
         group = args.get("usergroup")
         if group not in self.usergroups:
             return {"ok": False, "error": "no_such_subteam"}
