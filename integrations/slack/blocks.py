@@ -315,6 +315,30 @@ def footer(answer: dict[str, Any], report: dict[str, Any] | None) -> dict[str, A
     return context(*parts)
 
 
+FIRST_SCREEN_LINES = 30  # about what a Slack thread pane shows before scrolling (desktop, default font size)
+
+
+def screen_lines(block: dict[str, Any]) -> int:
+    """Roughly how many lines ``block`` takes on screen: its text lines, two fields per line, one line for a
+    divider, a context line or a row of buttons."""
+    if block.get("type") in ("divider", "actions", "context", "header"):
+        return 1
+    n = len(str((block.get("text") or {}).get("text") or "").splitlines())
+    fields = block.get("fields") or []
+    return n + sum(len(str(f.get("text", "")).splitlines()) for f in fields[::2])
+
+
+def first_screen(blocks: list[dict[str, Any]], lines: int = FIRST_SCREEN_LINES) -> list[dict[str, Any]]:
+    """The blocks a person sees before scrolling (the answer's promise: verdict, best proposal, three cards)."""
+    out, used = [], 0
+    for b in blocks:
+        used += screen_lines(b)
+        if used > lines:
+            break
+        out.append(b)
+    return out
+
+
 def answer_blocks(answer: dict[str, Any], workspace: dict[str, Any] | None) -> list[dict[str, Any]]:
     """All blocks of an answer (before splitting into messages).
 
@@ -387,9 +411,16 @@ def fallback_text(answer: dict[str, Any], workspace: dict[str, Any] | None) -> s
     report = (workspace or {}).get("report") or {}
     diag = report.get("diagnosis") or {}
     if answer.get("intent") == "first" and diag:
-        n = len(((workspace or {}).get("proposals") or {}).get("proposals") or [])
-        return clip(f"Run {answer.get('run_id')}: {diag.get('bottleneck')}-bound — {min(n, MAX_PROPOSALS)} proposal(s)",
-                    MAX_FALLBACK_TEXT)
+        from agents.workspace import Workspace
+
+        passed = Workspace.from_dict(workspace or {}).proposal_list() if workspace else []
+        text = f"Run {answer.get('run_id')} is {diag.get('bottleneck')}-bound"
+        if passed:
+            best = passed[0]
+            mesh = str((report.get("run") or {}).get("mesh_short") or "")
+            text += (f"; best: proposal 1, {_change_words(best, mesh).replace('`', '')} "
+                     f"({_signed((best.get('change') or {}).get('step_time_percent'))})")
+        return clip(text, MAX_FALLBACK_TEXT)
     first = next((ln for ln in str(answer.get("text") or "").splitlines() if ln.strip()), "ASAP answer")
     return clip(first, MAX_FALLBACK_TEXT)
 
