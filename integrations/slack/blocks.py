@@ -270,7 +270,7 @@ def proposal_card(p: dict[str, Any], index: int, run_id: str, current_mesh: str 
             {"type": "button", "action_id": f"{APPLY_ACTION}:{index}", "style": "primary", "value": value,
              "text": {"type": "plain_text", "text": clip(f"Apply {index}: {mesh}", MAX_BUTTON_TEXT)},
              "confirm": {"title": {"type": "plain_text", "text": "Open a pull request?"},
-                         "text": {"type": "mrkdwn", "text": clip(f"ASAP will open a pull request that changes the mesh of run {escape(run_id)} to `{escape(mesh)}`.", 300)},
+                         "text": {"type": "mrkdwn", "text": clip(f"ASAP will open a pull request for run {escape(run_id)} that changes {_change_words(p, current_mesh)}.", 300)},
                          "confirm": {"type": "plain_text", "text": "Open PR"},
                          "deny": {"type": "plain_text", "text": "Cancel"}}},
             {"type": "button", "action_id": f"{EXPLAIN_ACTION}:{index}", "value": value,

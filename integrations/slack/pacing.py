@@ -148,7 +148,7 @@ class ProgressBudget:
     while ``chat.update`` is backing off or was refused in the last ``cooldown_s``."""
 
     def __init__(self, pacer: Pacer, *, per_min: float = DEFAULT_PROGRESS_PER_MIN, burst: float = 5.0,
-                 cooldown_s: float = 10.0) -> None:
+                 cooldown_s: float = 60.0) -> None:
         self.pacer = pacer
         self.per_s = per_min / 60.0
         self.burst = burst
