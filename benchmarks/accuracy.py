@@ -96,7 +96,7 @@ def _pct(x: float | None) -> str:
 
 
 def _print(result: dict) -> None:  # type: ignore[type-arg]
-    head = f"{'table':34} {'family':22} {'rows':>4} {'metric':>12} {'Spearman':>8} {'err raw':>8} {'err cal':>8} {'max cal':>8} {'mem pred/meas':>14}"
+    head = f"{'table':34} {'family':26} {'rows':>4} {'metric':>12} {'Spearman':>8} {'err raw':>8} {'err cal':>8} {'max cal':>8} {'mem pred/meas':>14}"
     print(head)
     print("-" * len(head))
     for r in result["tables"]:
@@ -104,7 +104,7 @@ def _print(result: dict) -> None:  # type: ignore[type-arg]
         mem = "-" if r["memory_ratio_min"] is None else f"{r['memory_ratio_min']:.2f}-{r['memory_ratio_max']:.2f}"
         metric = {"tflops_per_chip": "TFLOP/s/chip", "mfu_percent": "MFU", "tokens_per_second_per_chip": "tokens/s/chip"}.get(
             r["metric"], "-")
-        print(f"{r['table']:34} {','.join(r['families']):22} {r['rows']:>4} {metric:>12} {rho:>8} "
+        print(f"{r['table']:34} {','.join(r['families']):26} {r['rows']:>4} {metric:>12} {rho:>8} "
               f"{_pct(r['step_error_median_raw']):>8} {_pct(r['step_error_median_calibrated']):>8} "
               f"{_pct(r['step_error_max_calibrated']):>8} {mem:>14}")
     o = result["overall"]

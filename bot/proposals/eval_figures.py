@@ -32,10 +32,10 @@ MIN_CALIBRATION_POINTS = 3
 METRIC_ORDER = ("tflops_per_chip", "mfu_percent", "tokens_per_second_per_chip")
 
 
-def family_of(record: Any) -> str:
-    """Hardware family one calibration covers: the chip, split by fp8 (another peak and kernel path)."""
+def family_of(record: Any, variant: str | None = None) -> str:
+    """Hardware family one calibration covers: the chip (and its variant), split by fp8 (another peak and kernels)."""
     dtype = record.training.dtype if record.training else "bf16"
-    return record.chip + ("-fp8" if dtype == "fp8" else "")
+    return record.chip + (f"-{variant}" if variant else "") + ("-fp8" if dtype == "fp8" else "")
 
 
 def _chip_peak(record: Any) -> float | None:
@@ -109,7 +109,7 @@ def measured_points(run: Any, expected: Expected, default_mesh: Mesh | None, cal
         pred_ms = pred.step_time_ms if pred is not None else None
         out.append(MeasuredPoint(
             mesh=mesh.short(),
-            family=family_of(record),
+            family=family_of(record, expected.hardware_variant),
             measured_step_ms=meas_ms,
             step_from=step_from,
             predicted_step_ms=pred_ms,

@@ -85,6 +85,11 @@ class Expected(BaseModel):
         default=True,
         description="false when the measured hardware's memory differs from the catalog chip: OOM is then not scored",
     )
+    hardware_variant: str | None = Field(
+        default=None,
+        description="the measured hardware is a variant of the catalog chip (e.g. '96gb-hbm2e-500w'): its points are "
+        "calibrated as a family of their own",
+    )
     adopted_mesh: Mesh | None = None
     expected_verdict: Literal["improve", "near_optimal", "mesh_not_the_problem", "no_valid_proposals"] | None = Field(
         default=None, description="profiled: the verdict an expert would give (e.g. mesh_not_the_problem for host-bound)"
