@@ -91,7 +91,9 @@ class Expected(BaseModel):
         "calibrated as a family of their own",
     )
     adopted_mesh: Mesh | None = None
-    expected_verdict: Literal["improve", "near_optimal", "mesh_not_the_problem", "no_valid_proposals"] | None = Field(
+    expected_verdict: Literal[
+        "improve", "near_optimal", "uncertain", "current_fails", "mesh_not_the_problem", "no_valid_proposals"
+    ] | None = Field(
         default=None, description="profiled: the verdict an expert would give (e.g. mesh_not_the_problem for host-bound)"
     )
     expected_kinds: list[str] = Field(
