@@ -160,3 +160,24 @@ def test_cli_eval_exits_1_on_a_regressed_floor(
     captured = capsys.readouterr()
     assert "published cases" in captured.err
     assert '"published"' in captured.out and '"spearman"' in captured.out
+
+
+def test_a_crashing_case_is_reported_not_fatal(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import bot.proposals.evaluate as evaluate
+
+    for name in ("maxtext-v5p-32b-1x128", "maxtext-v5p-64b-1x128"):
+        shutil.copytree(EVAL / name, tmp_path / name)
+    real = evaluate.eval_config_only
+
+    def flaky(run, expected):  # type: ignore[no-untyped-def]
+        if run.record.id == "maxtext-v5p-64b-1x128":
+            raise TypeError("boom")
+        return real(run, expected)
+
+    monkeypatch.setattr(evaluate, "eval_config_only", flaky)
+    rep = run_eval(tmp_path)
+    errors = {c.case: c.error for c in rep.cases}
+    assert errors["maxtext-v5p-32b-1x128"] is None
+    assert errors["maxtext-v5p-64b-1x128"] == "internal error: TypeError: boom"
+    floor = floor_from(rep).model_copy(update={"min_cases": 0})
+    assert any("failed to evaluate" in m for m in regressions(rep, floor))

@@ -255,7 +255,8 @@ def eval_config_only(run, expected: Expected) -> CaseResult:  # type: ignore[no-
     meshes = meshsearch.enumerate_meshes(record)
     scores = meshsearch.score_meshes(record, meshes, None, settings=settings)
     order = sorted(
-        (float(t), m) for t, m in zip(scores, meshes, strict=True) if float(t) < expert_pred.step_time_ms - noise
+        ((float(t), m) for t, m in zip(scores, meshes, strict=True) if float(t) < expert_pred.step_time_ms - noise),
+        key=lambda tm: tm[0],  # equal predicted times keep enumeration order (meshes do not compare)
     ) if meshes else []
     better: list[Mesh] = []
     critiqued = 0
@@ -305,6 +306,14 @@ def eval_config_only(run, expected: Expected) -> CaseResult:  # type: ignore[no-
 SAMPLE_PREFIX = "sample-"
 
 
+def _broken(folder: Path, error: str) -> CaseResult:
+    return CaseResult(
+        verdict=None, verdict_match=None, case=folder.name, kind="profiled", source="-", top1=None, top3=None,
+        kind_top3=None, expert_rank=None, proposals=[], adopted=None, proposals_failing_check=0, proposals_total=0,
+        step_time_errors=[], seconds=0.0, error=error,
+    )
+
+
 def _eval_case(store, folder: Path) -> CaseResult:  # type: ignore[no-untyped-def]
     """One case folder; a broken case is a result with its error, not an exception."""
     t0 = time.perf_counter()
@@ -315,11 +324,9 @@ def _eval_case(store, folder: Path) -> CaseResult:  # type: ignore[no-untyped-de
         run = store.get(folder.name)
         res = eval_profiled(run, expected) if expected.kind == "profiled" else eval_config_only(run, expected)
     except AsapError as exc:
-        res = CaseResult(
-            verdict=None, verdict_match=None, case=folder.name, kind="profiled", source="-", top1=None, top3=None,
-            kind_top3=None, expert_rank=None, proposals=[], adopted=None, proposals_failing_check=0, proposals_total=0,
-            step_time_errors=[], seconds=0.0, error=exc.render(),
-        )
+        res = _broken(folder, exc.render())
+    except Exception as exc:  # noqa: BLE001 - one case's crash is reported (and fails the floor), not fatal to the eval
+        res = _broken(folder, f"internal error: {type(exc).__name__}: {exc}")
     res.seconds = round(time.perf_counter() - t0, 3)
     res.sample = folder.name.startswith(SAMPLE_PREFIX)
     res.table = table
