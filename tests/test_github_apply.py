@@ -10,6 +10,7 @@ import functools
 from pathlib import Path
 
 from bot.configs.detect import parse_config
+from integrations.github import markdown as md
 from tests.doubles.github_rest_double import GitHubRestDouble, WebhookHarness, comment_event
 
 REPO = "acme/llm"
@@ -151,7 +152,7 @@ def test_settings_proposal_opens_a_pr_that_changes_only_its_settings_lines(tmp_p
         assert ("Only the lines this proposal changes are edited (" + ", ".join(f"`{k}`" for k in setting_keys)) in body
         assert "the mesh lines" not in body
         reply = d.comments_on(REPO, 1)[-1]["body"]
-        assert "opened https://github.example/acme/llm/pull/" in reply and p.settings_changes[0] in reply
+        assert "opened https://github.example/acme/llm/pull/" in reply and md.plain(p.settings_changes[0]) in reply
     finally:
         d.__exit__()
 

@@ -178,4 +178,4 @@ def test_explain_mention_renders_the_computed_proposal(tmp_path: Path):
 
         asyncio.run(go())
         body = d.comments_on("acme/llm", 1)[0]["body"]
-        assert "Proposal 1 for run 311" in body and "check product: passed" in body and "```diff" in body
+        assert "Proposal 1 for run `311`" in body and "check product: passed" in body and "```diff" in body
