@@ -42,6 +42,6 @@ def test_replies_name_the_configured_mention_word(tmp_path):
         assert len(replies) == 3, replies
         apply_reply, explain_reply, which_run = replies
         assert f"`@{WORD} apply 2`" in apply_reply and "Nothing was changed" in apply_reply
-        assert f"Apply it with `@{WORD} apply 1`" in explain_reply and "Proposal 1 for run `311`" in explain_reply
+        assert f"Apply it with `@{WORD} apply 1`" in explain_reply and "Proposal 1 for run 311" in explain_reply
         assert f"`@{WORD} why is run 123 slow?`" in which_run
         assert not any("@asap" in r for r in replies), replies

@@ -144,9 +144,9 @@ def render_explain(pset: Any, index: int, mention: str = "asap") -> str:
     from bot.apply import change_summary, impact_lines, pick_proposal
 
     p = pick_proposal(pset, index)
-    lines = [f"**Proposal {index} for run {md.code(pset.run_id)}**: {md.text(change_summary(pset, p))} "
+    lines = [f"**Proposal {index} for run {md.text(pset.run_id)}**: {md.text(change_summary(pset, p))} "
              f"({md.text(p.kind)})", ""]
-    lines += [md.text(x) if not x.startswith("- ") else "- " + md.text(x[2:]) for x in impact_lines(pset, p)]
+    lines += impact_lines(pset, p)  # ASAP's own computed sentences (numbers only)
     lines += ["", md.text(p.rationale), ""]
     lines.append(f"- confidence {p.confidence:.2f}: " + "; ".join(md.text(r) for r in p.confidence_reasons))
     lines += [f"- trade-off: {md.text(t)}" for t in p.tradeoffs]

@@ -26,7 +26,7 @@ import hmac
 import re
 
 ZWSP = "&#8203;"
-_MENTION = re.compile(r"(?<![A-Za-z0-9_.+-])@(?=[A-Za-z0-9])")  # not the @ of an e-mail address
+_MENTION = re.compile(r"(?<![A-Za-z0-9_])@(?=[A-Za-z0-9])")  # as GitHub: after a non-word character (not e-mail)
 _PUNCT = re.compile(r"([\\`*_\[\]|!#~])")
 _BACKTICKS = re.compile(r"`+")
 MARKER_RE = re.compile(r"<!-- asap:(?P<kind>[a-z]+)=(?P<key>[^\s>]{1,200}) sig=(?P<sig>[0-9a-f]{32}) -->")

@@ -170,3 +170,31 @@ def render_followup(answer: Any) -> str:
         parts.append(md.lines(answer.model_note))
     parts.append(f"<sub>{footer(answer)}</sub>")
     return "\n\n".join(parts)
+
+
+def reference(run_id: str = "311") -> str:
+    """The answer to ``@asap why is run <run_id> slow?`` in analyst mode, as posted (without the marker line):
+    ``python -m integrations.github.render 311 > docs/github-answer.md`` regenerates the reference rendering."""
+    import asyncio
+    import tempfile
+    from pathlib import Path
+
+    from agents.conversation import Conversation
+    from agents.workspace import Workspace
+    from bot.store.sqlite_store import SQLiteStore
+
+    with tempfile.TemporaryDirectory() as tmp:
+        store = SQLiteStore(Path(tmp) / "state.db")
+        try:
+            conv = Conversation(store=store)  # no model: analyst mode
+            answer = asyncio.run(conv.ask(f"why is run {run_id} slow?", thread_id="reference", run_id=run_id))
+            ws = Workspace.from_dict((store.get_thread("reference") or {})["workspace"])
+            return render_first(ws, answer)
+        finally:
+            store.close()
+
+
+if __name__ == "__main__":
+    import sys
+
+    print(reference(sys.argv[1] if len(sys.argv) > 1 else "311"))
