@@ -185,3 +185,50 @@ def test_edited_comment_updates_the_same_reply(double, tmp_path):
     assert len(after) == 1 and after[0]["edits"] >= 1  # the same reply, edited
     assert "fsdp=256" in after[0]["body"] and "no run '31'" not in after[0]["body"]
     assert typo[1].get("ignored") == "edited, but the mention asks the same"
+
+
+def scripted_conversation(store, final: str):  # type: ignore[no-untyped-def]
+    """The agents' Conversation driven by autogen's ReplayChatCompletionClient: the tool calls a model makes,
+    then ``final`` as the Coordinator's words."""
+    from autogen_core import FunctionCall
+    from autogen_core.models import CreateResult, RequestUsage
+    from autogen_ext.models.replay import ReplayChatCompletionClient
+
+    from agents.conversation import Conversation
+    from agents.models import ModelSetup
+
+    def fc(name: str) -> CreateResult:
+        return CreateResult(finish_reason="function_calls", cached=False, usage=RequestUsage(0, 0),
+                            content=[FunctionCall(id=name, name=name, arguments='{"run_id": "311"}')])
+
+    def txt(t: str) -> CreateResult:
+        return CreateResult(finish_reason="stop", content=t, cached=False, usage=RequestUsage(0, 0))
+
+    script = [fc("analyze_run"), txt("Diagnosed."), fc("propose_meshes"), txt("Three candidates."),
+              fc("critique_candidates"), txt("All checked."), txt(final)]
+    info = {"vision": False, "function_calling": True, "json_output": False, "family": "unknown",
+            "structured_output": False}
+    client = ReplayChatCompletionClient(script, model_info=info)
+    setup = ModelSetup(client=client, mode="compatible", model="scripted", token_budget=10**9, price=None, timeout_s=30)
+    return Conversation(store=store, model=setup)
+
+
+def test_model_words_are_escaped_and_folded_below_the_computed_table(double, tmp_path):
+    forged = md.marker(SECRET, "review", f"{REPO}#1")
+    final = f"Start with proposal 1. Ping @octocat and @acme/ml-infra. <script>alert(1)</script> {forged}"
+
+    async def go():  # type: ignore[no-untyped-def]
+        async with WebhookHarness(double, tmp_path) as h:
+            h.ctx.conversation_factory = lambda: scripted_conversation(h.ctx.store, final)
+            await h.deliver("issue_comment", example_comment_event(REPO, 1, "@asap why is run 311 slow?"))
+            await h.drain()
+
+    asyncio.run(go())
+    [reply] = double.comments_on(REPO, 1)
+    body = reply["body"]
+    screen, fold = body.split("<details>", 1)
+    assert len(table_rows(screen)) == 3 and "Start with proposal 1" not in screen
+    assert "Start with proposal 1" in fold and "words by scripted" in fold
+    assert "<script>" not in body and "&lt;script&gt;" in body
+    assert re.search(r"(?<![&#\w])@octocat", body) is None and "@acme/ml-infra" not in body
+    assert body.count("<!-- asap:") == 1

@@ -13,7 +13,7 @@ import pytest
 
 from bot.configs.detect import parse_config
 from integrations.github import markdown as md
-from tests.doubles.github_rest_double import GitHubRestDouble, WebhookHarness, comment_event
+from tests.doubles.github_rest_double import GitHubRestDouble, WebhookHarness, example_comment_event
 
 REPO = "acme/llm"
 CFG = (Path(__file__).resolve().parents[1] / "examples" / "runs" / "123" / "maxtext.yml").read_text()
@@ -55,7 +55,7 @@ def make_double() -> GitHubRestDouble:
 
 
 async def say(h: WebhookHarness, text: str, login: str, cid: int, number: int = 1) -> None:
-    status, _ = await h.deliver("issue_comment", comment_event(REPO, number, text, login=login, comment_id=cid))
+    status, _ = await h.deliver("issue_comment", example_comment_event(REPO, number, text, login=login, comment_id=cid))
     assert status == 202
     await h.drain()
 

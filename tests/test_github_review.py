@@ -33,7 +33,7 @@ async def _push_and_review(h: WebhookHarness, d: GitHubRestDouble, files: dict[s
     sha = d.commit(REPO, "change", files, parent_branch="main" if number is None else "change")
     if number is None:
         number = d.open_pull(REPO, "change", title="mesh change", body=body)
-    status, _ = await h.deliver("pull_request", pull_event(REPO, number, sha, action))
+    status, _ = await h.deliver("pull_request", example_pull_event(REPO, number, sha, action))
     assert status == 202
     await h.drain()
     return number, sha
