@@ -201,3 +201,21 @@ def test_review_findings_name_repository_paths_only(tmp_path):
         body = review_comments(d, n)[0]["body"]
     assert "product" in body and "configs/llama.yml" in body
     assert "/tmp" not in body and "asap-review" not in body and "examples/runs" not in body
+
+
+def test_a_review_comment_from_an_older_asap_is_updated_not_duplicated(tmp_path):
+    with GitHubRestDouble() as d:
+        setup_repo(d)
+        d.commit(REPO, "change", {"configs/llama.yml": mesh(CFG_311, 32, 8)}, parent_branch="main")
+        n = d.open_pull(REPO, "change", title="mesh change")
+        old = d.add_comment(REPO, n, "<!-- asap:review -->\n### ASAP sharding review (old)", user="asap-bot")
+        fake = d.add_comment(REPO, n, "<!-- asap:review -->\nnot the bot", user="mallory")
+
+        async def go():
+            async with WebhookHarness(d, tmp_path) as h:
+                await _push_and_review(h, d, {"configs/llama.yml": mesh(CFG_311, 8, 32)}, "synchronize", n)
+
+        asyncio.run(go())
+        comments = d.comments_on(REPO, n)
+        assert len(comments) == 2 and d.repos[REPO].comments[fake]["body"].endswith("not the bot")
+        assert d.repos[REPO].comments[old]["body"].startswith("<!-- asap:review=") and "tensor=32" in d.repos[REPO].comments[old]["body"]

@@ -406,12 +406,19 @@ class GitHubHost:
                 return int(c.id)
         return None
 
-    def upsert_comment(self, number: int, marker: str, body: str) -> tuple[int, bool]:
-        """Edit the bot's comment carrying ``marker`` on issue/PR ``number``, or create it. -> (id, created)."""
+    def upsert_comment(self, number: int, marker: str, body: str, *, legacy: str | None = None) -> tuple[int, bool]:
+        """Edit the bot's comment carrying ``marker`` on issue/PR ``number``, or create it. -> (id, created).
+
+        ``legacy`` is the unsigned marker an older ASAP wrote (``<!-- asap:review -->``): a comment starting
+        with it is adopted only when its author is the bot's known login.
+        """
         issue = self.repo.get_issue(int(number))
         comments = self._call("listing comments", lambda: list(issue.get_comments()))
+        login = self._bot.login
         for c in comments:
-            if self._own(c, marker):
+            adopt = bool(legacy and login and (c.body or "").startswith(legacy) and c.user
+                         and c.user.login.lower() == login.lower())
+            if self._own(c, marker) or adopt:
                 if c.body != body:
                     self._call("editing the comment", c.edit, body)
                 return c.id, False

@@ -249,7 +249,7 @@ async def github_review(job: Job, ctx: RuntimeContext) -> None:
         def publish() -> None:
             if not outcome.files and not outcome.settings_error and host.find_comment(number, mark) is None:
                 return  # nothing to review and nothing said before: stay quiet
-            host.upsert_comment(number, mark, scrub_paths(outcome.body, gi))
+            host.upsert_comment(number, mark, scrub_paths(outcome.body, gi), legacy="<!-- asap:review -->")
             host.set_status(outcome.head_sha, outcome.state, scrub_paths(outcome.description, gi), outcome.context)
 
         await asyncio.to_thread(publish)
