@@ -305,3 +305,23 @@ def test_simultaneous_apply_loses_the_race_and_answers_with_the_winners_pr(tmp_p
         assert "422" not in reply and "⚠️" not in reply
     finally:
         d.__exit__()
+
+
+def test_a_config_line_cannot_break_out_of_the_pr_bodys_diff_fence(tmp_path):
+    """The diff shows the config's own lines: a comment holding ``` and a mention stays inside the code block."""
+    p = mesh_proposal()
+    d = make_double()
+    hostile = CFG.replace("ici_fsdp_parallelism: -1", "# see ``` then @octocat <b>x</b>\nici_fsdp_parallelism: -1", 1)
+    d.commit(REPO, "main", {"configs/llama3-8b.yml": hostile})
+    try:
+        async def go():
+            async with WebhookHarness(d, tmp_path) as h:
+                await say(h, f"@asap apply {p.rank} of run 123", "alice", 1)
+
+        asyncio.run(go())
+        body = apply_pulls(d)[0]["body"]
+        diff_block = body.split("<summary>Diff</summary>", 1)[1]
+        assert diff_block.lstrip().startswith("````diff") and "# see ``` then @octocat" in diff_block
+        assert diff_block.rstrip().endswith("````\n\n</details>".rstrip())
+    finally:
+        d.__exit__()
