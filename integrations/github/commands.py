@@ -4,7 +4,9 @@ The parser only ever extracts a command word, a run ID (``[A-Za-z0-9][A-Za-z0-9.
 number (1..20) and, for apply, a repository-relative config path that must pass
 :func:`~integrations.codehost.base.safe_repo_path`. Nothing in the comment can name an endpoint, a
 secret, a file outside the repository, or an action other than these four; everything else is just the
-question text handed to the conversation.
+question text handed to the conversation. A word after "run" (or "of") that is not a run ID
+(``../311``, ``a/b``) is an error said back to the person ("no run '../311'"): it is never looked up, and
+never replaced by the thread's previous run.
 
     @asap why is run 123 slow?        -> ask      (run 123)
     @asap propose 123                 -> propose  (run 123)
