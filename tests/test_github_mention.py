@@ -6,7 +6,8 @@ from __future__ import annotations
 import asyncio
 
 from integrations.github.commands import parse_command
-from tests.doubles.github_rest_double import GitHubRestDouble, WebhookHarness, comment_event
+from tests.doubles.github_rest_double import GitHubRestDouble, WebhookHarness
+from tests.doubles.github_rest_double import example_comment_event as comment_event  # octokit/webhooks examples
 
 REPO = "acme/llm"
 WORD = "infra-bot"

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from integrations.github import markdown as md
-from tests.doubles.github_rest_double import GitHubRestDouble, WebhookHarness, comment_event
+from tests.doubles.github_rest_double import GitHubRestDouble, WebhookHarness
+from tests.doubles.github_rest_double import example_comment_event as comment_event  # octokit/webhooks examples
 
 REPO = "acme/llm"
 CONFIG = (Path(__file__).resolve().parents[1] / "examples" / "runs" / "123" / "maxtext.yml").read_text()
