@@ -56,7 +56,7 @@ def first_screen(body: str) -> str:
 
 def table_rows(text: str) -> list[list[str]]:
     rows = [line for line in text.splitlines() if re.match(r"^\| \d+ \|", line)]
-    return [[c.strip() for c in r.strip("|").split("|")] for r in rows]
+    return [[c.strip() for c in re.split(r"(?<!\\)\|", r.strip().strip("|"))] for r in rows]
 
 
 # ---------------------------------------------------------------------------------------------- item 9
@@ -232,3 +232,13 @@ def test_model_words_are_escaped_and_folded_below_the_computed_table(double, tmp
     assert "<script>" not in body and "&lt;script&gt;" in body
     assert re.search(r"(?<![&#\w])@octocat", body) is None and "@acme/ml-infra" not in body
     assert body.count("<!-- asap:") == 1
+
+
+def test_multislice_meshes_and_unknown_models_keep_the_table_intact(double, tmp_path):
+    """Run 520: a DCN axis (``fsdp=16 | dcn data=8``, a pipe inside a table cell) and no model recorded."""
+    ask(double, tmp_path, [(1, "@asap why is run 520 slow?")])
+    screen = first_screen(double.comments_on(REPO, 1)[0]["body"])
+    rows = table_rows(screen)
+    assert len(rows) == 3 and all(len(r) == 5 for r in rows)  # an unescaped | would add a column
+    assert all("dcn data=8" in r[1] for r in rows)
+    assert all(r[3] == "not computed" for r in rows)  # memory is not computed without the model; never "0.0 GB"

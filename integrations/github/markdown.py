@@ -67,9 +67,14 @@ def lines(value: object, *, limit: int = 20000) -> str:
     return "\n".join(text(line) if line.strip() else "" for line in raw.splitlines())
 
 
-def code(value: object, *, limit: int = 300) -> str:
-    """``value`` as an inline code span; GitHub renders nothing inside one (mentions, links, tags)."""
+def code(value: object, *, limit: int = 300, cell: bool = False) -> str:
+    """``value`` as an inline code span; GitHub renders nothing inside one (mentions, links, tags).
+
+    ``cell``: the span sits in a table cell, where GitHub splits on ``|`` even inside code, so it is ``\\|``.
+    """
     s = " ".join(str(value).split())[:limit] or " "
+    if cell:
+        s = s.replace("|", "\\|")
     s = s.replace("<!--", "<!-\u200b-")  # stays readable; can never be an HTML comment if pasted elsewhere
     longest = max((len(m) for m in _BACKTICKS.findall(s)), default=0)
     fence = "`" * (longest + 1)

@@ -68,7 +68,9 @@ def _memory_cell(p: dict[str, Any]) -> str:
     pred = p.get("predicted") or {}
     if not pred.get("memory_per_chip_bytes"):
         return "not computed"
-    cell = f"{fmt.gb(pred['memory_per_chip_bytes'])} of {fmt.gb(pred.get('memory_capacity_bytes'))}"
+    used = pred["memory_per_chip_bytes"]
+    shown = f"{used / 1e6:,.0f} MB" if used < 1e9 else fmt.gb(used)  # a small model is not "0.0 GB"
+    cell = f"{shown} of {fmt.gb(pred.get('memory_capacity_bytes'))}"
     return cell + (" ⚠️ does not fit" if pred.get("fits_memory") is False else "")
 
 
@@ -76,9 +78,9 @@ def proposals_table(props: list[dict[str, Any]]) -> list[str]:
     """The three checked proposals as a markdown table (mesh, predicted step, memory per chip, confidence)."""
     rows = ["| # | mesh | predicted step | memory / chip | confidence |", "|---|---|---|---|---|"]
     for i, p in enumerate(props, 1):
-        what = md.code(p.get("mesh_short") or "?")
+        what = md.code(p.get("mesh_short") or "?", cell=True)
         if p.get("settings_changes"):
-            what += " + " + ", ".join(md.code(s, limit=80) for s in p["settings_changes"][:2])
+            what += " + " + ", ".join(md.code(s, limit=80, cell=True) for s in p["settings_changes"][:2])
         rows.append(f"| {i} | {what} | {_step_cell(p)} | {_memory_cell(p)} | {_num(p.get('confidence'), nd=2)} |")
     return rows
 
