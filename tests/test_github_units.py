@@ -223,3 +223,19 @@ def test_signed_markers_cannot_be_forged_or_moved_to_another_key():
     assert not md.has_valid_marker(secret, moved)
     assert not md.has_valid_marker(secret, "<!-- asap:job=x -->")
     assert md.marker(secret, "reply", "a/b#1/comment/2") == mark  # stable: the same reply is found again
+
+
+def test_a_spoofed_api_url_never_gets_the_token_and_a_loopback_one_does():
+    """Against the REST double: ``http://localhost@127.0.0.1:<port>`` looks like localhost but is a request to
+    the host after the ``@`` (here the double, in production anyone): refused before any request is made."""
+    with GitHubRestDouble() as d:
+        d.add_repo("acme/llm", {"a.yml": "ici_data_parallelism: 2\n"})
+        port = d.base_url.rsplit(":", 1)[1]
+        env = {"GITHUB_WEBHOOK_SECRET": "w", "GITHUB_TOKEN": "bot-token", "GITHUB_BOT_LOGIN": "asap-bot"}
+        with pytest.raises(AsapError, match="user info"):
+            GitHubIntegration.from_env({**env, "GITHUB_API_URL": f"http://localhost@127.0.0.1:{port}"})
+        assert d.requests == []
+        gi = GitHubIntegration.from_env({**env, "GITHUB_API_URL": f"http://localhost:{port}"})
+        host = gi.clients.host("acme/llm")
+        assert host.read_file("a.yml", "main") == "ici_data_parallelism: 2\n"
+        assert {login for _, _, login in d.requests} == {"asap-bot"}
