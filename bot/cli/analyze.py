@@ -301,11 +301,19 @@ def render_report(report: AnalysisReport, console: Console) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print the AnalysisReport JSON only (docs/json-output.md).")
 @click.option("--top", "top_n", type=click.IntRange(0, 1000), default=DEFAULT_TOP_N, show_default=True,
               help="How many top ops to list.")
+@click.option("--session", default=None, help="Profile session to read (plugins/profile/<session>); default: newest.")
+@click.option("--write-back", is_flag=True,
+              help="Record the diagnosis on the run in its store (MLflow tags and note; needs ASAP_MLFLOW_WRITE_BACK=1).")
 @click.pass_context
-def why_cmd(ctx: click.Context, run_id: str, as_json: bool, top_n: int) -> None:
+def why_cmd(ctx: click.Context, run_id: str, as_json: bool, top_n: int, session: str | None, write_back: bool) -> None:
     """Diagnose why RUN is slow: bottleneck, KPIs, top ops on the roofline, evidence, confidence."""
-    run = _store(ctx).get(run_id)
+    store = _store(ctx)
+    run = store.get(run_id, session=session)
     report = analyze_run(run, top_n=top_n)
+    if write_back:
+        d = report.diagnosis
+        store.write_back(run, {"asap.bottleneck": str(d.bottleneck.value if hasattr(d.bottleneck, "value") else d.bottleneck),
+                               "asap.confidence": f"{d.confidence:.2f}"}, f"ASAP: {d.summary}")
     if as_json:
         click.echo(report.model_dump_json(indent=2))
         return

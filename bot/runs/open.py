@@ -37,6 +37,7 @@ class ChainStore:
 
     entries: list[tuple[StoreSpec, Any]]
     warnings: list[str] = field(default_factory=list)
+    served_by: dict[str, Any] = field(default_factory=dict)  # run id -> the store it came from
 
     def _stores(self) -> list[tuple[StoreSpec, Any]]:
         out = []
@@ -56,7 +57,9 @@ class ChainStore:
         misses: list[AsapError] = []
         for spec, store in self._stores():
             try:
-                return store.get(query, session=session) if session else store.get(query)
+                run = store.get(query, session=session) if session else store.get(query)
+                self.served_by[run.id] = store
+                return run
             except RunNotFound as exc:
                 misses.append(exc)
             except StoreUnavailable as exc:  # this store is down: the others still answer
@@ -71,6 +74,13 @@ class ChainStore:
             + (f" ({'; '.join(self.warnings)})" if self.warnings else ""),
             field="run", hint="; ".join(hints) or None,
         )
+
+    def write_back(self, run: Run, tags: dict[str, str], note: str | None) -> None:
+        """Record ASAP's diagnosis on the run in the store it came from (stores that support it: MLflow)."""
+        store = self.served_by.get(run.id)
+        if store is None or not hasattr(store, "write_back"):
+            raise AsapError("this run's store does not take write-back (only MLflow stores do)", field="--write-back")
+        store.write_back(run, tags, note)
 
     def describe(self) -> list[str]:
         """The stores searched, as people configured them (the default is the runs folder's path)."""
@@ -117,7 +127,8 @@ def _page_of(store: Any, limit: int, token: Any) -> tuple[list[dict[str, Any]], 
         return store.list_page(limit, token)  # type: ignore[no-any-return]
     ids = store.list_ids()
     start = int(token or 0)
-    page = [{"id": i, "local": isinstance(store, LocalRunStore)} for i in ids[start:start + limit]]
+    local = isinstance(store, LocalRunStore) or bool(getattr(store, "local", False))
+    page = [{"id": i, "local": local} for i in ids[start:start + limit]]
     return page, (start + limit if start + limit < len(ids) else None)
 
 
