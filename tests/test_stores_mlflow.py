@@ -116,7 +116,7 @@ def test_listing_pages_through_the_server(logged: dict[str, str], monkeypatch: p
 
     client = MlflowClient(logged["url"])
     experiment = client.create_experiment(f"many-{os.urandom(3).hex()}")
-    for i in range(60):
+    for i in range(30):
         client.create_run(experiment, run_name=f"sweep-{i:03d}", tags={"asap.chip": "tpu-v5p", "asap.num_chips": "64"})
     store = MlflowRunStore(parse_store(f"mlflow+{logged['url']}/{experiment}"))
     asked: list[int] = []
@@ -130,12 +130,12 @@ def test_listing_pages_through_the_server(logged: dict[str, str], monkeypatch: p
     seen: list[str] = []
     token = None
     while True:
-        rows, token = store.list_page(25, token)
+        rows, token = store.list_page(10, token)
         seen += [r["id"] for r in rows]
         if not token:
             break
-    assert len(seen) == 60 and len(set(seen)) == 60
-    assert max(asked) == 25  # never more than a page per request
+    assert len(seen) == 30 and len(set(seen)) == 30
+    assert max(asked) == 10  # never more than a page per request
     result = CliRunner().invoke(cli, ["--runs", f"mlflow+{logged['url']}/{experiment}", "runs", "--limit", "25", "--json"])
     page = json.loads(result.output)
     assert len(page["runs"]) == 25 and page["next_page_token"]
@@ -155,6 +155,13 @@ def test_write_back_is_opt_in(logged: dict[str, str], monkeypatch: pytest.Monkey
     store.write_back(run, {"asap.bottleneck": "communication"}, "ASAP: communication-bound")
     tags = MlflowClient(logged["url"]).get_run(logged["run_id"]).data.tags
     assert tags["asap.bottleneck"] == "communication" and tags["mlflow.note.content"] == "ASAP: communication-bound"
+    # the CLI's explicit step: asap why RUN --write-back records the computed diagnosis
+    MlflowClient(logged["url"]).set_tag(logged["run_id"], "asap.bottleneck", "unknown")
+    result = CliRunner().invoke(cli, ["--runs", _spec(logged), "why", "llama-cpu", "--write-back", "--json"])
+    assert result.exit_code == 0, result.output
+    tags = MlflowClient(logged["url"]).get_run(logged["run_id"]).data.tags
+    assert tags["asap.bottleneck"] == json.loads(result.output)["diagnosis"]["bottleneck"] == "communication"
+    assert tags["mlflow.note.content"].startswith("ASAP: ")
 
 
 def test_a_server_that_is_down_is_named(tmp_path: Path) -> None:
