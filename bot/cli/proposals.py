@@ -24,9 +24,9 @@ console = Console(highlight=False, soft_wrap=True)
 
 
 def _store(ctx: click.Context):  # noqa: ANN202 - LocalRunStore
-    from bot.runs.store import LocalRunStore
+    from bot.runs.open import open_runs
 
-    return LocalRunStore((ctx.obj or {}).get("runs_dir"))
+    return open_runs(runs_dir=(ctx.obj or {}).get("runs_dir"))
 
 
 _ms = fmt.ms

@@ -88,9 +88,9 @@ class GitHubIntegration:
         return self.auth.app_id if self.auth else None
 
     def runs(self) -> Any:
-        from bot.runs.store import LocalRunStore
+        from bot.runs.open import open_runs
 
-        return LocalRunStore(self.runs_dir)
+        return open_runs(runs_dir=self.runs_dir)
 
 
 def integration(ctx: RuntimeContext) -> GitHubIntegration:
