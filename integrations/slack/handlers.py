@@ -399,6 +399,7 @@ async def slack_failure(job: Job, reason: str, ctx: RuntimeContext) -> None:
         await _upsert(client, record, channel, str(job.reply_to["thread_ts"]), [msg])
     elif job.reply_to.get("response_url"):
         await _respond(str(job.reply_to["response_url"]), msg.text)
+    record.save(done=True)  # settled: replies waiting behind this job go ahead (see _wait_for_first)
 
 
 HANDLERS: dict[str, Callable[..., Any]] = {"ask": slack_ask, "explain": slack_explain, "apply": slack_apply}
