@@ -301,7 +301,7 @@ def collect_evidence(ws: Workspace, computed: str = "", actions: Iterable[Mappin
         if not verdict.get("ok", True):
             ev.rejected[_verdict_mesh(short, verdict)] = _hard_reasons(verdict)
     for s in ws.suggested:
-        if not s.get("accepted") and isinstance(s.get("verdict"), Mapping):
+        if isinstance(s.get("verdict"), Mapping) and not s["verdict"].get("ok", True):  # a fixed one stays rejected
             v = s["verdict"]
             key = _verdict_mesh(str(v.get("mesh_short") or ""), v)
             ev.rejected[key] = "; ".join(s.get("reasons") or []) or _hard_reasons(v)
