@@ -327,16 +327,28 @@ class Checked:
 
     @property
     def note(self) -> str | None:
-        """The visible note naming what was removed and why (None when nothing was)."""
+        """The visible note saying what was removed and why (None when nothing was).
+
+        Removed figures and claims are counted, not repeated (a skimming reader should not pick up the
+        invented number from the note); meshes are named, since the computed part shows their verdicts.
+        The worklog keeps every removed sentence for tracing.
+        """
         if not self.removed:
             return None
-        groups: dict[str, list[str]] = {}
+        counts: dict[str, int] = {}
+        meshes: dict[str, list[str]] = {}
         for r in self.removed:
-            groups.setdefault(r.why, []).extend(r.items)
-        labels = {"figure": "figures no computed result supports", "rejected_mesh": "meshes the Critic rejected",
-                  "mesh": "meshes that were not computed or checked in this thread",
-                  "action": "claims of actions that were not taken"}
-        parts = [f"{labels[k]} ({', '.join(dict.fromkeys(v))})" for k, v in groups.items()]
+            counts[r.why] = counts.get(r.why, 0) + 1
+            if r.why in ("mesh", "rejected_mesh"):
+                meshes.setdefault(r.why, []).extend(r.items)
+        labels = {"figure": "with figures no computed result supports",
+                  "action": "claiming actions that were not taken",
+                  "rejected_mesh": "naming meshes the Critic rejected", "mesh": "naming meshes not checked in this thread"}
+        parts = []
+        for why in ("figure", "action", "rejected_mesh", "mesh"):
+            if why in counts:
+                named = f" ({', '.join(dict.fromkeys(meshes[why]))})" if why in meshes else ""
+                parts.append(f"{counts[why]} {labels[why]}{named}")
         n = len(self.removed)
         return (f"Note: {n} sentence{'s' if n != 1 else ''} of the model's text {'were' if n != 1 else 'was'} "
                 f"removed: {'; '.join(parts)}. The figures above are the computed ones.")

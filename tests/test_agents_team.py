@@ -175,7 +175,7 @@ def test_scripted_model_corrects_an_invented_run_id_and_its_meshes_are_checked(t
     assert "1. fsdp=32 tensor=2" in a.text
     assert "Start with fsdp=32 tensor=2." in a.text  # the model's explanation is kept ...
     assert "try tensor=32 fsdp=2" not in a.text  # ... its unchecked mesh removed, and the removal said
-    assert "meshes that were not computed or checked in this thread (tensor=32 fsdp=2)" in a.text
+    assert "1 naming meshes not checked in this thread (tensor=32 fsdp=2)" in a.text
     assert a.usage == {"prompt_tokens": 720, "completion_tokens": 120, "total_tokens": 840, "model_calls": 8}
     assert a.cost_usd == pytest.approx((720 * 1.0 + 120 * 2.0) / 1e6)
 
