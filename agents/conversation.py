@@ -55,6 +55,7 @@ for _name in ("autogen_core", "autogen_agentchat", "autogen_ext"):
 
 THREAD_VERSION = 1
 MIN_MODEL_S = 1.0  # below this much time left before the deadline the model is not asked at all
+FINISH_S = 0.25  # kept back from the model for checking its text, rendering and saving the thread
 REQUIRED = {
     "first": ["analyze_run", "propose_meshes", "critique_candidates"],
     "which_first": ["recommend_first"], "are_you_sure": ["assess_confidence"], "pushback": ["weigh_pushback"],
@@ -244,16 +245,15 @@ class Conversation:
         down = await asyncio.to_thread(health.down_reason) if health is not None else None
         if down:
             return f"the model endpoint is down: {down}", None, {}
-        left = None if turn.deadline is None else turn.deadline - time.monotonic()
+        left = None if turn.deadline is None else turn.deadline - time.monotonic() - FINISH_S
         if left is not None and left < MIN_MODEL_S:
             return f"no time was left for the model before this request's deadline ({max(left, 0):.1f} s)", None, {}
         token = CancellationToken()
+        task = asyncio.ensure_future(self._run(self.model.client_for_loop(), ws, turn.intent, turn.task, turn.state,
+                                               turn.meter, turn.say, analyst=False, cancellation=token))
         try:
-            note, state = await asyncio.wait_for(
-                self._run(self.model.client_for_loop(), ws, turn.intent, turn.task, turn.state, turn.meter, turn.say,
-                          analyst=False, cancellation=token), timeout=left)
+            note, state = await _within(task, token, left)
         except TimeoutError:
-            token.cancel()
             turn.log({"kind": "model_error", "error": f"deadline: {left:.1f} s left for the model were not enough"})
             return (f"the model did not finish in the {left:.1f} s left before this request's deadline", None, {})
         except ModelFailure as exc:
@@ -271,6 +271,20 @@ class Conversation:
         if missing:
             return f"the model's team run did not produce {', '.join(missing)}", None, {}
         return None, note, state
+
+
+async def _within(task: asyncio.Future[Any], token: CancellationToken, seconds: float | None) -> Any:
+    """The team run's result, or TimeoutError after ``seconds``: its model calls are cancelled through the
+    token first (an in-flight HTTP request ends at once) and the run itself is given one second to unwind."""
+    done, _ = await asyncio.wait({task}, timeout=seconds)
+    if done:
+        return task.result()
+    token.cancel()
+    task.cancel()
+    await asyncio.wait({task}, timeout=1.0)
+    if task.done() and not task.cancelled():
+        task.exception()  # retrieved: the run's own error after cancellation is not the answer's concern
+    raise TimeoutError
 
 
 @dataclass
