@@ -192,6 +192,11 @@ class Conversation:
     def _missing(ws: Workspace, intent: Intent) -> list[str]:
         return [t for t in REQUIRED[intent.kind] if not any(r.tool == t and r.status == "ok" for r in ws.turn)]
 
+    def _unreachable(self, meter: Meter) -> None:
+        """A call could not connect: the model is down for the next requests until a probe finds it back."""
+        if meter.unreachable and self.model.health is not None:
+            self.model.health.mark_down(meter.unreachable)
+
     async def _run(self, client: Any, ws: Workspace, intent: Intent, task: str, state: dict[str, Any] | None,
                    meter: Meter, say: Progress, *, analyst: bool,
                    cancellation: CancellationToken | None = None) -> tuple[str | None, dict[str, Any]]:
@@ -257,12 +262,12 @@ class Conversation:
             turn.log({"kind": "model_error", "error": f"deadline: {left:.1f} s left for the model were not enough"})
             return (f"the model did not finish in the {left:.1f} s left before this request's deadline", None, {})
         except ModelFailure as exc:
-            if exc.unreachable and health is not None:
-                health.mark_down(exc.message)
+            self._unreachable(turn.meter)
             return exc.message, None, {}
         except Exception as exc:  # autogen wraps agent errors in RuntimeError; a person still gets an answer
             if unavailable(exc):
                 raise  # the store or queue is down: the job is retried, not answered without its memory
+            self._unreachable(turn.meter)
             first = (str(exc).strip().splitlines() or [""])[0]
             # autogen re-raises agent errors as RuntimeError("<Type>: <message>\nTraceback ..."): keep the message
             first = re.sub(r"^(?:\w+Error|ModelFailure|TokenBudgetExceeded): ", "", first)

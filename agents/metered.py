@@ -51,6 +51,7 @@ class Meter:
         self.prompt_tokens = 0
         self.completion_tokens = 0
         self.calls = 0
+        self.unreachable: str | None = None  # set when a call could not reach the endpoint at all
 
     @property
     def used(self) -> int:
@@ -92,6 +93,8 @@ class MeteredClient(ChatCompletionClient):
             self._log({"kind": "model_error", "agent": self.agent, "error": f"{type(exc).__name__}: {exc}"})
             failure = ModelFailure(f"the model request failed: {type(exc).__name__}: {str(exc)[:300]}")
             failure.unreachable = _connection_error(exc)
+            if failure.unreachable:
+                self.meter.unreachable = failure.message
             raise failure from None
         m.calls += 1
         m.prompt_tokens += result.usage.prompt_tokens
