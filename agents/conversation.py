@@ -118,13 +118,9 @@ class Conversation:
         say(f"run {rid}: {intent.kind.replace('_', ' ')} ({' -> '.join(intent.plan)})")
         turn = _Turn(task=f"{task_header(rid, intent)}\nQuestion: {text}", intent=intent, state=record.get("team_state"),
                      meter=Meter(self.model.token_budget, log), log=log, say=say,
-                     deadline=deadline if deadline is not None else reply_by())
-        backend = self.backend
-        self.backend = _Memo(backend)  # the analyst pass and the model pass share each computed result
-        try:
-            ws, model_note, state_out, fallback = await self._answer(ws, turn)
-        finally:
-            self.backend = backend
+                     deadline=deadline if deadline is not None else reply_by(),
+                     backend=_Memo(self.backend))  # the analyst and model passes share each computed result
+        ws, model_note, state_out, fallback = await self._answer(ws, turn)
         computed = render_first(ws) if intent.kind == "first" else render_followup(ws, intent)
         notes = []
         if fallback:
@@ -198,9 +194,9 @@ class Conversation:
             self.model.health.mark_down(meter.unreachable)
 
     async def _run(self, client: Any, ws: Workspace, intent: Intent, task: str, state: dict[str, Any] | None,
-                   meter: Meter, say: Progress, *, analyst: bool,
-                   cancellation: CancellationToken | None = None) -> tuple[str | None, dict[str, Any]]:
-        toolbox = ToolBox(ws, self.backend, meter.log)
+                   meter: Meter, say: Progress, *, analyst: bool, cancellation: CancellationToken | None = None,
+                   backend: AnalysisBackend | None = None) -> tuple[str | None, dict[str, Any]]:
+        toolbox = ToolBox(ws, backend or self.backend, meter.log)
         ws.turn = []
         plan = Plan(toolbox)
         plan.set(intent.plan)
@@ -230,13 +226,13 @@ class Conversation:
         """(workspace, model text, team state, fallback reason): the analyst pass, then the model in the time left."""
         if self.model.analyst:
             note, state = await self._run(self.analyst, ws, turn.intent, turn.task, turn.state, turn.meter, turn.say,
-                                          analyst=True)
+                                          analyst=True, backend=turn.backend)
             return ws, note, state, None
         quiet = Meter(1 << 30, _tagged(turn.log, "analyst_"))
         ws_a = Workspace.from_dict(ws.to_dict())
         turn.say("computing the analysis")
         _, state_a = await self._run(self.analyst, ws_a, turn.intent, turn.task, turn.state, quiet, lambda s: None,
-                                     analyst=True)
+                                     analyst=True, backend=turn.backend)
         fallback, note, state = await self._model_pass(ws, turn)
         if fallback is None:
             return ws, note, state, None
@@ -255,7 +251,8 @@ class Conversation:
             return f"no time was left for the model before this request's deadline ({max(left, 0):.1f} s)", None, {}
         token = CancellationToken()
         task = asyncio.ensure_future(self._run(self.model.client_for_loop(), ws, turn.intent, turn.task, turn.state,
-                                               turn.meter, turn.say, analyst=False, cancellation=token))
+                                               turn.meter, turn.say, analyst=False, cancellation=token,
+                                               backend=turn.backend))
         try:
             note, state = await _within(task, token, left)
         except TimeoutError:
@@ -303,6 +300,7 @@ class _Turn:
     log: Callable[[dict[str, Any]], None]
     say: Progress
     deadline: float | None
+    backend: AnalysisBackend
 
 
 def _tagged(log: Callable[[dict[str, Any]], None], prefix: str) -> Callable[[dict[str, Any]], None]:
