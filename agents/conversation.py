@@ -130,9 +130,8 @@ class Conversation:
             if checked.removed:
                 log({"kind": "model_text_check", "removed": [{"why": r.why, "items": r.items, "sentence": r.sentence}
                                                              for r in checked.removed]})
-            model_note = checked.text or None
-            if checked.note:
-                notes.insert(0, checked.note)
+            # the note travels inside model_note, so every front end that shows the model's text shows it too
+            model_note = "\n\n".join(p for p in (checked.text, checked.note) if p) or None
         else:
             model_note = NEEDS_A_MODEL if intent.kind == "other" else None
         meter = turn.meter

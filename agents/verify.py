@@ -279,12 +279,15 @@ def collect_evidence(ws: Workspace, computed: str = "", actions: Iterable[Mappin
     ev = Evidence(actions=[dict(a) for a in actions])
     sources: list[Any] = [ws.report, ws.proposals, ws.verdicts, ws.suggested, ws.whatif, ws.stance,
                           [r.result for r in ws.turn if r.status == "ok"]]
+    steps: list[float] = []
     for key, value in _walk(sources):
         if isinstance(value, bool):
             continue
         if isinstance(value, (int, float)):
             for dim, v in _typed(key, float(value)):
                 ev.add(dim, v)
+            if key.startswith("step_time") and key.endswith("_ms"):
+                steps.append(float(value))
         elif isinstance(value, str) and any(ch.isdigit() for ch in value):
             for q in quantities(value):
                 ev.add(q.dimension, q.value)
@@ -293,6 +296,10 @@ def collect_evidence(ws: Workspace, computed: str = "", actions: Iterable[Mappin
                     ev.meshes.add(m)  # type: ignore[arg-type]
     for q in quantities(computed):
         ev.add(q.dimension, q.value)
+    current = ((ws.report or {}).get("kpis") or {}).get("step_time_ms")
+    if isinstance(current, (int, float)):  # "saves 653 ms per step": a prediction against the measured step
+        for v in steps:
+            ev.add("time", abs(float(current) - v))
     for mesh in _meshes_of(sources):
         key = mesh_key(mesh)
         ev.meshes.add(key)

@@ -71,12 +71,18 @@ def test_lying_model_through_the_openai_client(tmp_path: Path) -> None:
     assert "1. fsdp=32 tensor=2: step 108.0 ms" in a.text  # the computed part is untouched
     assert "120.0 ms" not in a.text and "0.5 GB" not in a.text
     assert "applied proposal 3" not in a.text and "#42" not in a.text
-    assert a.model_note == "Collectives take 41.5% of the step, so start with fsdp=32 tensor=2 at 108.0 ms (1.15x faster)."
+    assert a.model_note and a.model_note.startswith(
+        "Collectives take 41.5% of the step, so start with fsdp=32 tensor=2 at 108.0 ms (1.15x faster).\n\nNote: 2 sentences")
     assert ("Note: 2 sentences of the model's text were removed: 1 with figures no computed result supports; "
             "1 claiming actions that were not taken. The figures above are the computed ones.") in a.text
     assert not any("120.0 ms" in line or "#42" in line for line in progress)  # progress lines are checked too
     checks = [e for e in conv.log("t1") if e["kind"] == "model_text_check"]
     assert [r["why"] for r in checks[0]["removed"]] == ["figure", "action"]
+    # every front end shows the checked text and the note: Slack's cards are built from model_note
+    from integrations.slack.blocks import answer_blocks
+
+    slack = json.dumps(answer_blocks(a.to_dict(), conv.store.get_thread("t1")["workspace"]))  # type: ignore[index]
+    assert "Note: 2 sentences of the model" in slack and "120.0 ms" not in slack and "#42" not in slack
 
 
 def _fc(name: str, args: dict[str, Any]) -> CreateResult:
@@ -115,7 +121,7 @@ def test_replayed_model_naming_a_rejected_mesh_has_it_removed_not_annotated(tmp_
     assert "suggested fsdp=4 tensor=16: dropped" in a.text  # the computed verdict is shown ...
     assert "would remove the all-gathers" not in a.text  # ... the model's praise of the rejected mesh is not,
     assert "mentioned above fails its checks" not in a.text  # and it is removed, not annotated
-    assert a.model_note == "Proposal 1 (fsdp=32 tensor=2) stays the better first try at 108.0 ms."
+    assert a.model_note and a.model_note.startswith("Proposal 1 (fsdp=32 tensor=2) stays the better first try at 108.0 ms.")
     assert "1 naming meshes the Critic rejected (fsdp=4 tensor=16)" in a.text
 
 
@@ -126,8 +132,9 @@ def test_a_real_sample_runs_figures_are_the_only_ones_kept(tmp_path: Path) -> No
     ws = Workspace.from_dict(conv.store.get_thread("real")["workspace"])  # type: ignore[index]
     p = ws.proposal_list()[0]
     step_ms, mem = p["predicted"]["step_time_ms"], p["predicted"]["memory_per_chip_bytes"]
+    now_ms = ws.report["kpis"]["step_time_ms"]  # type: ignore[index]
     truth = (f"Proposal 1 ({p['mesh_short']}) is predicted at {step_ms:.1f} ms per step, about {step_ms / 1000:.1f} s, "
-             f"using {mem / 1e9:.1f} GB ({mem / 2**30:.1f} GiB) per chip on 64 chips.")
+             f"saving {now_ms - step_ms:.0f} ms, using {mem / 1e9:.1f} GB ({mem / 2**30:.1f} GiB) per chip on 64 chips.")
     lie = "Proposal 1 will run at 120.0 ms with 0.5 GB per chip."
     checked = check_reply(f"{truth} {lie} Opening a pull request for it now: I've opened PR #7.", ws, answer.computed)
     assert checked.text == truth
