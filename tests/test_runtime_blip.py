@@ -115,3 +115,39 @@ def test_redis_outage_under_load_loses_and_doubles_nothing(own_redis: RedisServe
         await ctx.close()
 
     asyncio.run(main())
+
+
+def test_a_store_outage_is_waited_out_not_counted_as_a_failure(tmp_path: Path) -> None:
+    """In-process queue, one attempt allowed: a handler that loses its store twice still answers once."""
+    import redis.exceptions as rex
+
+    async def main() -> None:
+        ctx = RuntimeContext.from_env({"ASAP_STATE_DIR": str(tmp_path / "s"), "ASAP_MAX_ATTEMPTS": "1",
+                                       "ASAP_QUEUE_BLOCK_MS": "50"})
+        runs: list[int] = []
+        failures: list[str] = []
+
+        async def flaky(job: Job, c: RuntimeContext) -> None:
+            runs.append(1)
+            if len(runs) <= 2:
+                raise rex.ConnectionError("Error 111 connecting to 127.0.0.1:6379. Connection refused.")
+            await c.queue.set_result(job.id, {"status": "ok"})
+
+        async def failed(job: Job, reason: str, c: RuntimeContext) -> None:
+            failures.append(reason)
+
+        stop = asyncio.Event()
+        dispatcher = Dispatcher(ctx, handlers={("cli", "review"): flaky}, failure_replies={"cli": failed})
+        w = asyncio.create_task(ctx.queue.run_worker(dispatcher, consumer="w", stop=stop))
+        job = _job(1)
+        assert (await ctx.submit(job)).accepted
+        assert await wait_until(lambda: ctx.queue.get_result(job.id), timeout=10)
+        stop.set()
+        await w
+        assert len(runs) == 3 and failures == [] and await ctx.queue.dead_letters() == []
+        text = ctx.metrics.render().decode()
+        assert 'asap_jobs_total{kind="review",outcome="unavailable",source="cli"} 2.0' in text
+        assert 'asap_jobs_total{kind="review",outcome="ok",source="cli"} 1.0' in text
+        await ctx.close()
+
+    asyncio.run(main())

@@ -171,6 +171,10 @@ class _WorkerCore(abc.ABC):
     async def _heartbeat(self, consumer: str, refs: list[Any]) -> None:
         return None
 
+    async def _abandon(self, d: Delivery) -> None:
+        """Give a job back that could not run through a long outage (not counted as an attempt)."""
+        await self._settle(self._return, d)
+
     async def _prepare(self) -> None:
         return None
 
@@ -286,8 +290,9 @@ class _WorkerCore(abc.ABC):
                 await asyncio.shield(self._settle(self._return, d))
                 raise
             if result.outcome is Outcome.UNAVAILABLE:
-                log.error("Redis still unreachable after %.0f s; the job stays pending and will be redelivered",
+                log.error("the store or queue is still unreachable after %.0f s; the job will be redelivered",
                           self.settings.infra_retry_s)
+                await self._abandon(d)
             elif result.outcome is Outcome.RETRY:
                 await self._settle(self._retry, d)
             elif result.outcome is Outcome.DEAD:
@@ -850,6 +855,10 @@ class RedisStreamsQueue(_WorkerCore):
             if d.job is not None:
                 pipe.delete(self._key("attempts", d.job.id))
             await pipe.execute()
+
+    async def _abandon(self, d: Delivery) -> None:
+        """Leave it pending: Redis is the thing that is down, and XAUTOCLAIM redelivers it once it is back."""
+        return None
 
     async def _heartbeat(self, consumer: str, refs: list[Any]) -> None:
         """Reset the idle time of the jobs this worker still owns, so nobody takes them over."""
