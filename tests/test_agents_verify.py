@@ -128,13 +128,14 @@ def test_replayed_model_naming_a_rejected_mesh_has_it_removed_not_annotated(tmp_
 def test_a_real_sample_runs_figures_are_the_only_ones_kept(tmp_path: Path) -> None:
     """On the real analysis of a bundled sample: the computed prediction in any unit stays, invented ones go."""
     conv = Conversation(store=SQLiteStore(tmp_path / "s.db"), model=build_model({}))
-    answer = asyncio.run(conv.ask("why is run 123 slow?", thread_id="real"))
+    answer = asyncio.run(conv.ask("why is run 311 slow?", thread_id="real"))  # the issue's run: 4898.8 ms, 6.1 GB
     ws = Workspace.from_dict(conv.store.get_thread("real")["workspace"])  # type: ignore[index]
     p = ws.proposal_list()[0]
     step_ms, mem = p["predicted"]["step_time_ms"], p["predicted"]["memory_per_chip_bytes"]
     now_ms = ws.report["kpis"]["step_time_ms"]  # type: ignore[index]
+    chips = ws.report["run"]["num_chips"]  # type: ignore[index]
     truth = (f"Proposal 1 ({p['mesh_short']}) is predicted at {step_ms:.1f} ms per step, about {step_ms / 1000:.1f} s, "
-             f"saving {now_ms - step_ms:.0f} ms, using {mem / 1e9:.1f} GB ({mem / 2**30:.1f} GiB) per chip on 64 chips.")
+             f"saving {now_ms - step_ms:.0f} ms, using {mem / 1e9:.1f} GB ({mem / 2**30:.1f} GiB) per chip on {chips} chips.")
     lie = "Proposal 1 will run at 120.0 ms with 0.5 GB per chip."
     checked = check_reply(f"{truth} {lie} Opening a pull request for it now: I've opened PR #7.", ws, answer.computed)
     assert checked.text == truth
