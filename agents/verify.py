@@ -136,6 +136,11 @@ def mesh_key(mesh: Mapping[str, Mapping[str, int]]) -> MeshKey:
     return part(mesh.get("ici")), part(mesh.get("dcn"))
 
 
+def _axes(key: MeshKey) -> frozenset[tuple[str, int]]:
+    """The (axis, size) pairs of a mesh, ICI and DCN together (text often leaves the network unsaid)."""
+    return frozenset(key[0] + key[1])
+
+
 def _shape(key: MeshKey) -> tuple[int, ...]:
     return tuple(sorted((v for _, v in key[0] + key[1]), reverse=True))
 
@@ -226,16 +231,24 @@ class Evidence:
         return False
 
     def mesh_known(self, mesh: MeshKey | tuple[int, ...]) -> bool:
+        """A computed mesh, or some of its axes ("tensor=16" of ``fsdp=16 tensor=16``; ICI or DCN unsaid)."""
         if isinstance(mesh, tuple) and mesh and isinstance(mesh[0], int):
             return any(_shape(m) == mesh for m in self.meshes)
-        return mesh in self.meshes
+        axes = _axes(mesh)  # type: ignore[arg-type]
+        return mesh in self.meshes or any(axes <= _axes(m) for m in self.meshes)
 
     def mesh_rejected(self, mesh: MeshKey | tuple[int, ...]) -> str | None:
+        """The Critic's reasons when ``mesh`` is one it rejected (and no computed mesh it could be part of)."""
         if isinstance(mesh, tuple) and mesh and isinstance(mesh[0], int):
             if any(_shape(m) == mesh for m in self.meshes):
                 return None
             return next((r for m, r in self.rejected.items() if _shape(m) == mesh), None)
-        return self.rejected.get(mesh)  # type: ignore[call-overload, no-any-return]
+        if mesh in self.rejected:
+            return self.rejected[mesh]  # type: ignore[index]
+        if self.mesh_known(mesh):
+            return None
+        axes = _axes(mesh)  # type: ignore[arg-type]
+        return next((r for m, r in self.rejected.items() if axes == _axes(m)), None)
 
 
 def _walk(obj: Any, key: str = "") -> Iterator[tuple[str, Any]]:

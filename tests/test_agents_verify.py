@@ -50,6 +50,15 @@ def test_figures_units_and_meshes_are_read_as_written() -> None:
     assert found["8x4x2"] == (8, 4, 2) and found["fsdp=64"] == ((("fsdp", 64),), ())
 
 
+def test_an_axis_of_a_computed_mesh_may_be_named_alone() -> None:
+    ev = Evidence(meshes={((("fsdp", 16), ("tensor", 16)), ()), ((("fsdp", 16),), (("data", 8),))})
+    ev.rejected[((("fsdp", 4), ("tensor", 64)), ())] = "tensor 64 does not divide the 40 heads"
+    kept = "Dropping tensor=16 to fsdp=16 alone removes the per-layer all-gathers. With data=8 across slices it scales."
+    assert not check_model_text(kept, ev).removed
+    removed = check_model_text("Try tensor=32 instead. Or fsdp=4 tensor=64.", ev).removed
+    assert [r.why for r in removed] == ["mesh", "rejected_mesh"]
+
+
 def test_display_rounding_and_units_decide_what_matches() -> None:
     ev = Evidence()
     ev.add("time", 4898.8)
