@@ -243,8 +243,9 @@ class Conversation:
         """Run the team with the model within the time left; (fallback reason or None, model text, team state)."""
         health = self.model.health
         down = await asyncio.to_thread(health.down_reason) if health is not None else None
-        if down:
-            return f"the model endpoint is down: {down}", None, {}
+        if down:  # the reason (with the endpoint's address) is for the worklog and /readyz, not the chat
+            turn.log({"kind": "model_down", "reason": down})
+            return "the model endpoint is down; it is re-checked and used again once it answers", None, {}
         left = None if turn.deadline is None else turn.deadline - time.monotonic() - FINISH_S
         if left is not None and left < MIN_MODEL_S:
             return f"no time was left for the model before this request's deadline ({max(left, 0):.1f} s)", None, {}

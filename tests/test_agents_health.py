@@ -83,6 +83,7 @@ def test_model_down_at_start_then_back(tmp_path: Path, monkeypatch: pytest.Monke
             answer = down["answer"]
             assert answer["mode"] == "analyst" and "the model endpoint is down" in answer["fallback"]
             assert "1. fsdp=32 tensor=2" in answer["text"] and "this is the analyst answer" in answer["text"]
+            assert str(model_port) not in answer["text"]  # the endpoint's address stays out of the chat
 
             with OpenAIDouble(tool_policy, port=model_port) as d:
                 t0 = time.monotonic()
