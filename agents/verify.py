@@ -48,7 +48,7 @@ _NUM = r"[-+−]?\d[\d,]*(?:\.\d+)?(?:[eE][-+]?\d+)?"
 _UNIT_RE = (r"(?:[TGMKtgmk]i?[Bb]/s|[TGPtgp]?FLOP[Ss]?/s|[TGPtgp]?FLOPS|[TGPtgp]?FLOPs|[TGMKtgmk]i?B|"
             r"microseconds?|milliseconds?|seconds?|minutes?|hours?|msec|secs?|mins?|hrs?|ms|us|µs|μs|s|h|"
             r"%|percent)")
-_QUANTITY = re.compile(rf"(?P<num>{_NUM})(?:\s*(?:-|–|to)\s*(?P<num2>{_NUM}))?\s*(?P<unit>{_UNIT_RE})(?![A-Za-z0-9/])")
+_QUANTITY = re.compile(rf"(?P<num>{_NUM})(?:\s*(?:-|–|to)\s*(?P<num2>{_NUM}))?\s*(?P<unit>{_UNIT_RE})(?![A-Za-z0-9])")
 _RATIO = re.compile(rf"(?P<num>{_NUM})(?P<unit>[x×])(?![A-Za-z0-9])(?!\s*[x×]?\s*\d)")
 _CHIPS = re.compile(r"(?P<num>\d[\d,]*)\s*(?:x\s+)?(?:(?:TPU|GPU)\s*(?:v\d\w*|[A-Z]\d+\w*)?\s+)?"
                     r"(?P<unit>chips?|devices?|GPUs?|TPUs?|accelerators?)\b", re.IGNORECASE)
