@@ -20,8 +20,9 @@ from doubles.openai_double import OpenAIDouble, Reply
 from test_agents_openai import env_for, tool_policy
 
 from agents.conversation import Conversation
+from agents.figures import meshes_in, quantities
 from agents.models import ModelSetup, PriceSettings, build_model
-from agents.verify import Evidence, check_model_text, check_reply, meshes_in, quantities
+from agents.verify import Evidence, check_model_text, check_reply
 from agents.workspace import Workspace
 from bot.store.sqlite_store import SQLiteStore
 
