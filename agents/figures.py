@@ -39,7 +39,8 @@ _UNIT_RE = (r"(?:[TGMKtgmk]i?[Bb]/s|[TGPtgp]?FLOP[Ss]?/s|[TGPtgp]?FLOPS|[TGPtgp]
             r"microseconds?|milliseconds?|seconds?|minutes?|hours?|msec|secs?|mins?|hrs?|ms|us|µs|μs|s|h|"
             r"%|percent)")
 _QUANTITY = re.compile(rf"(?P<num>{_NUM})(?:\s*(?:-|–|to)\s*(?P<num2>{_NUM}))?\s*(?P<unit>{_UNIT_RE})(?![A-Za-z0-9])")
-_RATIO = re.compile(rf"(?P<num>{_NUM})(?P<unit>[x×])(?![A-Za-z0-9])(?!\s*[x×]?\s*\d)")
+_RATIO = re.compile(rf"(?P<num>{_NUM})(?P<unit>[x×])(?![A-Za-z0-9])(?!\s*[x×]?\s*\d)"
+                    r"|(?<![A-Za-z0-9.])[x×](?P<pre>\d+(?:\.\d+)?)(?![\w.])")  # 1.8x, and x1.8
 _CHIPS = re.compile(r"(?P<num>\d[\d,]*)\s*(?:x\s+)?(?:(?:TPU|GPU)\s*(?:v\d\w*|[A-Z]\d+\w*)?\s+)?"
                     r"(?P<unit>chips?|devices?|GPUs?|TPUs?|accelerators?)\b", re.IGNORECASE)
 
@@ -88,7 +89,7 @@ def quantities(text: str) -> list[Quantity]:
             if raw:
                 out.append(Quantity(m.group(0).strip(), dim, _num(raw) * factor, 0.5 * 10 ** -_decimals(raw) * factor))
     for m in _RATIO.finditer(masked):
-        raw = m.group("num")
+        raw = m.group("num") or m.group("pre")
         out.append(Quantity(m.group(0).strip(), "ratio", _num(raw), 0.5 * 10 ** -_decimals(raw)))
     for m in _CHIPS.finditer(masked):
         out.append(Quantity(m.group(0).strip(), "chips", _num(m.group("num")), 0.0))

@@ -45,8 +45,8 @@ def test_figures_units_and_meshes_are_read_as_written() -> None:
     assert ("flops", 4.59e14) in qs and ("bandwidth", 2.8e12) in qs and ("chips", 64.0) in qs
     assert ("time", 2000.0) in qs and ("time", 3000.0) in qs  # both ends of a range
     assert not quantities("3 slices, 2 steps, proposal 1, 8x4x2, 164 FLOP/byte")  # words, meshes, ratios of units
-    per = {(q.dimension, q.value) for q in quantities("120.0 ms/step and 0.5 GB/chip")}
-    assert per == {("time", 120.0), ("bytes", 0.5e9)}  # "per step" forms are figures too
+    per = {(q.dimension, q.value) for q in quantities("120.0 ms/step and 0.5 GB/chip, a x1.9 gain")}
+    assert per == {("time", 120.0), ("bytes", 0.5e9), ("ratio", 1.9)}  # "per step" and prefix forms too
     found = dict(meshes_in("try fsdp=16 tensor=4, not data:8 model:4 or 8x4x2 | dcn data=2 after fsdp=64"))
     assert found["fsdp=16 tensor=4"] == ((("fsdp", 16), ("tensor", 4)), ())
     assert found["data:8 model:4"] == ((("data", 8), ("tensor", 4)), ())  # ici_mesh names, canonical axes
