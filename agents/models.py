@@ -303,7 +303,7 @@ def _openai(settings: ModelSettings, env: dict[str, str], where: str) -> ModelSe
                         hint="give model_info (function_calling: true, family) in .asap/model.yaml for models autogen does not know") from None
     if not client.model_info.get("function_calling"):
         raise AsapError(f"OpenAI model {model!r} does not support tool calling", source=where, field="model")
-    base_url = check_base_url(env.get("OPENAI_BASE_URL") or "https://api.openai.com/v1")
+    base_url = (env.get("OPENAI_BASE_URL") or "https://api.openai.com/v1").rstrip("/")  # the openai SDK's own variable
     api_key = env["OPENAI_API_KEY"]
     health = ModelHealth(lambda: probe_endpoint(base_url, model, api_key, timeout_s=min(settings.timeout_s, 5.0)),
                          recheck_s=settings.recheck_s)
