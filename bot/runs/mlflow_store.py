@@ -53,7 +53,7 @@ _MEGATRON_KEYS = {
 STEP_TIME_METRICS = (("asap.step_time_ms", 1.0), ("step_time_ms", 1.0), ("perf/step_time_seconds", 1000.0),
                      ("train_step_timing in s", 1000.0), ("iteration-time", 1000.0))
 MAX_ARTIFACTS = 256
-_MLFLOW_HTTP_DEFAULTS = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "2", "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": "0.5",
+_MLFLOW_HTTP_DEFAULTS = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "2", "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": "1",
                          "MLFLOW_HTTP_REQUEST_TIMEOUT": "20"}
 INSTALL_HINT = "pip install 'asap[mlflow]' (the mlflow client)"
 
