@@ -39,7 +39,7 @@ class RuntimeSettings(BaseModel):
 
     redis_url: SecretStr | None = None
     user_rate: Rate = Rate(5, 60.0)
-    followup_rate: Rate = Rate(30, 60.0)  # follow-ups in a thread and button clicks (``Job.limit_class``)
+    followup_rate: Rate = Rate(30, 60.0)  # jobs a front marks payload["limit"] = "followup" (thread replies, clicks)
     channel_rate: Rate = Rate(30, 60.0)
     max_pending: int = Field(default=200, ge=1)  # global cap: jobs queued or running at once
     deadline_s: float = Field(default=300.0, gt=0, le=3600)
