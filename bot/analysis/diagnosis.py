@@ -25,7 +25,8 @@ from dataclasses import dataclass, field
 
 from bot.analysis.kpis import StepBasis
 from bot.analysis.report import Bottleneck, Diagnosis, Evidence, Kpis
-from bot.analysis.roofline import Attribution, OpRoofline, resource_of
+from bot.analysis.roofline import LOCAL_MIN_UTILISATION, Attribution, OpRoofline, resource_of
+from bot.analysis.shares import LOW_COVERAGE, StepShares
 from bot.profiles.model import Profile
 from knowledge.hardware import Chip
 
@@ -66,6 +67,7 @@ class DiagnosisInputs:
     basis: StepBasis
     chip: Chip
     leaders: dict[str, list[OpLeader]]  # resource -> its largest ops
+    shares: StepShares  # the one attribution the KPIs were filled from (bot.analysis.shares)
     profile_communication_percent: float | None = None
     step_time_cv: float | None = None  # coefficient of variation of the step times
     chip_mismatch: bool = False
@@ -94,52 +96,6 @@ def op_leaders(profile: Profile, verdicts: list[OpRoofline], denominator_us: flo
     return leaders
 
 
-def _scores(inp: DiagnosisInputs) -> tuple[dict[str, float], list[str]]:
-    """Share of the step (0..1) attributed to each resource, and notes on how it was split."""
-    att, denom, k = inp.att, inp.basis.share_denominator_us, inp.kpis
-    notes: list[str] = []
-    s = dict.fromkeys(RESOURCES, 0.0)
-    if att.total_us > 0 and denom > 0:
-        s["compute"] = att.compute_us / denom
-        s["hbm"] = att.hbm_us / denom
-        s["communication"] = att.collective_us / denom
-        uncl = att.unclassified_compute_us / denom
-        if uncl > 0:
-            # Split like the ops whose roofline position was measured or computed (not placed by kind).
-            hbm_data = max(0.0, att.hbm_us - att.hbm_kind_us)
-            known = att.compute_us + hbm_data
-            if known > 0:
-                s["compute"] += uncl * att.compute_us / known
-                s["hbm"] += uncl * hbm_data / known
-                notes.append(
-                    f"{100 * uncl:.1f}% of the step is in ops with no FLOPs/bytes; split between compute and "
-                    "HBM in the proportion of the ops with roofline data"
-                )
-            else:
-                s["compute"] += uncl
-                notes.append(
-                    f"{100 * uncl:.1f}% of the step is in ops with no FLOPs/bytes; counted as compute (the device "
-                    "is busy on its own work), but compute vs HBM cannot be told apart"
-                )
-        host_ops = att.host_us / denom
-    else:
-        # No op rows: only the profiler's own breakdown.
-        if k.collective_percent is not None:
-            s["communication"] = k.collective_percent / 100.0
-        if k.device_duty_cycle_percent is not None:
-            s["compute"] = max(0.0, k.device_duty_cycle_percent / 100.0 - s["communication"])
-            notes.append("no op-level data: busy time outside collectives counted as compute (HBM cannot be separated)")
-        host_ops = 0.0
-    idle = (k.idle_percent / 100.0) if k.idle_percent is not None else (att.idle_us / denom if denom > 0 else 0.0)
-    wait = (k.host_wait_percent or 0.0) / 100.0
-    s["host"] = max(idle, wait, host_ops)
-    total = sum(s.values())
-    if total > 1.02:
-        notes.append(f"attributed shares summed to {100 * total:.0f}% (ops overlap); scaled to 100%")
-        s = {r: v / total for r, v in s.items()}
-    return {r: round(v, 4) for r, v in s.items()}, notes
-
-
 def _pick_primary(scores: dict[str, float]) -> tuple[Bottleneck, str | None]:
     ranked = sorted(RESOURCES, key=lambda r: -scores[r])
     primary = ranked[0]
@@ -162,6 +118,73 @@ def _pick_primary(scores: dict[str, float]) -> tuple[Bottleneck, str | None]:
     return chosen, why  # type: ignore[return-value]
 
 
+def _busy_evidence(k: Kpis) -> list[Evidence]:
+    """Evidence when only the profiler's step breakdown exists: what it measured, and what it cannot tell."""
+    out: list[Evidence] = []
+    if k.device_duty_cycle_percent is not None:
+        out.append(
+            Evidence(
+                signal="kpis.device_duty_cycle_percent",
+                value=k.device_duty_cycle_percent,
+                statement=f"the device is busy {k.device_duty_cycle_percent:.1f}% of the step, "
+                f"{_fmt(k.collective_percent)} of it in collectives (profiler's step breakdown)",
+            )
+        )
+    out.append(
+        Evidence(
+            signal="kpis.compute_bound_percent",
+            value=None,
+            statement="no op-level data: whether the busy time is limited by arithmetic or by HBM bandwidth is unknown",
+        )
+    )
+    return out
+
+
+def _local_collective_conflicts(att: Attribution, denom: float) -> list[str]:
+    """The profile marks collectives HBM-/compute-bound: their kind says network. Say which view was taken."""
+    out: list[str] = []
+    if denom <= 0:
+        return out
+    if att.collective_local_us > 0:
+        names = ", ".join(att.collective_local[:3])
+        out.append(
+            f"{100 * att.collective_local_us / denom:.1f}% of the step is in collectives ({names}) that the profile "
+            "marks HBM- or compute-bound: by kind they are communication, but the profiler measured their time going "
+            "to the on-chip reduction/copy, not the network. Resolved in favour of the profile's bound_by; a mesh "
+            "change that cuts their network traffic would not shorten them."
+        )
+    if att.collective_relabelled_us > 0:
+        names = ", ".join(att.collective_relabelled[:3])
+        out.append(
+            f"the profile labels collectives ({names}, {100 * att.collective_relabelled_us / denom:.1f}% of the step) "
+            f"HBM- or compute-bound, but their own byte/FLOP rates use under {100 * LOCAL_MIN_UTILISATION:.0f}% of "
+            "that ceiling (XProf derives the label from the rates, not from what the op waits on). Counted as "
+            "communication: their time is spent waiting on the network."
+        )
+    return out
+
+
+def _coverage_drops(shares: StepShares) -> list[tuple[float, str]]:
+    """Confidence lost when the visible ops cover little of the step."""
+    c = shares.coverage
+    if c is None or c >= LOW_COVERAGE:
+        return []
+    if shares.source == "profile":
+        return [(0.1, f"the visible ops cover only {100 * c:.0f}% of the step: shares rest on the profiler's step "
+                      "breakdown; the split of device time between compute and HBM rests on those few ops")]
+    return [(0.2, f"the visible ops cover only {100 * c:.0f}% of the step and there is no step breakdown: the "
+                  "bottleneck is read from a small part of the step")]
+
+
+def _coverage_clause(shares: StepShares) -> str:
+    c = shares.coverage
+    if c is None or c >= LOW_COVERAGE:
+        return ""
+    if shares.source == "profile":
+        return f" (from the profiler's step breakdown: the listed ops cover only {100 * c:.0f}% of the step)"
+    return f" (the listed ops cover only {100 * c:.0f}% of the step)"
+
+
 def _fmt(v: float | None, unit: str = "%") -> str:
     return "n/a" if v is None else f"{v:.1f}{unit}"
 
@@ -169,7 +192,7 @@ def _fmt(v: float | None, unit: str = "%") -> str:
 def diagnose(inp: DiagnosisInputs) -> Diagnosis:
     """Primary bottleneck, secondary signals, evidence, conflicts and confidence."""
     k, att, chip = inp.kpis, inp.att, inp.chip
-    scores, score_notes = _scores(inp)
+    scores, score_notes = dict(inp.shares.scores), list(inp.shares.notes)
     primary, override = _pick_primary(scores)
     others = sorted((r for r in RESOURCES if r != primary), key=lambda r: -scores[r])
     secondary: list[Bottleneck] = [r for r in others if scores[r] >= SECONDARY_SHARE]
@@ -192,6 +215,8 @@ def diagnose(inp: DiagnosisInputs) -> Diagnosis:
                 + (" — at or above XProf's 30% collective-bound mark" if scores["communication"] >= COLLECTIVE_BOUND_SHARE else ""),
             )
         )
+    elif primary == "compute" and inp.shares.busy_undetermined:
+        evidence.extend(_busy_evidence(k))
     elif primary == "compute":
         evidence.append(
             Evidence(
@@ -303,7 +328,13 @@ def diagnose(inp: DiagnosisInputs) -> Diagnosis:
             "waits on input: the profiler counts infeed/transfer ops as busy. Resolved in favour of the input "
             "wait: time spent waiting for data is not useful work."
         )
-    if inp.profile_communication_percent is not None and k.collective_percent is not None and att.total_us > 0:
+    conflicts.extend(_local_collective_conflicts(att, denom))
+    if (
+        inp.profile_communication_percent is not None
+        and k.collective_percent is not None
+        and att.total_us > 0
+        and inp.shares.source == "ops"
+    ):
         diff = abs(inp.profile_communication_percent - k.collective_percent)
         if diff > 15:
             conflicts.append(
@@ -379,6 +410,7 @@ def diagnose(inp: DiagnosisInputs) -> Diagnosis:
             drops.append((0.05, "some collectives have no replica-group size: ICI vs DCN could not be told"))
         elif att.inferred_net_us > 0.05 * att.total_us and primary == "communication":
             drops.append((0.03, "ICI vs DCN for some collectives inferred from their type and the mesh (no replica groups)"))
+    drops.extend(_coverage_drops(inp.shares))
     if k.mfu_percent is None:
         drops.append((0.05, "model unknown: no MFU to cross-check the op attribution"))
     if not inp.basis.num_steps_known:
@@ -426,6 +458,11 @@ def diagnose(inp: DiagnosisInputs) -> Diagnosis:
         if att.total_us > 0 and (ici_pct or dcn_pct):
             net = " (mostly DCN/inter-node)" if dcn_pct > ici_pct else " (mostly ICI/NVLink)"
         summary = f"communication-bound: {share:.0f}% of the step is exposed collective time{net}"
+    elif primary == "compute" and inp.shares.busy_undetermined:
+        summary = (
+            f"device busy outside collectives {share:.0f}% of the step: compute- or HBM-bandwidth-bound cannot be "
+            "told without op-level data (export XProf hlo_stats or op_profile)"
+        )
     elif primary == "compute":
         summary = f"compute-bound: {share:.0f}% of the step is in compute-bound ops"
         if k.mfu_percent is not None:
@@ -446,6 +483,7 @@ def diagnose(inp: DiagnosisInputs) -> Diagnosis:
         summary = f"host/input-bound: the device is idle or waiting on input for {share:.0f}% of the step"
     if secondary:
         summary += "; also " + ", ".join(f"{r} {100 * scores[r]:.0f}%" for r in secondary)
+    summary += _coverage_clause(inp.shares)
     if sum(scores.values()) == 0:
         summary = (
             "not enough data to diagnose: the profile has no op times and no step breakdown, so no time could "

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 from bot.analysis.report import Kpis
 from bot.analysis.roofline import Attribution
+from bot.analysis.shares import StepShares, facts_for, step_shares
 from bot.profiles.model import Profile
 from bot.runs.record import RunRecord
 from knowledge.hardware import Chip
@@ -29,6 +30,7 @@ class StepBasis:
     num_steps: float  # steps the op totals cover (1 when unknown, with a warning)
     num_steps_known: bool
     share_denominator_us: float  # shares of "the step" are op time / this
+    window_us: float | None = None  # steps x step time: the device time the op totals should cover
     warnings: list[str] = field(default_factory=list)
     unavailable: list[str] = field(default_factory=list)
 
@@ -63,17 +65,23 @@ def step_basis(record: RunRecord, profile: Profile, op_time_us: float) -> StepBa
             "(XProf overview_page)"
         )
 
-    if not steps_known and step_us and op_time_us > _OVERLAP_TOLERANCE * step_us:
+    # The op table's own share of the profile's op time (hlo_stats total_self_time_percent): a top-N export
+    # holds part of the window's op time, so the whole window's op time is what it shows / that share.
+    fraction = profile.op_time_fraction
+    window_op_us = op_time_us / fraction if fraction and fraction > 0 else op_time_us
+    if not steps_known and step_us and window_op_us > _OVERLAP_TOLERANCE * step_us:
         # The window holds several steps but the profile does not say how many: infer it from the op time.
-        steps = max(1.0, round(op_time_us / step_us))
+        steps = max(1.0, round(window_op_us / step_us))
+        shown = f" ({100 * fraction:.0f}% of it listed)" if fraction and fraction < 0.95 else ""
         warnings.append(
             f"the profile does not say how many steps it covers; inferred {steps:.0f} from op time "
-            f"{op_time_us / 1000:.3f} ms / step time {step_us / 1000:.3f} ms"
+            f"{window_op_us / 1000:.3f} ms{shown} / step time {step_us / 1000:.3f} ms"
         )
     elif not steps_known and op_time_us > 0:
         warnings.append("the profile does not say how many steps it covers; per-step op figures assume one")
 
     denominator = op_time_us
+    window: float | None = None
     if step_us:
         window = steps * step_us
         if op_time_us > _OVERLAP_TOLERANCE * window:
@@ -83,7 +91,7 @@ def step_basis(record: RunRecord, profile: Profile, op_time_us: float) -> StepBa
             )
         else:
             denominator = window
-    return StepBasis(step_us, source, steps, steps_known, denominator, warnings, unavailable)
+    return StepBasis(step_us, source, steps, steps_known, denominator, window, warnings, unavailable)
 
 
 def _pct(part: float, whole: float) -> float:
@@ -140,6 +148,7 @@ class KpiResult:
     unavailable: list[str]
     warnings: list[str]
     mfu_source: str | None
+    shares: StepShares
 
 
 def compute_kpis(record: RunRecord, profile: Profile, chip: Chip, att: Attribution, basis: StepBasis) -> KpiResult:
@@ -175,19 +184,23 @@ def compute_kpis(record: RunRecord, profile: Profile, chip: Chip, att: Attributi
         host_wait = None
         unavailable.append("host wait: export XProf overview_page (input time) or op-level stats")
 
-    if have_ops:
-        collective: float | None = _pct(att.collective_us, denom)
-        compute_bound: float | None = _pct(att.compute_us, denom)
-        hbm_bound: float | None = _pct(att.hbm_us, denom)
+    # One attribution for the KPI table, the headline and the evidence (bot.analysis.shares).
+    window = basis.window_us if basis.source != "op-sum" else None
+    shares = step_shares(att, facts_for(profile, duty, idle, host_wait, window, denom))
+    pct = shares.percent
+    collective: float | None = pct["communication"] if shares.source != "none" else None
+    if shares.source in ("ops", "profile"):
+        compute_bound: float | None = pct["compute"]
+        hbm_bound: float | None = pct["hbm"]
     else:
-        collective = (
-            round(profile.communication_time_percent, 2) if profile.communication_time_percent is not None else None
-        )
         compute_bound = hbm_bound = None
         unavailable.append(
             "op roofline (compute-/HBM-bound shares, top ops): export XProf hlo_stats or op_profile, or a "
             "JAX trace"
         )
+    if profile.communication_time_percent is None and not have_ops:
+        collective = None
+    coverage = round(100.0 * shares.coverage, 2) if shares.coverage is not None else None
 
     # MFU and throughput.
     mflops = model_flops_per_step(record)
@@ -282,5 +295,7 @@ def compute_kpis(record: RunRecord, profile: Profile, chip: Chip, att: Attributi
         hbm_capacity_bytes=capacity,
         hbm_use_percent=use_pct,
         tokens_per_second=tokens_per_s,
+        op_coverage_percent=coverage,
+        attribution_source=shares.source if shares.source != "none" else None,
     )
-    return KpiResult(kpis, unavailable, warnings, mfu_source)
+    return KpiResult(kpis, unavailable, warnings, mfu_source, shares)

@@ -53,6 +53,15 @@ class Kpis(_Out):
     hbm_capacity_bytes: float
     hbm_use_percent: float | None
     tokens_per_second: float | None
+    op_coverage_percent: float | None = Field(
+        default=None,
+        description="share of the step window (steps x step time) covered by the visible ops' time; small for a top-N export",
+    )
+    attribution_source: Literal["ops", "profile", "breakdown"] | None = Field(
+        default=None,
+        description="what the compute/HBM/collective shares rest on: ops (the op table), profile (the profiler's step "
+        "breakdown, because the visible ops cover little of the step), breakdown (no op rows at all)",
+    )
 
 
 class TopOp(_Out):

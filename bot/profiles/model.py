@@ -87,6 +87,10 @@ class Profile:
     peak_hbm_bytes: float | None = None  # peak memory in use per device
     hbm_capacity_bytes: float | None = None  # as reported by the profile, when it is
     ops: list[OpStat] = field(default_factory=list)
+    # Share (0..1) of the profile's whole op time that ``ops`` cover, when the op table states it (hlo_stats
+    # ``total_self_time_percent`` summed over the rows; op_profile rows over the root's time). A top-N
+    # export covers a small share; None when the table does not say (then ``ops`` are taken as complete).
+    op_time_fraction: float | None = None
     collectives: list[CollectiveOp] = field(default_factory=list)  # from compiled HLO, when present
     warnings: list[str] = field(default_factory=list)  # what could not be read, kept for the report
 
