@@ -7,8 +7,9 @@ each measured term by the ratio the candidate changes it:
 
 * **compute** is the same per chip for any mesh of the same chips (the step's FLOPs are split evenly); it
   scales with the tokens per step when a settings change raises the global batch;
-* **each collective term** (data-parallel gradient all-reduce, FSDP weight gathers, ...) is mapped to the
-  mesh axis that issues it and scaled by ``modelled(candidate) / modelled(baseline)`` from the ring
+* **each collective term** (data-parallel gradient all-reduce, FSDP weight gathers, ...) is charged to the
+  mesh axes that issued it by evidence (:func:`attribute_axes`: replica-group size, calls per step, payload;
+  split over the plausible axes with a wider band when they do not decide) and scaled by ``modelled(candidate) / modelled(baseline)`` from the ring
   formulas of :mod:`knowledge.cost_network` (volume per chip and the bandwidth of the axis's ICI/DCN split),
   so the measured overlap and efficiency carry over;
 * **a new axis** (e.g. pipeline stages across slices) is priced absolutely with volumes inferred from the
@@ -47,7 +48,8 @@ U_INFERRED = 0.10  # + when the candidate's change rests on the inferred paramet
 U_SHAPE = 0.20  # + when it rests on the inferred width/depth (pipeline sends, tensor/sequence traffic)
 U_MAX = 0.8
 
-# Which axis issues a collective type, first match on the op's network (cf. bot.analysis.roofline).
+# Which axes can issue a collective type (cf. bot.analysis.roofline.COLLECTIVE_USERS); which of them did is
+# decided by evidence (:func:`attribute_axes`), never by order.
 _ISSUERS: dict[str, tuple[str, ...]] = {
     "all-reduce": ("data", "tensor", "sequence", "expert", "fsdp"),
     "all-gather": ("fsdp", "tensor", "sequence"),
@@ -57,6 +59,84 @@ _ISSUERS: dict[str, tuple[str, ...]] = {
     "send": ("pipeline",),
     "recv": ("pipeline",),
 }
+# How often an axis issues its collectives: per layer (activations: tensor, sequence, expert; FSDP weight
+# gathers; pipeline sends per micro-batch) or about once per step (the data-parallel gradient all-reduce,
+# bucketed into a few) [MLM §3; ZeRO §7; SB "How to Parallelize a Transformer for Training"].
+_PER_LAYER = frozenset({"tensor", "sequence", "expert", "fsdp", "pipeline"})
+PER_LAYER_MIN = 8.0  # occurrences per step from which an op is "per layer" (the shallowest real decoders have 12+)
+ONCE_MAX = 2.0  # at most this many per step: "once per step"
+LARGE_PAYLOAD = 256e6  # bytes per occurrence: a weight/gradient bucket, not a [tokens, d_model] activation
+MISMATCH = 0.05  # weight of an axis whose size contradicts the op's replica-group size
+SPLIT_KEEP = 0.25  # axes within this factor of the best share an ambiguous op's time
+SOLE = 0.85  # the best axis takes it all when it holds this share of the evidence
+U_AMBIGUOUS = 0.15  # + band, times the share of collective time that had to be split
+
+
+def attribute_axes(
+    op_type: str,
+    network: str,
+    mesh: Mesh,
+    *,
+    group_size: int | None = None,
+    per_step: float | None = None,
+    payload: float | None = None,
+) -> tuple[dict[str, float], str]:
+    """Which mesh axes issued a collective, as weights summing to 1, and the evidence in words.
+
+    Evidence, each a likelihood factor per candidate axis (the axes > 1 that issue this type, on the op's
+    network): the replica-group size (an axis whose size matches it, alone or with other candidates), how
+    often it runs per step (per layer vs once per step), and the payload (weights/gradients vs activations).
+    When no axis holds :data:`SOLE` of the evidence, the time is split over the plausible ones.
+    """
+    part = mesh.dcn if network == "dcn" else mesh.ici
+    issuers = _ISSUERS.get(op_type, ())
+    cands = [a for a in issuers if part.get(a, 1) > 1] or [a for a in issuers if mesh.size(a) > 1]  # type: ignore[call-overload, arg-type]
+    if not cands:
+        return {}, "no mesh axis issues it"
+    weights = dict.fromkeys(cands, 1.0)
+    said: list[str] = []
+    if group_size and group_size > 1:
+        sizes = {a: {part.get(a, 1), mesh.size(a)} for a in cands}  # type: ignore[call-overload, arg-type]
+        combos = _group_products(cands, part, mesh)
+        for a in cands:
+            if group_size in sizes[a]:
+                continue
+            weights[a] *= 0.5 if any(a in c and p == group_size for c, p in combos) else MISMATCH
+        said.append(f"replica groups of {group_size}")
+    if per_step is not None and per_step > 0:
+        if per_step >= PER_LAYER_MIN:
+            for a in cands:
+                weights[a] *= 1.0 if a in _PER_LAYER else 0.15
+            said.append(f"{per_step:.0f} per step (per layer)")
+        elif per_step <= ONCE_MAX:
+            for a in cands:
+                weights[a] *= 1.0 if a in ("data", "pipeline") else 0.6 if a in ("fsdp", "expert") else 0.15
+            said.append(f"{per_step:.1f} per step (once per step)")
+    if payload is not None and payload >= LARGE_PAYLOAD:
+        for a in cands:
+            weights[a] *= 1.0 if a in ("data", "fsdp", "expert") else 0.3
+        said.append(f"{payload / 1e6:.0f} MB per call (weights/gradients)")
+    best = max(weights.values())
+    kept = {a: w for a, w in weights.items() if w >= SPLIT_KEEP * best}
+    total = sum(kept.values())
+    shares = {a: w / total for a, w in kept.items()}
+    top = max(shares, key=shares.__getitem__)
+    if shares[top] >= SOLE:
+        shares = {top: 1.0}
+    evidence = ", ".join(said) if said else "its type only"
+    return shares, evidence
+
+
+def _group_products(cands: list[str], part: dict, mesh: Mesh) -> list[tuple[tuple[str, ...], int]]:  # type: ignore[type-arg]
+    """Products of 2+ candidate axes' sizes (a collective over several axes at once, e.g. data x fsdp)."""
+    import itertools
+
+    out: list[tuple[tuple[str, ...], int]] = []
+    for r in range(2, len(cands) + 1):
+        for combo in itertools.combinations(cands, r):
+            out.append((combo, math.prod(part.get(a, 1) for a in combo)))
+            out.append((combo, math.prod(mesh.size(a) for a in combo)))  # type: ignore[arg-type]
+    return out
 
 
 @dataclass(frozen=True)
@@ -85,6 +165,8 @@ class ProfileBaseline:
     seq_len: float | None
     grad_bytes: float  # bytes per gradient element in the all-reduce
     notes: tuple[str, ...] = field(default_factory=tuple)
+    ambiguous_ms: float = 0.0  # collective time split over several axes because the evidence did not decide
+    attribution_notes: tuple[str, ...] = field(default_factory=tuple)  # which ops were split, and why
 
     @property
     def d_model(self) -> float | None:
@@ -115,17 +197,6 @@ def _collective_type(category: str, name: str) -> str | None:
     return collective_type(category, name)
 
 
-def _axis_for(op_type: str, network: str, mesh: Mesh) -> str | None:
-    part = mesh.dcn if network == "dcn" else mesh.ici
-    for axis in _ISSUERS.get(op_type, ()):
-        if part.get(axis, 1) > 1:  # type: ignore[call-overload]
-            return axis
-    for axis in _ISSUERS.get(op_type, ()):  # the network split is inferred: fall back to any part
-        if mesh.size(axis) > 1:  # type: ignore[arg-type]
-            return axis
-    return None
-
-
 def profile_baseline(
     *,
     report: Any,
@@ -147,7 +218,8 @@ def profile_baseline(
     idle = (k.idle_percent or 0.0) / 100.0
     notes: list[str] = []
     per_axis: dict[tuple[str, str], list[Any]] = {}
-    unattributed = 0.0
+    unattributed = ambiguous = 0.0
+    split_notes: list[str] = []
     flops_per_step = None
     grad_payload: float | None = None  # bytes the data-parallel all-reduces carry per chip per step
     if profile is not None and profile.num_steps:
@@ -158,6 +230,7 @@ def profile_baseline(
         steps = float(profile.num_steps)
         total_flops = 0.0
         hlo_bytes = {c.name: c.result_bytes for c in profile.collectives if c.result_bytes}
+        hlo_groups = {c.name: c.group_size for c in profile.collectives if c.group_size}
         for op, v in zip(profile.ops, verdicts, strict=True):
             if op.flops:
                 total_flops += op.flops
@@ -166,16 +239,27 @@ def profile_baseline(
             ms = op.total_time_us / steps / 1e3
             op_type = _collective_type(op.category, op.name) or "all-reduce"
             network = v.bound_by if v.bound_by in ("ici", "dcn") else ("dcn" if num_slices > 1 else "ici")
-            axis = _axis_for(op_type, network, mesh)
             payload = op.collective_bytes or hlo_bytes.get(op.name)
-            if axis == "data" and op_type == "all-reduce" and payload:
-                grad_payload = (grad_payload or 0.0) + float(payload) * op.occurrences / steps
-            if axis is None:
+            group = op.group_size or hlo_groups.get(op.name)
+            shares, why = attribute_axes(
+                op_type, network, mesh, group_size=group, per_step=op.occurrences / steps if op.occurrences else None,
+                payload=float(payload) if payload else None,
+            )
+            if not shares:
                 unattributed += ms
                 continue
-            slot = per_axis.setdefault((axis, network), [0.0, set()])
-            slot[0] += ms
-            slot[1].add(op_type)
+            if len(shares) > 1:
+                ambiguous += ms
+                split_notes.append(
+                    f"{op.name} ({op_type}, {why}) split over "
+                    + " / ".join(f"{a} {100 * w:.0f}%" for a, w in shares.items())
+                )
+            if op_type == "all-reduce" and payload and shares.get("data"):
+                grad_payload = (grad_payload or 0.0) + shares["data"] * float(payload) * op.occurrences / steps
+            for axis, w in shares.items():
+                slot = per_axis.setdefault((axis, network), [0.0, set()])
+                slot[0] += w * ms
+                slot[1].add(op_type)
         if total_flops > 0:
             flops_per_step = total_flops / steps
     measured_coll = sum(v[0] for v in per_axis.values()) + unattributed
@@ -184,6 +268,7 @@ def profile_baseline(
         scale = target_coll / measured_coll  # agree with the report's collective share
         per_axis = {key: [v[0] * scale, v[1]] for key, v in per_axis.items()}
         unattributed *= scale
+        ambiguous *= scale
     elif target_coll > 0:
         unattributed = target_coll
         notes.append("the profile gives a collective share but no collective ops: their time is kept as is")
@@ -237,6 +322,8 @@ def profile_baseline(
         seq_len=seq_len,
         grad_bytes=grad_bytes,
         notes=tuple(notes),
+        ambiguous_ms=ambiguous,
+        attribution_notes=tuple(split_notes[:5]),
     )
 
 
@@ -374,6 +461,14 @@ def predict_relative(
             f"width/depth inferred: d_model ~{(base.d_model or 0):.0f}, layers ~{(base.layers or 0):.0f} (d/L ~ {ASPECT:.0f})"
         )
     assumptions.append(f"measured collectives exposed at {exposure:.0%} of their modelled ring time; new traffic exposed alike")
+    if base.ambiguous_ms > 0 and exposure_total > 0:
+        share = min(1.0, base.ambiguous_ms / exposure_total)
+        u += U_AMBIGUOUS * share
+        assumptions.append(
+            f"{100 * share:.0f}% of the measured collective time could not be tied to one mesh axis (replica groups, "
+            "frequency and payload did not decide); split over the plausible axes, band widened: "
+            + "; ".join(base.attribution_notes)
+        )
     u = min(u, U_MAX)
     step = sum(breakdown.values())
     return RelativePrediction(
