@@ -26,9 +26,9 @@ from bot.errors import AsapError
 from bot.runs.record import RunRecord
 from knowledge.cost_core import (
     AXIS_KEYS,
-    DEFAULT_EFFICIENCY,
     DEFAULT_OVERLAP_MISS,
     Terms,
+    chip_efficiency,
     evaluate,
 )
 from knowledge.cost_settings import TrainingSettings
@@ -191,8 +191,8 @@ def predict(
     if calibration is None:
         u += U_UNCALIBRATED
         assumptions.append(
-            f"not calibrated on a measured step: absolute prediction at {100 * DEFAULT_EFFICIENCY:.0f}% of peak "
-            "FLOP/s from public chip figures"
+            f"not calibrated on a measured step: absolute prediction at {100 * chip_efficiency(chip):.0f}% of peak "
+            "FLOP/s for large matmuls (less for the run's per-chip shapes) from public chip figures"
         )
     else:
         u += U_CALIBRATED + min(0.3, abs(calibration.residual_ms) / max(calibration.measured_step_ms, 1e-9))
@@ -353,7 +353,7 @@ def calibrate(
         notes.append("profile leaves no device compute time to fit: compute kept at the model's estimate")
     else:
         compute_scale = device_meas / dev_model
-        if DEFAULT_EFFICIENCY / compute_scale > 1.0:
+        if chip_efficiency(chip) / compute_scale > 1.0:
             notes.append(
                 f"measured device time ({device_meas * 1e3:.1f} ms) is shorter than the modelled FLOPs need even "
                 "at 100% of peak: check the model dimensions, global_batch and seq_len in run.yaml"
@@ -370,7 +370,7 @@ def calibrate(
     compute_scale = min(max(compute_scale, COMPUTE_SCALE_RANGE[0]), COMPUTE_SCALE_RANGE[1])
     comm_scale = min(max(comm_scale, COMM_SCALE_RANGE[0]), COMM_SCALE_RANGE[1])
     notes.append(
-        f"baseline runs at ~{100 * DEFAULT_EFFICIENCY / compute_scale:.0f}% of peak on modelled device work; "
+        f"baseline runs at ~{100 * chip_efficiency(chip) / compute_scale:.0f}% of peak on modelled device work; "
         f"collectives at {comm_scale:.2f}x the modelled exposed time"
     )
     predicted = (
