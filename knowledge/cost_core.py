@@ -170,9 +170,15 @@ SHAPE_TILE = 256.0
 
 
 def shape_factor(m: np.ndarray | float, k: np.ndarray | float, n: np.ndarray | float) -> np.ndarray:
-    """Relative efficiency (0..1] of a [m, k] x [k, n] matmul on one chip: small dimensions waste tiles."""
+    """Relative efficiency (0..1] of a [m, k] x [k, n] matmul on one chip: small dimensions waste tiles.
+
+    Each dimension is floored at ``SHAPE_TILE``: below it (a few tokens per chip) loading the weights from HBM
+    dominates, which the roofline term (``_intensity``) prices; counting it here too would double it.
+    """
     c = SHAPE_TILE
-    return 1.0 / (1.0 + c / np.maximum(m, 1.0) + c / np.maximum(k, 1.0) + c / np.maximum(n, 1.0))
+    if c <= 0:
+        return np.ones_like(np.asarray(m, dtype=np.float64) * 1.0)
+    return 1.0 / (1.0 + c / np.maximum(m, c) + c / np.maximum(k, c) + c / np.maximum(n, c))
 
 
 def _matmul_shares(shape: Shape) -> dict[str, float]:
