@@ -182,11 +182,7 @@ def predict(
     assumptions.append(
         "fused/flash attention assumed (attention scores not stored); gradients reduced in bf16"
     )
-    assumptions.append(
-        f"overlap: hideable collectives (data, fsdp, sequence, pipeline sends) hidden behind compute up to "
-        f"{100 * (1 - DEFAULT_OVERLAP_MISS):.0f}% of what the compute time allows; tensor-parallel and "
-        "expert all-to-all traffic fully exposed"
-    )
+    assumptions.extend(_overlap_notes(shape, mesh))
     u = 0.0
     if calibration is None:
         u += U_UNCALIBRATED
@@ -267,6 +263,34 @@ def predict(
         memory_low_bytes=mem_low,
         memory_high_bytes=mem_high,
     )
+
+
+def _overlap_notes(shape: Shape, mesh: Mesh) -> list[str]:
+    """What is hidden behind compute and what is exposed, and the pipeline layout, for this mesh."""
+    hidden = ["data", "fsdp", "sequence"]
+    exposed = ["expert all-to-all"]
+    (hidden if shape.tp_comm_overlap else exposed).append(
+        "tensor-parallel collectives" + (" (TP comm overlap on)" if shape.tp_comm_overlap else
+                                         " (no TP comm overlap in the config, e.g. Megatron --tp-comm-overlap)"))
+    if mesh.size("pipeline") > 1:
+        (hidden if shape.p2p_overlap else exposed).append("pipeline sends")
+    notes = [
+        f"overlap: {', '.join(hidden)} hidden behind compute up to {100 * (1 - DEFAULT_OVERLAP_MISS):.0f}% of what "
+        f"the compute time allows; exposed: {', '.join(exposed)}; collectives at achieved (nccl-tests-like), not "
+        "datasheet, bandwidth",
+        "per-chip matmul efficiency follows the per-chip shapes (tokens per micro-batch, d_model, d_ff and heads "
+        "over tensor); elementwise work streams HBM (docs/cost-model.md)",
+    ]
+    p = mesh.size("pipeline")
+    if p > 1:
+        where = ("embedding on the first stage, output layer + loss on the last (Megatron layout): the last "
+                 "stage sets the step" if shape.pipeline_output_on_last else
+                 "embedding and output layer outside the pipeline (spread over every stage)")
+        notes.append(
+            f"pipeline {p} stages x {shape.virtual_stages} virtual: {where}; bubble (p-1)/(v x micro-batches); "
+            "memory is the fullest stage's (the first: 1F1B keeps up to p micro-batches in flight)"
+        )
+    return notes
 
 
 def _measured_step_ms(run: RunRecord, report: AnalysisReport) -> float:
