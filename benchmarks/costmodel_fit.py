@@ -78,7 +78,8 @@ def predicted_step_s(table: dict[str, Any], row: list[Any]) -> float:
     shape = resolve_shape(run)
     spec = megatron_policy(table["remat"] if table["remat"] != "none" else None, source=table["id"])
     shape = dataclasses.replace(shape, remat_spec=spec, remat=spec.policy,
-                                sequence_parallel=bool(table.get("sequence_parallel")))
+                                sequence_parallel=bool(table.get("sequence_parallel")),
+                                flash_attention=bool(table.get("flash_attention", True)))
     mesh = gpu_mesh(t, p, gpus)
     ici, dcn = mesh_arrays([mesh])
     terms = cost_core.evaluate(shape, get_chip(table["chip"]), min(gpus, GPUS_PER_NODE), ici, dcn)

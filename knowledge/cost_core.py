@@ -162,7 +162,12 @@ def _stored_transient(shape: Shape, spec, nt: np.ndarray, local_layers: np.ndarr
 
 # HBM bytes of elementwise work per token per layer per unit of width (fitted across the published tables in
 # docs/cost-model.md; ~40 read+write passes of bf16 over the layer's d_model-wide tensors in forward+backward).
-EW_BYTES = 200.0
+EW_BYTES = 160.0
+
+# HBM bytes per attention-score element per layer (forward + backward) without a flash kernel: forward
+# writes QK^T (2 B), softmax reads and writes (4 B), dropout reads, writes and masks (5 B), AV reads (2 B);
+# backward about twice that.
+SCORE_BYTES = 39.0
 
 # Per-chip matmul shape efficiency: eff(m, k, n) = 1 / (1 + c/m + c/k + c/n), c fitted across the published
 # tables in docs/cost-model.md ("Matmul efficiency"); peaks and the per-family efficiency stay separate.
@@ -367,6 +372,13 @@ def evaluate(
     ew_passes = EW_BYTES * (1.0 + (1.0 / 3.0 if spec.is_full else 0.0))
     ew_bytes = ew_passes * (L / npp) * (B * S / (dp * ns)) * (D / emb_div + 0.5 * F / nt)
     hbm_s = hbm_s + ew_bytes / bw
+    # Without a flash kernel the [heads, S, S] attention scores go through HBM: written by the QK^T matmul,
+    # read and written by the fused scale-mask-softmax and dropout, read by the AV matmul, and about twice that
+    # in backward (~SCORE_BYTES per score element, counted from Megatron's unfused path; +1/3 when the
+    # forward is recomputed). Flash attention keeps them on chip.
+    if not shape.flash_attention:
+        score_elems = (L / npp) * (B * S / (dp * ns)) * (shape.heads / nt) * S
+        hbm_s = hbm_s + SCORE_BYTES * (1.0 + (1.0 / 3.0 if re_core else 0.0)) * score_elems / bw
     # Pipeline stages: the slowest stage sets the step. Megatron puts the output layer + loss on the last
     # stage (the embedding lookup on the first costs little time but its weights live there) [PTD §2.2;
     # Megatron-Core pipeline layout]; frameworks that keep them outside the pipeline spread them evenly.
