@@ -232,14 +232,20 @@ def _stage_memory(shape: Shape, nd: np.ndarray, nf: np.ndarray, nt: np.ndarray, 
         first_dense = last_dense = layers_dense / npp + 2.0 * emb
     w_exp = P_e / (nf * nt * npp * ne)
 
+    # Sequence/context ranks shard the weights FSDP-style in MaxText (logical axis 'embed' -> fsdp, sequence,
+    # context) and torchtitan (FSDP over dp_shard x cp); Megatron's context ranks replicate them (its
+    # distributed optimizer shards the optimizer state over data x context instead).
+    seq_shard = ns if shape.framework != "megatron" else np.ones_like(ns)
+    w_exp = w_exp / seq_shard
+
     def state(dense: np.ndarray) -> dict[str, np.ndarray]:
-        w_dense = dense / (nf * nt)
+        w_dense = dense / (nf * nt * seq_shard)
         w_shard = w_dense + w_exp
         opt_shard = w_dense / (nd * ns * ne) + w_exp / (nd * ns) if shape.distributed_optimizer else w_shard
         # FSDP keeps ~2 layers' gathered bf16 weights live (current + prefetched next).
         gathered_layer = BF16 * (layers_dense / L / nt + P_e / L / (nt * ne))
         return {
-            "weights": shape.weight_bytes * w_shard + np.where(nf > 1, 2.0 * gathered_layer, 0.0),
+            "weights": shape.weight_bytes * w_shard + np.where(nf * seq_shard > 1, 2.0 * gathered_layer, 0.0),
             "gradients": shape.grad_bytes * w_shard,
             "optimizer": (0.0 if shape.optimizer_offload else shape.optimizer_bytes) * opt_shard,
         }
@@ -406,7 +412,10 @@ def evaluate(
     # all-reduced too; expert ranks replicate the dense weights, so dense gradients reduce over them.
     grad_shard = BF16 * (P_ne / (nf * nt * npp) + P_e / (nf * nt * npp * ne))
     comm_ovl["data"] = allreduce_time(grad_shard, net, DATA)
-    comm_ovl["sequence"] = allreduce_time(grad_shard, net, SEQUENCE)
+    if shape.framework == "megatron":
+        comm_ovl["sequence"] = allreduce_time(grad_shard, net, SEQUENCE)
+    else:  # sequence ranks shard the weights too: gather and reduce-scatter them like FSDP (see _stage_memory)
+        comm_ovl["sequence"] = m * 3.0 * gather_time(gathered / nf, net, SEQUENCE)
     comm_ovl["expert"] = allreduce_time(BF16 * P_ne / (nf * nt * npp), net, EXPERT)
 
     # Tensor: 2 all-reduces of the [tokens, d_model] activations in forward and 2 in backward per
