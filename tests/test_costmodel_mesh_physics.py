@@ -144,4 +144,5 @@ def test_sequence_ranks_shard_weights_outside_megatron() -> None:
     fsdp8 = Mesh(ici={"fsdp": 8})
     assert _terms(other, cp8, H100).memory["optimizer"][0] == pytest.approx(
         _terms(other, fsdp8, H100).memory["optimizer"][0])
-    assert _terms(meg, cp8, H100).memory["weights"][0] > 6 * _terms(other, cp8, H100).memory["weights"][0]
+    # (the sharded copy also keeps two gathered layers live, as FSDP does)
+    assert _terms(meg, cp8, H100).memory["weights"][0] > 4 * _terms(other, cp8, H100).memory["weights"][0]
