@@ -99,3 +99,14 @@ def test_with_no_op_data_the_answer_says_what_it_cannot_tell() -> None:
     assert rep.kpis.compute_bound_percent is None
     assert d.evidence[0].signal == "kpis.device_duty_cycle_percent"
     assert all("n/a" not in e.statement for e in d.evidence)
+
+
+def test_an_op_table_covering_more_steps_than_the_step_table_lists_is_divided_by_its_own_window() -> None:
+    # The overview lists 10 steps of 100 ms (95% busy) but the op table sums 30 steps' device time: dividing
+    # by 10 would put 285% of the step in ops. It covers ~30 steps; each op's share is of that window.
+    ops = [matmul("fusion.mlp", 2.4), collective("all-reduce.1", 0.45, group=8)]  # x WINDOW_US (10 steps)
+    rep = run_analysis(record(), profiled(ops, duty=95.0))
+    assert any("covers ~30 steps" in w for w in rep.warnings)
+    assert rep.kpis.compute_bound_percent == pytest.approx(80.0, abs=0.5)
+    assert rep.kpis.collective_percent == pytest.approx(15.0, abs=0.5)
+    assert rep.kpis.op_coverage_percent == pytest.approx(95.0, abs=0.5)

@@ -82,6 +82,8 @@ def step_basis(record: RunRecord, profile: Profile, op_time_us: float) -> StepBa
 
     denominator = op_time_us
     window: float | None = None
+    if step_us and steps_known and source == "profile":
+        steps = _op_window_steps(profile, steps, step_us, window_op_us, warnings)
     if step_us:
         window = steps * step_us
         if op_time_us > _OVERLAP_TOLERANCE * window:
@@ -92,6 +94,26 @@ def step_basis(record: RunRecord, profile: Profile, op_time_us: float) -> StepBa
         else:
             denominator = window
     return StepBasis(step_us, source, steps, steps_known, denominator, window, warnings, unavailable)
+
+
+# Op time beyond this multiple of the stated window is not overlap between streams: the op table covers more
+# steps than the step table lists (e.g. an overview that shows the last steps of a longer session).
+_OTHER_WINDOW = 1.5
+
+
+def _op_window_steps(profile: Profile, steps: float, step_us: float, window_op_us: float,
+                     warnings: list[str]) -> float:
+    """Steps the op table covers when it is clearly more than the step table lists (op time / busy step)."""
+    busy = step_us * (profile.device_duty_cycle_percent or 100.0) / 100.0
+    if busy <= 0 or window_op_us <= _OTHER_WINDOW * steps * step_us:
+        return steps
+    covered = float(max(round(window_op_us / busy), steps))
+    warnings.append(
+        f"the op table holds {window_op_us / 1000:.3f} ms of device time, {window_op_us / (steps * step_us):.1f}x the "
+        f"{steps:g} listed steps: it covers ~{covered:.0f} steps (op time / busy time per step), and its totals are "
+        "divided by that"
+    )
+    return covered
 
 
 def _pct(part: float, whole: float) -> float:
