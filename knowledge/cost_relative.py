@@ -359,6 +359,27 @@ def _modelled(axis: str, base: ProfileBaseline, mesh: Mesh, chip: Chip, chips_pe
     return 0.0, True
 
 
+def _shape_ratio(base: ProfileBaseline, base_mesh: Mesh, mesh: Mesh, tokens_factor: float,
+                 accum_factor: float) -> float:
+    """Compute time on ``mesh`` / on ``base_mesh`` from the per-chip matmul shape efficiency alone.
+
+    The FLOPs per chip are the same for the same chips; what a mesh changes is the shape each chip
+    multiplies: tokens per micro-batch (data/fsdp/sequence split them, accumulation shrinks them) and the
+    tensor-sharded width (d_ff / tensor). Without the model, d_model comes from the inferred parameter count.
+    """
+    from knowledge.cost_core import shape_factor
+
+    d = base.d_model or 4096.0
+    chips = float(base_mesh.num_devices)
+
+    def eff(m: Mesh, tf: float, af: float) -> float:
+        dp = m.size("data") * m.size("fsdp") * m.size("expert")
+        tok = (base.tokens_per_chip or 2048.0) * tf * chips / dp / max(af, 1.0) / m.size("sequence")
+        return float(shape_factor(tok, d, 4.0 * d / m.size("tensor")))
+
+    return eff(base_mesh, 1.0, 1.0) / eff(mesh, tokens_factor, accum_factor)
+
+
 def _pipeline_terms(base: ProfileBaseline, mesh: Mesh, chip: Chip, chips_per_slice: int, compute_ms: float,
                     tokens_factor: float) -> tuple[float, float, int, list[str]]:
     """(bubble ms, exposed send ms, micro-batches, notes) for a pipelined candidate."""
@@ -407,8 +428,15 @@ def predict_relative(
         "same chips; each collective term scaled by how the change moves its volume and bandwidth)"
     ]
     u = U_BASE
-    compute = base.compute_ms * tokens_factor
+    shape_ratio = _shape_ratio(base, base_mesh, mesh, tokens_factor, accum_factor)
+    compute = base.compute_ms * tokens_factor * shape_ratio
     breakdown: dict[str, float] = {"compute": compute, "fixed": base.fixed_ms}
+    if abs(shape_ratio - 1.0) > 0.01:
+        u += U_SHAPE / 2
+        assumptions.append(
+            f"per-chip matmul shapes change: compute x{shape_ratio:.3f} (tokens per micro-batch per chip and d_ff / "
+            f"tensor, with d_model ~{(base.d_model or 4096.0):.0f} inferred and d_ff ~4 x d_model; docs/cost-model.md)"
+        )
     if tokens_factor != 1.0:
         assumptions.append(
             f"tokens per step x{tokens_factor:g}: compute scales with them; collectives once per step keep their volume"
