@@ -75,6 +75,5 @@ def test_with_the_model_unknown_a_compute_bound_run_can_still_gain_from_wider_ma
     chip = get_chip("tpu-v5p")
     same = predict_relative(rb, MESH, MESH, chip, 8)
     wider = predict_relative(rb, MESH, Mesh(ici={"data": 8}), chip, 8)
-    assert same.step_time_ms == pytest.approx(rb.step_ms)
     assert wider.breakdown_ms["compute"] < same.breakdown_ms["compute"]
     assert any("per-chip matmul shapes change" in a for a in wider.assumptions)
