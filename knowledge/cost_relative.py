@@ -70,6 +70,11 @@ MISMATCH = 0.05  # weight of an axis whose size contradicts the op's replica-gro
 SPLIT_KEEP = 0.25  # axes within this factor of the best share an ambiguous op's time
 SOLE = 0.85  # the best axis takes it all when it holds this share of the evidence
 U_AMBIGUOUS = 0.15  # + band, times the share of collective time that had to be split
+# Device order of an XLA SPMD program's partition ids, outermost first: MaxText builds its mesh from
+# `mesh_axes` (data, stage, fsdp, fsdp_transpose, sequence, context, tensor, ..., expert; base.yml) and
+# replica groups number the flattened mesh row-major, so an axis' members sit (product of inner axes) apart.
+DEVICE_ORDER: dict[str, tuple[str, ...]] = {"maxtext": ("data", "pipeline", "fsdp", "sequence", "tensor", "expert")}
+STRIDE_MISMATCH = 0.2  # weight of an axis whose member spacing contradicts the group's (device order may differ)
 
 
 def attribute_axes(
@@ -80,6 +85,8 @@ def attribute_axes(
     group_size: int | None = None,
     per_step: float | None = None,
     payload: float | None = None,
+    group_stride: int | None = None,
+    device_order: tuple[str, ...] | None = None,
 ) -> tuple[dict[str, float], str]:
     """Which mesh axes issued a collective, as weights summing to 1, and the evidence in words.
 
@@ -103,6 +110,12 @@ def attribute_axes(
                 continue
             weights[a] *= 0.5 if any(a in c and p == group_size for c, p in combos) else MISMATCH
         said.append(f"replica groups of {group_size}")
+    if group_stride and device_order:
+        strides = _axis_strides(mesh, device_order)
+        for a in cands:
+            if strides.get(a) != group_stride:
+                weights[a] *= STRIDE_MISMATCH
+        said.append(f"members {group_stride} apart")
     if per_step is not None and per_step > 0:
         if per_step >= PER_LAYER_MIN:
             for a in cands:
@@ -125,6 +138,16 @@ def attribute_axes(
         shares = {top: 1.0}
     evidence = ", ".join(said) if said else "its type only"
     return shares, evidence
+
+
+def _axis_strides(mesh: Mesh, order: tuple[str, ...]) -> dict[str, int]:
+    """Device-id spacing of each axis' members in a row-major mesh laid out in ``order`` (outermost first)."""
+    strides: dict[str, int] = {}
+    inner = 1
+    for axis in reversed(order):
+        strides[axis] = inner
+        inner *= mesh.size(axis)  # type: ignore[arg-type]
+    return strides
 
 
 def _group_products(cands: list[str], part: dict, mesh: Mesh) -> list[tuple[tuple[str, ...], int]]:  # type: ignore[type-arg]
@@ -209,8 +232,13 @@ def profile_baseline(
     seq_len: float | None,
     remat_flop_factor: float,
     grad_bytes: float = 2.0,
+    framework: str | None = None,
 ) -> ProfileBaseline:
-    """Split the measured step of ``mesh`` into compute, per-axis collectives and fixed time."""
+    """Split the measured step of ``mesh`` into compute, per-axis collectives and fixed time.
+
+    ``framework`` (the run's) gives the device order replica groups are numbered in (:data:`DEVICE_ORDER`), so a
+    group's member spacing can tell two axes of the same size apart; None leaves that evidence out.
+    """
     k = report.kpis
     step = float(k.step_time_ms or 0.0)
     coll_pct = (k.collective_percent or 0.0) / 100.0
@@ -231,6 +259,7 @@ def profile_baseline(
         total_flops = 0.0
         hlo_bytes = {c.name: c.result_bytes for c in profile.collectives if c.result_bytes}
         hlo_groups = {c.name: c.group_size for c in profile.collectives if c.group_size}
+        hlo_strides = {c.name: c.group_stride for c in profile.collectives if c.group_stride}
         for op, v in zip(profile.ops, verdicts, strict=True):
             if op.flops:
                 total_flops += op.flops
@@ -241,9 +270,11 @@ def profile_baseline(
             network = v.bound_by if v.bound_by in ("ici", "dcn") else ("dcn" if num_slices > 1 else "ici")
             payload = op.collective_bytes or hlo_bytes.get(op.name)
             group = op.group_size or hlo_groups.get(op.name)
+            stride = op.group_stride or hlo_strides.get(op.name)
             shares, why = attribute_axes(
                 op_type, network, mesh, group_size=group, per_step=op.occurrences / steps if op.occurrences else None,
-                payload=float(payload) if payload else None,
+                payload=float(payload) if payload else None, group_stride=stride,
+                device_order=DEVICE_ORDER.get(framework or ""),
             )
             if not shares:
                 unattributed += ms

@@ -79,3 +79,21 @@ def test_with_the_model_unknown_compute_still_moves_with_the_matmul_shapes() -> 
     assert same.breakdown_ms["compute"] == pytest.approx(rb.compute_ms)
     assert narrow.breakdown_ms["compute"] > 1.02 * same.breakdown_ms["compute"]
     assert any("per-chip matmul shapes change" in a for a in narrow.assumptions)
+
+
+def test_replica_group_spacing_tells_two_axes_of_the_same_size_apart() -> None:
+    # MaxText numbers partitions row-major over mesh_axes (data outer, tensor inner): on data=4 x tensor=4 a
+    # group of 4 neighbours ({{0,1,2,3},...}) is tensor, a group 4 apart ({{0,4,8,12},...}) is data.
+    from bot.profiles.hlo_text import group_stride
+
+    mesh = Mesh(ici={"data": 4, "tensor": 4})
+    order = ("data", "pipeline", "fsdp", "sequence", "tensor", "expert")
+    size_only, _ = attribute_axes("all-reduce", "ici", mesh, group_size=4, per_step=4.0)
+    assert len(size_only) == 2  # ambiguous on size alone
+    near = group_stride("replica_groups={{0,1,2,3},{4,5,6,7},{8,9,10,11},{12,13,14,15}}")
+    far = group_stride("replica_groups=[4,4]<=[4,4]T(1,0)")
+    assert (near, far) == (1, 4)
+    assert attribute_axes("all-reduce", "ici", mesh, group_size=4, per_step=4.0, group_stride=near,
+                          device_order=order)[0] == {"tensor": 1.0}
+    assert attribute_axes("all-reduce", "ici", mesh, group_size=4, per_step=4.0, group_stride=far,
+                          device_order=order)[0] == {"data": 1.0}

@@ -101,4 +101,6 @@ def merge_profiles(parts: list[tuple[str, Profile]], collectives: list[Collectiv
                     op.collective_bytes = float(c.result_bytes)
                 if op.group_size is None:
                     op.group_size = c.group_size
+                if op.group_stride is None:
+                    op.group_stride = c.group_stride
     return out

@@ -54,6 +54,7 @@ class OpStat:
     collective_bytes: float | None = None  # payload bytes moved per occurrence, for collectives
     group_size: int | None = None  # participants per replica group, for collectives
     program: str | None = None  # HLO module / program the op belongs to
+    group_stride: int | None = None  # device-id step inside a replica group (from compiled HLO), for collectives
 
 
 @dataclass(slots=True)
@@ -68,6 +69,7 @@ class CollectiveOp:
     num_groups: int | None
     is_async: bool = False  # *-start / *-done pair
     computation: str | None = None  # enclosing HLO computation
+    group_stride: int | None = None  # device-id step inside the first replica group (1: neighbours), when regular
 
 
 @dataclass(slots=True)
