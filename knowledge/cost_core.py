@@ -70,6 +70,7 @@ class Terms:
     memory: dict[str, np.ndarray]  # bytes per chip: weights, gradients, optimizer, activations
     model_flops_per_chip: np.ndarray
     notes: tuple[str, ...]
+    stages: dict[str, np.ndarray] | None = None  # first/last stage memory (bytes), slowest / mean stage time
 
     def step_s(
         self, compute_scale: float = 1.0, comm_scale: float = 1.0, fixed_s: float = 0.0
@@ -262,7 +263,9 @@ def _stage_memory(shape: Shape, nd: np.ndarray, nf: np.ndarray, nt: np.ndarray, 
     first_total = sum(first.values())
     last_total = sum(last.values())
     pick_first = first_total >= last_total
-    return {k: np.where(pick_first, first[k], last[k]) for k in first}
+    out = {k: np.where(pick_first, first[k], last[k]) for k in first}
+    out["_first_stage_total"], out["_last_stage_total"] = first_total, last_total
+    return out
 
 
 def chip_efficiency(chip: Chip) -> float:
@@ -479,6 +482,11 @@ def evaluate(
     # fsdp, tensor, pipeline, and expert for expert weights; data/sequence replicate. Megatron's distributed
     # optimizer shards the optimizer state over data x context (x expert for dense weights) as well.
     memory = _stage_memory(shape, nd, nf, nt, ns, ne, npp, m, tok_mb, local_layers)
+    stages = {
+        "first_stage_memory": memory.pop("_first_stage_total"),
+        "last_stage_memory": memory.pop("_last_stage_total"),
+        "slowest_over_mean_stage": stage_factor,
+    }
     return Terms(
         compute_s=compute_s,
         hbm_s=hbm_s,
@@ -493,4 +501,5 @@ def evaluate(
         memory=memory,
         model_flops_per_chip=model_flops / chips,
         notes=net.notes,
+        stages=stages,
     )

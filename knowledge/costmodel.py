@@ -183,6 +183,13 @@ def predict(
         "fused/flash attention assumed (attention scores not stored); gradients reduced in bf16"
     )
     assumptions.extend(_overlap_notes(shape, mesh))
+    if mesh.size("pipeline") > 1 and terms.stages is not None:
+        st = {k: float(v[0]) for k, v in terms.stages.items()}
+        assumptions.append(
+            f"pipeline stages: slowest stage {100 * (st['slowest_over_mean_stage'] - 1):.0f}% over the mean; memory "
+            f"first stage {st['first_stage_memory'] / 1e9:.1f} GB, last stage {st['last_stage_memory'] / 1e9:.1f} GB "
+            "(the larger is checked against HBM)"
+        )
     u = 0.0
     if calibration is None:
         u += U_UNCALIBRATED

@@ -146,3 +146,18 @@ def test_sequence_ranks_shard_weights_outside_megatron() -> None:
         _terms(other, fsdp8, H100).memory["optimizer"][0])
     # (the sharded copy also keeps two gathered layers live, as FSDP does)
     assert _terms(meg, cp8, H100).memory["weights"][0] > 4 * _terms(other, cp8, H100).memory["weights"][0]
+
+
+def test_a_pipelined_prediction_states_its_stages() -> None:
+    from knowledge.costmodel import predict
+
+    run = RunRecord.model_validate({
+        "id": "pp", "chip": "h100", "num_chips": 32, "num_slices": 4, "framework": "megatron",
+        "model": {"layers": 32, "d_model": 4096, "d_ff": 14336, "heads": 32, "kv_heads": 8, "vocab": 128256},
+        "training": {"global_batch": 256, "seq_len": 8192, "micro_batch": 1},
+    })
+    p = predict(run, Mesh(ici={"tensor": 8}, dcn={"pipeline": 4}))
+    stage = next(a for a in p.assumptions if a.startswith("pipeline stages:"))
+    assert "first stage" in stage and "last stage" in stage
+    assert any("output layer + loss on the last" in a for a in p.assumptions)
+    assert any("no TP comm overlap" in a for a in p.assumptions)
