@@ -110,3 +110,27 @@ def test_an_op_table_covering_more_steps_than_the_step_table_lists_is_divided_by
     assert rep.kpis.compute_bound_percent == pytest.approx(80.0, abs=0.5)
     assert rep.kpis.collective_percent == pytest.approx(15.0, abs=0.5)
     assert rep.kpis.op_coverage_percent == pytest.approx(95.0, abs=0.5)
+
+
+def test_a_real_jax_trace_headline_matches_its_kpi_table() -> None:
+    # examples/runs/jax-cpu-8dev: a real sharded JAX run (scripts/jax_sample_run.py, docs/real-jax-run.md);
+    # trace op times with no FLOPs/bytes for most fusions, which once read "80% compute-bound" in the headline
+    # above a KPI table showing 0.0% compute-bound.
+    import re
+    from pathlib import Path
+
+    from bot.analysis.analyze import analyze_run
+    from bot.runs.store import LocalRunStore
+
+    runs = Path(__file__).resolve().parents[1] / "examples" / "runs"
+    rep = analyze_run(LocalRunStore(runs).get("jax-cpu-8dev"))
+    k, d = rep.kpis, rep.diagnosis
+    kpi = {"compute": k.compute_bound_percent, "hbm": k.hbm_bound_percent, "communication": k.collective_percent}
+    assert k.attribution_source == "ops"
+    shown = dict(re.findall(r"(compute|hbm|communication) (\d+)%", d.summary))
+    lead = re.match(r"[\w/-]+-bound: (\d+)%", d.summary)
+    assert lead is not None and int(lead.group(1)) == round(kpi[d.bottleneck])
+    for resource, pct in shown.items():
+        assert int(pct) == round(kpi[resource])
+    cited = {e.signal: e.value for e in d.evidence}
+    assert cited.get(f"kpis.{'collective_percent' if d.bottleneck == 'communication' else d.bottleneck + '_bound_percent'}") == kpi[d.bottleneck]
