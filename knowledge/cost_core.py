@@ -365,8 +365,11 @@ def evaluate(
     i_dense = _intensity(tok_mb, D, F / nt)
     tok_expert = tok_mb * K * ne / E  # tokens each local expert sees per micro-batch
     i_expert = _intensity(tok_expert, D, F / nt)
-    t_dense_c = dense_flops / chips / peak * slow_dense
-    t_expert_c = expert_flops / chips / peak / shape_factor(tok_expert, D, F / nt)
+    # fp8 linear layers (Transformer Engine, torchao Float8) run the dense matmuls at the fp8 peak; the
+    # attention core stays in bf16.
+    mm_peak = peak * (chip.peak_fp8_flops / chip.peak_bf16_flops) if shape.fp8 and chip.peak_fp8_flops else peak
+    t_dense_c = dense_flops / chips / mm_peak * slow_dense
+    t_expert_c = expert_flops / chips / mm_peak / shape_factor(tok_expert, D, F / nt)
     # Flash attention: compute-bound at any practical S. Causal context parallelism without load balancing
     # leaves the last rank the whole lower triangle: 2·cp/(cp+1) of the mean [Megatron-Core context
     # parallelism docs; Liu et al. 2023, ring attention] unless the sequence is split in balanced chunks.

@@ -79,6 +79,7 @@ class Shape:
     p2p_overlap: bool = False  # pipeline sends overlapped (Megatron --overlap-p2p-communication, interleaved only)
     tp_comm_overlap: bool = False  # tensor-parallel collectives overlapped with GEMMs (Megatron --tp-comm-overlap)
     cp_load_balanced: bool = True  # causal attention split in balanced chunks over context ranks (Megatron CP default)
+    fp8: bool = False  # linear layers in fp8 (training.dtype fp8): matmuls at the chip's fp8 peak where it has one
 
     @property
     def spec(self) -> RematSpec:
@@ -245,7 +246,12 @@ def resolve_shape(run: RunRecord, settings: TrainingSettings | None = None) -> S
         assumptions.append(f"run.yaml global_batch {t.global_batch} differs from the config's {stated}: using the config")
     seq_len = t.seq_len or (cfg.seq_len if cfg else None) or 1
     state = _model_state(run, cfg, assumptions)
-    if t.dtype != "bf16":
+    if t.dtype == "fp8":
+        assumptions.append(
+            "dtype fp8: the linear layers' matmuls run at the chip's fp8 peak where it has one (attention, "
+            "elementwise work and memory stay as in bf16)"
+        )
+    elif t.dtype != "bf16":
         assumptions.append(f"dtype {t.dtype}: memory and FLOP rates still use the bf16 figures")
     return Shape(
         layers=m.layers,
@@ -282,6 +288,7 @@ def resolve_shape(run: RunRecord, settings: TrainingSettings | None = None) -> S
         optimizer_bytes=state["optimizer_bytes"],
         optimizer_offload=state["optimizer_offload"],
         settings=cfg,
+        fp8=t.dtype == "fp8",
         **_mesh_behaviour(run, cfg, assumptions),
     )
 

@@ -60,6 +60,9 @@ class Chip(BaseModel):
     peak_bf16_flops: PositiveFloat = Field(description="dense bf16 FLOP/s per chip")
     intra: IntraInterconnect
     inter: InterInterconnect
+    peak_fp8_flops: PositiveFloat | None = Field(
+        default=None, description="dense fp8 FLOP/s per chip where the chip has fp8 matmul units (H100/H200)"
+    )
     matmul_efficiency: float | None = Field(
         default=None, gt=0, le=1,
         description="achieved / peak FLOP/s of large, well-shaped matmuls in training, fitted per hardware family "

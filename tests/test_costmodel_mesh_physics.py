@@ -161,3 +161,16 @@ def test_a_pipelined_prediction_states_its_stages() -> None:
     assert "first stage" in stage and "last stage" in stage
     assert any("output layer + loss on the last" in a for a in p.assumptions)
     assert any("no TP comm overlap" in a for a in p.assumptions)
+
+
+def test_fp8_linear_layers_run_at_the_fp8_peak_where_the_chip_has_one() -> None:
+    # H100 SXM datasheet: 989 TFLOPS bf16, 1,979 TFLOPS fp8 (dense). A100 has no fp8 units.
+    kw = dict(heads=32, hidden=4096, layers=32, batch=64, gpus=8, vocab=128256, seq=8192)
+    mesh = Mesh(ici={"fsdp": 8})
+    h_bf16 = _terms(_shape(**kw, chip="h100"), mesh, H100)
+    h_fp8 = _terms(dataclasses.replace(_shape(**kw, chip="h100"), fp8=True), mesh, H100)
+    # matmuls halve; attention (a third of the FLOPs at 8k tokens) stays bf16
+    assert 0.5 < h_fp8.compute_s[0] / h_bf16.compute_s[0] < 0.75
+    a_bf16 = _terms(_shape(**kw), mesh, A100)
+    a_fp8 = _terms(dataclasses.replace(_shape(**kw), fp8=True), mesh, A100)
+    assert a_fp8.compute_s[0] == pytest.approx(a_bf16.compute_s[0])
