@@ -463,7 +463,7 @@ def predict_relative(
     compute = base.compute_ms * tokens_factor * shape_ratio
     breakdown: dict[str, float] = {"compute": compute, "fixed": base.fixed_ms}
     if abs(shape_ratio - 1.0) > 0.01:
-        u += U_SHAPE / 2
+        u += min(U_SHAPE / 2, abs(shape_ratio - 1.0))  # as uncertain as the correction it makes (d inferred)
         assumptions.append(
             f"per-chip matmul shapes change: compute x{shape_ratio:.3f} (tokens per micro-batch per chip and d_ff / "
             f"tensor, with d_model ~{(base.d_model or 4096.0):.0f} inferred and d_ff ~4 x d_model; docs/cost-model.md)"
