@@ -42,8 +42,8 @@ def test_a_run_whose_top_collectives_are_hbm_bound_is_diagnosed_hbm() -> None:
 
 
 def test_a_top_five_export_does_not_outvote_the_profilers_step_breakdown() -> None:
-    # Five ops covering 10% of the step, 6% of it in collectives; the profiler measured 7.5% collectives and
-    # a 95% duty cycle over the whole step.
+    # Five ops covering 10% of the step (11% of its busy time), 6% of it in collectives; the profiler measured
+    # 7.5% collectives and a 95% duty cycle over the whole step.
     ops = [
         collective("all-reduce.1", 0.035, group=8),
         collective("all-gather.1", 0.025, group=8, category="all-gather"),
@@ -54,13 +54,13 @@ def test_a_top_five_export_does_not_outvote_the_profilers_step_breakdown() -> No
     rep = run_analysis(record(), profiled(ops, duty=95.0, communication_time_percent=7.5))
     k, d = rep.kpis, rep.diagnosis
     assert k.attribution_source == "profile"
-    assert k.op_coverage_percent == pytest.approx(10.0)
+    assert k.op_coverage_percent == pytest.approx(100 * 10.0 / 95.0, abs=0.01)  # of the busy 95% of the step
     assert k.collective_percent == pytest.approx(7.5)
     assert d.bottleneck == "compute"
     # busy time outside collectives (87.5%) split compute:HBM as the visible ops are (3:1)
     assert k.compute_bound_percent == pytest.approx(87.5 * 0.75, abs=0.1)
-    assert "cover only 10%" in d.summary
-    assert any("cover only 10%" in r for r in d.confidence_reasons)
+    assert "cover only 11%" in d.summary
+    assert any("cover only 11%" in r for r in d.confidence_reasons)
 
 
 def test_op_totals_over_a_window_of_many_steps_are_per_step_figures() -> None:
@@ -70,7 +70,7 @@ def test_op_totals_over_a_window_of_many_steps_are_per_step_figures() -> None:
     prof = profiled(ops, steps=None, duty=96.0, communication_time_percent=33.0, op_time_fraction=0.1)
     rep = run_analysis(record(), prof)
     assert any("inferred 30" in w for w in rep.warnings)
-    assert rep.kpis.op_coverage_percent == pytest.approx(10.0)
+    assert rep.kpis.op_coverage_percent == pytest.approx(100 * 10.0 / 96.0, abs=0.01)
     assert all(op.time_percent <= 100.0 for op in rep.top_ops)
     assert rep.top_ops[0].time_per_step_ms == pytest.approx(2.0 * STEP_US / 30 / 1000)
 
@@ -109,7 +109,7 @@ def test_an_op_table_covering_more_steps_than_the_step_table_lists_is_divided_by
     assert any("covers ~30 steps" in w for w in rep.warnings)
     assert rep.kpis.compute_bound_percent == pytest.approx(80.0, abs=0.5)
     assert rep.kpis.collective_percent == pytest.approx(15.0, abs=0.5)
-    assert rep.kpis.op_coverage_percent == pytest.approx(95.0, abs=0.5)
+    assert rep.kpis.op_coverage_percent == pytest.approx(100.0, abs=0.5)  # all of the busy time
 
 
 def test_a_real_jax_trace_headline_matches_its_kpi_table() -> None:
@@ -134,3 +134,13 @@ def test_a_real_jax_trace_headline_matches_its_kpi_table() -> None:
         assert int(pct) == round(kpi[resource])
     cited = {e.signal: e.value for e in d.evidence}
     assert cited.get(f"kpis.{'collective_percent' if d.bottleneck == 'communication' else d.bottleneck + '_bound_percent'}") == kpi[d.bottleneck]
+
+
+def test_an_idle_input_bound_device_is_not_a_partial_op_table() -> None:
+    # 55% idle waiting on input: the ops cover all of the busy 45%, so the op table leads.
+    ops = [matmul("fusion.mlp", 0.35), streaming("fusion.x", 0.10)]
+    rep = run_analysis(record(), profiled(ops, duty=45.0, host_wait=50.0))
+    assert rep.kpis.op_coverage_percent == pytest.approx(100.0, abs=0.5)
+    assert rep.kpis.attribution_source == "ops"
+    assert rep.diagnosis.bottleneck == "host"
+    assert "cover only" not in rep.diagnosis.summary

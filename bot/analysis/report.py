@@ -55,7 +55,8 @@ class Kpis(_Out):
     tokens_per_second: float | None
     op_coverage_percent: float | None = Field(
         default=None,
-        description="share of the step window (steps x step time) covered by the visible ops' time; small for a top-N export",
+        description="share of the device's busy time in the window (duty cycle x steps x step time) that the visible "
+        "ops' time covers; small for a top-N export",
     )
     attribution_source: Literal["ops", "profile", "breakdown"] | None = Field(
         default=None,

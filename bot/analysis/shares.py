@@ -34,7 +34,7 @@ class StepShares:
 
     scores: dict[str, float]
     source: str  # ops | profile | breakdown | none
-    coverage: float | None  # visible op time / (steps x step time); None when the window is unknown
+    coverage: float | None  # visible busy op time / (duty cycle x steps x step time); None when the window is unknown
     busy_undetermined: bool = False  # device busy time could not be split between compute and HBM
     notes: list[str] = field(default_factory=list)
 
@@ -109,12 +109,22 @@ def _from_breakdown(att: Attribution, facts: StepFacts, op: dict[str, float] | N
     return s, undetermined
 
 
+def _coverage(att: Attribution, facts: StepFacts) -> float | None:
+    """Visible op time over the device's busy time in the window (duty cycle x window when the profile
+    reports one, else the whole window): an idle, input-bound device is not a partial op table."""
+    if not facts.window_us:
+        return None
+    busy_window = facts.window_us * (facts.duty_percent / 100.0 if facts.duty_percent else 1.0)
+    busy_ops = att.total_us - att.idle_us
+    return busy_ops / busy_window if busy_window > 0 else None
+
+
 def step_shares(att: Attribution, facts: StepFacts) -> StepShares:
     """The one attribution of the step (see the module docstring for which source leads)."""
     notes: list[str] = []
     denom = facts.denominator_us
     have_ops = att.total_us > 0 and denom > 0
-    coverage = att.total_us / facts.window_us if have_ops and facts.window_us else None
+    coverage = _coverage(att, facts) if have_ops else None
     op = _op_split(att, denom, notes) if have_ops else None
     has_breakdown = facts.duty_percent is not None or facts.profile_comm_percent is not None
     if op is not None and not (coverage is not None and coverage < LOW_COVERAGE and has_breakdown):
