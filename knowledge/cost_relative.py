@@ -236,10 +236,13 @@ def profile_baseline(
 ) -> ProfileBaseline:
     """Split the measured step of ``mesh`` into compute, per-axis collectives and fixed time.
 
-    ``framework`` (the run's) gives the device order replica groups are numbered in (:data:`DEVICE_ORDER`), so a
-    group's member spacing can tell two axes of the same size apart; None leaves that evidence out.
+    ``framework`` (the run's; default: the config format the analysis read the mesh from) gives the device order
+    replica groups are numbered in (:data:`DEVICE_ORDER`), so a group's member spacing can tell two axes of the
+    same size apart; an unknown order leaves that evidence out.
     """
     k = report.kpis
+    if framework is None:  # the analysis names the config format it read the mesh from
+        framework = getattr(getattr(report, "run", None), "config_format", None)
     step = float(k.step_time_ms or 0.0)
     coll_pct = (k.collective_percent or 0.0) / 100.0
     host = (k.host_wait_percent or 0.0) / 100.0

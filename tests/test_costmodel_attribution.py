@@ -97,3 +97,24 @@ def test_replica_group_spacing_tells_two_axes_of_the_same_size_apart() -> None:
                           device_order=order)[0] == {"tensor": 1.0}
     assert attribute_axes("all-reduce", "ici", mesh, group_size=4, per_step=4.0, group_stride=far,
                           device_order=order)[0] == {"data": 1.0}
+
+
+def test_profile_baseline_reads_the_spacing_from_the_compiled_hlo() -> None:
+    # A MaxText run on data=4 x tensor=4: two all-reduces of 4 chips, 4 per step each. Size and frequency
+    # cannot tell them apart; the compiled HLO's replica groups can (neighbours: tensor; 4 apart: data).
+    from bot.profiles.model import CollectiveOp
+
+    mesh = Mesh(ici={"data": 4, "tensor": 4})
+    a = collective("all-reduce.1", 0.10, group=4)
+    b = collective("all-reduce.2", 0.05, group=4)
+    a.occurrences = b.occurrences = 4 * STEPS
+    hlo = [CollectiveOp("all-reduce.1", "all-reduce", "bf16", 1 << 20, 4, 4, group_stride=1),
+           CollectiveOp("all-reduce.2", "all-reduce", "bf16", 1 << 20, 4, 4, group_stride=4)]
+    prof = profiled([matmul("fusion.mlp", 0.8), a, b], duty=99.0, collectives=hlo)
+    rec = record(model=False, num_chips=16)
+    report = run_analysis(rec, prof, mesh)
+    rb = profile_baseline(report=report, profile=prof, mesh=mesh, chip=get_chip("tpu-v5p"), num_chips=16,
+                          num_slices=1, global_batch=None, seq_len=None, remat_flop_factor=1.0)
+    by_axis = {c.axis: c.ms for c in rb.collectives}
+    assert by_axis["tensor"] == pytest.approx(2 * by_axis["data"], rel=1e-6)
+    assert rb.ambiguous_ms == 0
