@@ -189,21 +189,71 @@ def _fmt(v: float | None, unit: str = "%") -> str:
     return "n/a" if v is None else f"{v:.1f}{unit}"
 
 
+@dataclass
+class _Ctx:
+    """What every stage of :func:`diagnose` reads: the inputs, the scores and the chosen bottleneck."""
+
+    inp: DiagnosisInputs
+    k: Kpis
+    att: Attribution
+    chip: Chip
+    scores: dict[str, float]
+    primary: Bottleneck
+    override: str | None
+    others: list[str]
+    secondary: list[Bottleneck]
+    ici_pct: float
+    dcn_pct: float
+    remat_lever: bool = False
+    near_optimal: bool = False
+
+
 def diagnose(inp: DiagnosisInputs) -> Diagnosis:
-    """Primary bottleneck, secondary signals, evidence, conflicts and confidence."""
-    k, att, chip = inp.kpis, inp.att, inp.chip
-    scores, score_notes = dict(inp.shares.scores), list(inp.shares.notes)
+    """Primary bottleneck, secondary signals, evidence, conflicts and confidence (in named stages)."""
+    c = _context(inp)
+    evidence, reasons = _primary_evidence(c)
+    conflicts = _conflicts(c)
+    evidence.extend(_recompute_evidence(c))
+    c.near_optimal = _near_optimal(c)
+    confidence, reasons = _confidence(c, conflicts, reasons)
+    summary, confidence = _summary(c, confidence)
+    return Diagnosis(
+        bottleneck=c.primary,
+        secondary=c.secondary,
+        summary=summary,
+        evidence=evidence,
+        conflicts=conflicts,
+        confidence=confidence,
+        confidence_reasons=reasons,
+        scores=c.scores,
+        near_optimal=c.near_optimal,
+    )
+
+
+def _context(inp: DiagnosisInputs) -> _Ctx:
+    """Scores from the one attribution, the primary bottleneck and the secondary ones."""
+    att = inp.att
+    scores = dict(inp.shares.scores)
     primary, override = _pick_primary(scores)
     others = sorted((r for r in RESOURCES if r != primary), key=lambda r: -scores[r])
-    secondary: list[Bottleneck] = [r for r in others if scores[r] >= SECONDARY_SHARE]
+    secondary: list[Bottleneck] = [r for r in others if scores[r] >= SECONDARY_SHARE]  # type: ignore[misc]
     denom = inp.basis.share_denominator_us
     ici_pct = 100.0 * att.ici_us / denom if denom > 0 else 0.0
     dcn_pct = 100.0 * att.dcn_us / denom if denom > 0 else 0.0
+    remat_lever = (
+        inp.remat == "full" and inp.kpis.hbm_use_percent is not None
+        and inp.kpis.hbm_use_percent < REMAT_HEADROOM_PERCENT
+    )
+    return _Ctx(inp, inp.kpis, att, inp.chip, scores, primary, override, others, secondary, ici_pct, dcn_pct,
+                remat_lever)
 
+
+def _primary_evidence(c: _Ctx) -> tuple[list[Evidence], list[str]]:
+    """Evidence for the primary bottleneck, its largest ops, and the KPIs that frame it."""
+    inp, k, att, chip, scores, primary = c.inp, c.k, c.att, c.chip, c.scores, c.primary
+    secondary, ici_pct, dcn_pct = c.secondary, c.ici_pct, c.dcn_pct
     evidence: list[Evidence] = []
-    conflicts: list[str] = []
     reasons: list[str] = []
-
     # --- evidence for the primary -------------------------------------------------------------------
     if primary == "communication":
         split = f" (ICI/NVLink {ici_pct:.1f}%, DCN/inter-node {dcn_pct:.1f}%)" if att.total_us > 0 else ""
@@ -305,6 +355,14 @@ def diagnose(inp: DiagnosisInputs) -> Diagnosis:
             )
         )
 
+    return evidence, reasons
+
+
+def _conflicts(c: _Ctx) -> list[str]:
+    """Where KPIs and ops (or the profile's verdicts and op kinds) disagree, and how it was resolved."""
+    inp, k, att, scores, primary = c.inp, c.k, c.att, c.scores, c.primary
+    denom = inp.basis.share_denominator_us
+    conflicts: list[str] = []
     # --- conflicts between KPIs and ops ---------------------------------------------------------------
     if k.device_duty_cycle_percent is not None and k.device_duty_cycle_percent >= BUSY_DUTY_CYCLE and primary in (
         "communication",
@@ -358,10 +416,14 @@ def diagnose(inp: DiagnosisInputs) -> Diagnosis:
                 "of it is not model math (rematerialization, padding, or unfused small matmuls) or runs below peak."
             )
 
-    # --- recomputation: FLOPs that are not model FLOPs ----------------------------------------------------
-    remat_lever = (
-        inp.remat == "full" and k.hbm_use_percent is not None and k.hbm_use_percent < REMAT_HEADROOM_PERCENT
-    )
+    return conflicts
+
+
+def _recompute_evidence(c: _Ctx) -> list[Evidence]:
+    """Recomputation: FLOPs the device executes that are not model FLOPs."""
+    inp, k = c.inp, c.k
+    evidence: list[Evidence] = []
+    remat_lever = c.remat_lever
     if remat_lever:
         evidence.append(
             Evidence(
@@ -382,6 +444,13 @@ def diagnose(inp: DiagnosisInputs) -> Diagnosis:
             )
         )
 
+    return evidence
+
+
+def _near_optimal(c: _Ctx) -> bool:
+    """Compute-bound close to the chip's peak, with little overhead: little for a mesh change to win."""
+    k, att, scores, primary = c.k, c.att, c.scores, c.primary
+    remat_lever = c.remat_lever
     # --- near-optimal ----------------------------------------------------------------------------------
     near_optimal = False
     if primary == "compute" and not remat_lever and scores["communication"] < 0.15 and scores["host"] < 0.10:
@@ -391,6 +460,14 @@ def diagnose(inp: DiagnosisInputs) -> Diagnosis:
         elif k.mfu_percent is None and scores["compute"] >= 0.7 and eff is not None and eff >= NEAR_OPTIMAL_EFFICIENCY:
             near_optimal = True
 
+    return near_optimal
+
+
+def _confidence(c: _Ctx, conflicts: list[str], reasons: list[str]) -> tuple[float, list[str]]:
+    """Start at 0.95 and subtract, with the reason, for everything that makes the attribution less certain."""
+    inp, k, att, chip, scores, primary = c.inp, c.k, c.att, c.chip, c.scores, c.primary
+    override, others = c.override, c.others
+    score_notes = list(inp.shares.notes)
     # --- confidence --------------------------------------------------------------------------------------
     confidence = 0.95
     reasons = list(inp.extra_reasons) + reasons
@@ -451,6 +528,14 @@ def diagnose(inp: DiagnosisInputs) -> Diagnosis:
     reasons.extend(score_notes)
     confidence = round(min(0.99, max(0.05, confidence)), 2)
 
+    return confidence, reasons
+
+
+def _summary(c: _Ctx, confidence: float) -> tuple[str, float]:
+    """The headline, from the same scores as the KPI table and the evidence."""
+    inp, k, att, scores, primary = c.inp, c.k, c.att, c.scores, c.primary
+    secondary, ici_pct, dcn_pct = c.secondary, c.ici_pct, c.dcn_pct
+    remat_lever, near_optimal = c.remat_lever, c.near_optimal
     # --- summary ------------------------------------------------------------------------------------------
     share = 100 * scores[primary]
     if primary == "communication":
@@ -491,17 +576,7 @@ def diagnose(inp: DiagnosisInputs) -> Diagnosis:
         )
         confidence = 0.05
 
-    return Diagnosis(
-        bottleneck=primary,
-        secondary=secondary,
-        summary=summary,
-        evidence=evidence,
-        conflicts=conflicts,
-        confidence=confidence,
-        confidence_reasons=reasons,
-        scores=scores,
-        near_optimal=near_optimal,
-    )
+    return summary, confidence
 
 
 __all__ = ["DiagnosisInputs", "OpLeader", "diagnose", "op_leaders", "RESOURCES", "LABEL"]
