@@ -251,7 +251,7 @@ def _context(inp: DiagnosisInputs) -> _Ctx:
 def _primary_evidence(c: _Ctx) -> tuple[list[Evidence], list[str]]:
     """Evidence for the primary bottleneck, its largest ops, and the KPIs that frame it."""
     inp, k, att, chip, scores, primary = c.inp, c.k, c.att, c.chip, c.scores, c.primary
-    secondary, ici_pct, dcn_pct = c.secondary, c.ici_pct, c.dcn_pct
+    ici_pct, dcn_pct = c.ici_pct, c.dcn_pct
     evidence: list[Evidence] = []
     reasons: list[str] = []
     # --- evidence for the primary -------------------------------------------------------------------
@@ -309,6 +309,14 @@ def _primary_evidence(c: _Ctx) -> tuple[list[Evidence], list[str]]:
                 "idle time is not explained by input wait: it may be host-side dispatch, synchronization or "
                 "checkpointing rather than the input pipeline"
             )
+    evidence.extend(_framing_evidence(c))
+    return evidence, reasons
+
+
+def _framing_evidence(c: _Ctx) -> list[Evidence]:
+    """The primary's largest ops, then the KPIs that frame it: duty cycle, MFU, secondary shares, HBM use."""
+    inp, k, chip, scores, primary, secondary = c.inp, c.k, c.chip, c.scores, c.primary, c.secondary
+    evidence: list[Evidence] = []
     for lead in inp.leaders.get(primary, []):
         if lead.share < MIN_EVIDENCE_OP_SHARE:
             continue
@@ -355,7 +363,7 @@ def _primary_evidence(c: _Ctx) -> tuple[list[Evidence], list[str]]:
             )
         )
 
-    return evidence, reasons
+    return evidence
 
 
 def _conflicts(c: _Ctx) -> list[str]:
