@@ -173,64 +173,11 @@ class KpiResult:
     shares: StepShares
 
 
-def compute_kpis(record: RunRecord, profile: Profile, chip: Chip, att: Attribution, basis: StepBasis) -> KpiResult:
-    """Fill :class:`Kpis` from the profile, the run record and the op attribution."""
-    unavailable = list(basis.unavailable)
-    warnings = list(basis.warnings)
-    denom = basis.share_denominator_us
-    have_ops = att.total_us > 0
-
-    step_ms = basis.step_time_us / 1000.0 if basis.step_time_us else None
-
-    # Duty cycle: the profiler's figure when it reports one, else busy op time over the window. Only a
-    # real window (steps x step time) gives a meaningful idle share.
-    window_known = basis.step_time_us is not None and denom == basis.num_steps * basis.step_time_us
-    duty: float | None
-    if profile.device_duty_cycle_percent is not None:
-        duty = round(min(100.0, max(0.0, profile.device_duty_cycle_percent)), 2)
-    elif have_ops and window_known and basis.source != "op-sum":
-        duty = round(min(100.0, _pct(att.busy_us, denom)), 2)
-    else:
-        duty = None
-        unavailable.append(
-            "device duty cycle: export XProf overview_page, or give measured.step_time_ms so idle time "
-            "between ops can be measured"
-        )
-    idle = round(100.0 - duty, 2) if duty is not None else None
-
-    if profile.host_wait_percent is not None:
-        host_wait: float | None = round(max(0.0, profile.host_wait_percent), 2)
-    elif have_ops:
-        host_wait = _pct(att.host_us, denom)
-    else:
-        host_wait = None
-        unavailable.append("host wait: export XProf overview_page (input time) or op-level stats")
-
-    # One attribution for the KPI table, the headline and the evidence (bot.analysis.shares).
-    window = basis.window_us if basis.source != "op-sum" else None
-    shares = step_shares(att, facts_for(profile, duty, idle, host_wait, window, denom))
-    pct = shares.percent
-    collective: float | None = pct["communication"] if shares.source != "none" else None
-    if shares.source in ("ops", "profile"):
-        compute_bound: float | None = pct["compute"]
-        hbm_bound: float | None = pct["hbm"]
-    else:
-        compute_bound = hbm_bound = None
-        unavailable.append(
-            "op roofline (compute-/HBM-bound shares, top ops): export XProf hlo_stats or op_profile, or a "
-            "JAX trace"
-        )
-    if profile.communication_time_percent is None and not have_ops:
-        collective = None
-    coverage = round(100.0 * shares.coverage, 2) if shares.coverage is not None else None
-
-    # MFU and throughput.
-    mflops = model_flops_per_step(record)
-    warnings.extend(mflops.notes)
+def _mfu(record: RunRecord, chip: Chip, mflops: ModelFlops, step_s: float | None, unavailable: list[str],
+         warnings: list[str]) -> tuple[float | None, str | None]:
+    """MFU computed from the model FLOPs and the step time (checked against a reported one), else as reported."""
     mfu: float | None = None
     mfu_source: str | None = None
-    achieved: float | None = None
-    step_s = basis.step_time_us * 1e-6 if basis.step_time_us else None
     if mflops.per_step is not None and step_s:
         mfu = round(100.0 * mflops.per_step / (step_s * record.num_chips * chip.peak_bf16_flops), 2)
         mfu_source = "computed"
@@ -266,6 +213,97 @@ def compute_kpis(record: RunRecord, profile: Profile, chip: Chip, att: Attributi
             unavailable.append(f"MFU: add {', '.join(mflops.missing)} to run.yaml")
         else:
             unavailable.append("MFU: needs a step time (see step time)")
+    return mfu, mfu_source
+
+
+def _hbm_use(record: RunRecord, profile: Profile, chip: Chip, unavailable: list[str],
+             warnings: list[str]) -> tuple[float | None, float, float | None]:
+    """(peak bytes in use, capacity, percent): the profile's peak, else run.yaml's measured one."""
+    capacity = float(profile.hbm_capacity_bytes or chip.hbm_bytes)
+    used: float | None = None
+    if profile.peak_hbm_bytes:
+        used = float(profile.peak_hbm_bytes)
+    elif record.measured and record.measured.hbm_peak_bytes:
+        used = float(record.measured.hbm_peak_bytes)
+    else:
+        unavailable.append(
+            "HBM use: add measured.hbm_peak_bytes to run.yaml or export XProf memory data (peak heap)"
+        )
+    use_pct = round(100.0 * used / capacity, 2) if used is not None and capacity > 0 else None
+    if use_pct is not None and use_pct > 100:
+        warnings.append(
+            f"peak HBM {used / 1e9:.1f} GB exceeds the {chip.display_name} capacity {capacity / 1e9:.1f} GB: "
+            "check the chip in run.yaml"
+        )
+    return used, capacity, use_pct
+
+
+def _duty_and_wait(profile: Profile, att: Attribution, basis: StepBasis,
+                   unavailable: list[str]) -> tuple[float | None, float | None, float | None]:
+    """(duty cycle, idle, host wait) in percent of the step: the profiler's figures, else from the ops."""
+    denom = basis.share_denominator_us
+    have_ops = att.total_us > 0
+    # Duty cycle: the profiler's figure when it reports one, else busy op time over the window. Only a
+    # real window (steps x step time) gives a meaningful idle share.
+    window_known = basis.step_time_us is not None and denom == basis.num_steps * basis.step_time_us
+    duty: float | None
+    if profile.device_duty_cycle_percent is not None:
+        duty = round(min(100.0, max(0.0, profile.device_duty_cycle_percent)), 2)
+    elif have_ops and window_known and basis.source != "op-sum":
+        duty = round(min(100.0, _pct(att.busy_us, denom)), 2)
+    else:
+        duty = None
+        unavailable.append(
+            "device duty cycle: export XProf overview_page, or give measured.step_time_ms so idle time "
+            "between ops can be measured"
+        )
+    idle = round(100.0 - duty, 2) if duty is not None else None
+
+    if profile.host_wait_percent is not None:
+        host_wait: float | None = round(max(0.0, profile.host_wait_percent), 2)
+    elif have_ops:
+        host_wait = _pct(att.host_us, denom)
+    else:
+        host_wait = None
+        unavailable.append("host wait: export XProf overview_page (input time) or op-level stats")
+    return duty, idle, host_wait
+
+
+def compute_kpis(record: RunRecord, profile: Profile, chip: Chip, att: Attribution, basis: StepBasis) -> KpiResult:
+    """Fill :class:`Kpis` from the profile, the run record and the op attribution."""
+    unavailable = list(basis.unavailable)
+    warnings = list(basis.warnings)
+    denom = basis.share_denominator_us
+    have_ops = att.total_us > 0
+
+    step_ms = basis.step_time_us / 1000.0 if basis.step_time_us else None
+
+    duty, idle, host_wait = _duty_and_wait(profile, att, basis, unavailable)
+
+    # One attribution for the KPI table, the headline and the evidence (bot.analysis.shares).
+    window = basis.window_us if basis.source != "op-sum" else None
+    shares = step_shares(att, facts_for(profile, duty, idle, host_wait, window, denom))
+    pct = shares.percent
+    collective: float | None = pct["communication"] if shares.source != "none" else None
+    if shares.source in ("ops", "profile"):
+        compute_bound: float | None = pct["compute"]
+        hbm_bound: float | None = pct["hbm"]
+    else:
+        compute_bound = hbm_bound = None
+        unavailable.append(
+            "op roofline (compute-/HBM-bound shares, top ops): export XProf hlo_stats or op_profile, or a "
+            "JAX trace"
+        )
+    if profile.communication_time_percent is None and not have_ops:
+        collective = None
+    coverage = round(100.0 * shares.coverage, 2) if shares.coverage is not None else None
+
+    # MFU and throughput.
+    mflops = model_flops_per_step(record)
+    warnings.extend(mflops.notes)
+    step_s = basis.step_time_us * 1e-6 if basis.step_time_us else None
+    mfu, mfu_source = _mfu(record, chip, mflops, step_s, unavailable, warnings)
+    achieved: float | None = None
 
     # Achieved FLOP rate per chip: hardware FLOPs the profile counted (includes rematerialization) when it
     # counts them over most of the busy time, else the model FLOPs.
@@ -283,23 +321,7 @@ def compute_kpis(record: RunRecord, profile: Profile, chip: Chip, att: Attributi
     elif record.measured and record.measured.tokens_per_second:
         tokens_per_s = record.measured.tokens_per_second
 
-    # HBM use.
-    capacity = float(profile.hbm_capacity_bytes or chip.hbm_bytes)
-    used: float | None = None
-    if profile.peak_hbm_bytes:
-        used = float(profile.peak_hbm_bytes)
-    elif record.measured and record.measured.hbm_peak_bytes:
-        used = float(record.measured.hbm_peak_bytes)
-    else:
-        unavailable.append(
-            "HBM use: add measured.hbm_peak_bytes to run.yaml or export XProf memory data (peak heap)"
-        )
-    use_pct = round(100.0 * used / capacity, 2) if used is not None and capacity > 0 else None
-    if use_pct is not None and use_pct > 100:
-        warnings.append(
-            f"peak HBM {used / 1e9:.1f} GB exceeds the {chip.display_name} capacity {capacity / 1e9:.1f} GB: "
-            "check the chip in run.yaml"
-        )
+    used, capacity, use_pct = _hbm_use(record, profile, chip, unavailable, warnings)
 
     kpis = Kpis(
         step_time_ms=round(step_ms, 4) if step_ms is not None else None,
