@@ -277,34 +277,29 @@ def chip_efficiency(chip: Chip) -> float:
     return chip.matmul_efficiency or DEFAULT_EFFICIENCY
 
 
-def evaluate(
-    shape: Shape,
-    chip: Chip,
-    chips_per_slice: int,
-    ici: np.ndarray,
-    dcn: np.ndarray,
-    *,
-    efficiency: float | None = None,
-    overlap_miss: float = DEFAULT_OVERLAP_MISS,
-) -> Terms:
-    """Every cost term for each mesh in ``ici``/``dcn`` (int arrays [M, 6] in AXES order).
+@dataclass(frozen=True)
+class _MeshSplit:
+    """Per-mesh axis sizes and how the batch splits over them (arrays of shape [M])."""
 
-    ``efficiency`` defaults to the chip's fitted ``matmul_efficiency``, else :data:`DEFAULT_EFFICIENCY`.
-    """
-    if efficiency is None:
-        efficiency = chip_efficiency(chip)
-    ici = np.atleast_2d(np.asarray(ici, dtype=np.int64))
-    dcn = np.atleast_2d(np.asarray(dcn, dtype=np.int64))
-    net: AxisNetwork = axis_networks(chip, chips_per_slice, ici, dcn)
-    n = (ici * dcn).astype(np.float64)
+    nd: np.ndarray
+    nf: np.ndarray
+    nt: np.ndarray
+    ns: np.ndarray
+    ne: np.ndarray
+    npp: np.ndarray
+    chips: np.ndarray
+    dp: np.ndarray  # data-parallel ranks (data x fsdp x expert)
+    m: np.ndarray  # micro-batches per step
+    mb: np.ndarray  # sequences per micro-batch per data rank
+    tok_mb: np.ndarray  # tokens one chip processes per micro-batch
+    net: AxisNetwork
+
+
+def _split(shape: Shape, net: AxisNetwork, n: np.ndarray) -> _MeshSplit:
+    """Axis sizes, data-parallel ranks and the micro-batching of each mesh."""
     nd, nf, nt, ns, ne, npp = (n[:, i] for i in range(6))
     chips = n.prod(axis=1)
-
-    L, D, F = float(shape.layers), float(shape.d_model), float(shape.d_ff)
     S, B = float(shape.seq_len), float(shape.global_batch)
-    V = float(shape.vocab)
-    E, K = float(shape.experts), float(shape.top_k)
-
     # --- batch, micro-batches ------------------------------------------------------------------
     # The batch is split over data x fsdp (x expert: expert-parallel ranks are data-parallel for the
     # dense layers, as in GShard/MaxText). Sequences per data-parallel rank per step:
@@ -327,6 +322,25 @@ def evaluate(
     m = np.maximum(per_rank / np.maximum(mb, 1e-12), 1.0)
     tok_mb = mb * S / ns  # tokens one chip processes per micro-batch (tensor ranks share them)
 
+    return _MeshSplit(nd, nf, nt, ns, ne, npp, chips, dp, m, mb, tok_mb, net)
+
+
+@dataclass(frozen=True)
+class _Device:
+    compute_s: np.ndarray  # slowest stage's compute time per step
+    hbm_s: np.ndarray  # its HBM time beyond the compute
+    stage_factor: np.ndarray  # slowest / mean pipeline stage
+    model_flops: float
+
+
+def _device_time(shape: Shape, chip: Chip, efficiency: float, mm: _MeshSplit) -> _Device:
+    """Compute and HBM time of the slowest stage: FLOPs, per-chip matmul shapes, elementwise and score traffic."""
+    L, D, F = float(shape.layers), float(shape.d_model), float(shape.d_ff)
+    S, B = float(shape.seq_len), float(shape.global_batch)
+    V = float(shape.vocab)
+    E, K = float(shape.experts), float(shape.top_k)
+    nt, ns, ne, npp = mm.nt, mm.ns, mm.ne, mm.npp
+    chips, tok_mb = mm.chips, mm.tok_mb
     # --- compute -------------------------------------------------------------------------------
     # Training FLOPs = 6 x active params x tokens + attention 12·L·H·hd·S per token [PaLM App. B].
     # The input embedding is a lookup, not a matmul, so V·d is left out of the 6N term.
@@ -379,6 +393,24 @@ def evaluate(
     hbm_s = np.maximum(0.0, dense_flops / chips / (i_dense * bw) - t_dense_c) + np.maximum(
         0.0, expert_flops / chips / (i_expert * bw) - t_expert_c
     )
+    hbm_s = hbm_s + _hbm_extras(shape, mm, bw, re_core)
+    # Pipeline stages: the slowest stage sets the step. Megatron puts the output layer + loss on the last
+    # stage (the embedding lookup on the first costs little time but its weights live there) [PTD §2.2;
+    # Megatron-Core pipeline layout]; frameworks that keep them outside the pipeline spread them evenly.
+    stage_factor = _stage_factor(shape, npp, share["out"] * f_out ** -1 / slow_dense, dense_flops,
+                                 dense_flops + expert_flops + attn_hw)
+    compute_s = compute_s * stage_factor
+    hbm_s = hbm_s * stage_factor
+
+    return _Device(compute_s, hbm_s, stage_factor, model_flops)
+
+
+def _hbm_extras(shape: Shape, mm: _MeshSplit, bw: float, re_core: bool) -> np.ndarray:
+    """HBM time outside the matmuls: elementwise work, and the attention scores without a flash kernel."""
+    L, D, F = float(shape.layers), float(shape.d_model), float(shape.d_ff)
+    S, B = float(shape.seq_len), float(shape.global_batch)
+    nt, ns, npp, dp = mm.nt, mm.ns, mm.npp, mm.dp
+    spec = shape.spec
     # Elementwise work (norms, residual adds, activation functions, dropout, bias) streams HBM: ~EW_BYTES x
     # width bytes per token per layer, on the d_model-sized tensors (replicated over tensor ranks unless
     # Megatron sequence parallelism / GSPMD shards them [KOR §4.2]) and the d_ff/t-sized MLP activations.
@@ -388,22 +420,24 @@ def evaluate(
     ew = EW_BYTES_XLA if shape.framework in XLA_FUSING else EW_BYTES
     ew_passes = ew * (1.0 + (1.0 / 3.0 if spec.is_full else 0.0))
     ew_bytes = ew_passes * (L / npp) * (B * S / (dp * ns)) * (D / emb_div + 0.5 * F / nt)
-    hbm_s = hbm_s + ew_bytes / bw
+    extra = ew_bytes / bw
     # Without a flash kernel the [heads, S, S] attention scores go through HBM: written by the QK^T matmul,
     # read and written by the fused scale-mask-softmax and dropout, read by the AV matmul, and about twice that
     # in backward (~SCORE_BYTES per score element, counted from Megatron's unfused path; +1/3 when the
     # forward is recomputed). Flash attention keeps them on chip.
     if not shape.flash_attention:
         score_elems = (L / npp) * (B * S / (dp * ns)) * (shape.heads / nt) * S
-        hbm_s = hbm_s + SCORE_BYTES * (1.0 + (1.0 / 3.0 if re_core else 0.0)) * score_elems / bw
-    # Pipeline stages: the slowest stage sets the step. Megatron puts the output layer + loss on the last
-    # stage (the embedding lookup on the first costs little time but its weights live there) [PTD §2.2;
-    # Megatron-Core pipeline layout]; frameworks that keep them outside the pipeline spread them evenly.
-    stage_factor = _stage_factor(shape, npp, share["out"] * f_out ** -1 / slow_dense, dense_flops,
-                                 dense_flops + expert_flops + attn_hw)
-    compute_s = compute_s * stage_factor
-    hbm_s = hbm_s * stage_factor
+        extra = extra + SCORE_BYTES * (1.0 + (1.0 / 3.0 if re_core else 0.0)) * score_elems / bw
+    return extra
 
+
+def _collectives(shape: Shape, chip: Chip, mm: _MeshSplit) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+    """Raw collective seconds per axis: (overlappable with compute, on the critical path)."""
+    L, D = float(shape.layers), float(shape.d_model)
+    S, K = float(shape.seq_len), float(shape.top_k)
+    nd, nf, nt, ne, npp = mm.nd, mm.nf, mm.nt, mm.ne, mm.npp
+    m, mb, tok_mb, net = mm.m, mm.mb, mm.tok_mb, mm.net
+    spec = shape.spec
     # --- collectives ---------------------------------------------------------------------------
     P_ne, P_e = shape.params_dense, shape.params_expert
     local_layers = L / npp
@@ -470,6 +504,39 @@ def evaluate(
     else:
         comm_crit["pipeline"] = sends
 
+    return comm_ovl, comm_crit
+
+
+def evaluate(
+    shape: Shape,
+    chip: Chip,
+    chips_per_slice: int,
+    ici: np.ndarray,
+    dcn: np.ndarray,
+    *,
+    efficiency: float | None = None,
+    overlap_miss: float = DEFAULT_OVERLAP_MISS,
+) -> Terms:
+    """Every cost term for each mesh in ``ici``/``dcn`` (int arrays [M, 6] in AXES order).
+
+    ``efficiency`` defaults to the chip's fitted ``matmul_efficiency``, else :data:`DEFAULT_EFFICIENCY`.
+    """
+    if efficiency is None:
+        efficiency = chip_efficiency(chip)
+    ici = np.atleast_2d(np.asarray(ici, dtype=np.int64))
+    dcn = np.atleast_2d(np.asarray(dcn, dtype=np.int64))
+    net: AxisNetwork = axis_networks(chip, chips_per_slice, ici, dcn)
+    n = (ici * dcn).astype(np.float64)
+    mm = _split(shape, net, n)
+    dev = _device_time(shape, chip, efficiency, mm)
+    comm_ovl, comm_crit = _collectives(shape, chip, mm)
+    nd, nf, nt, ns, ne, npp = mm.nd, mm.nf, mm.nt, mm.ns, mm.ne, mm.npp
+    m, mb, tok_mb = mm.m, mm.mb, mm.tok_mb
+    compute_s, hbm_s, stage_factor = dev.compute_s, dev.hbm_s, dev.stage_factor
+    local_layers = float(shape.layers) / npp
+    v = float(max(shape.virtual_stages, 1))
+
+
     # --- overlap bounds --------------------------------------------------------------------------
     device = compute_s + hbm_s
     ovl = sum(comm_ovl.values())
@@ -507,7 +574,7 @@ def evaluate(
         micro_batches=m,
         micro_batch=mb,
         memory=memory,
-        model_flops_per_chip=model_flops / chips,
+        model_flops_per_chip=dev.model_flops / mm.chips,
         notes=net.notes,
         stages=stages,
     )
