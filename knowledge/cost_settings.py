@@ -29,6 +29,17 @@ from bot.configs.common import settings as read_settings
 from bot.configs.sharding import ShardingConfig
 from bot.configs.yamlscan import compose
 
+# Megatron keys that change what a mesh costs beyond its sizes (read by :func:`overlap_settings`): the
+# attention kernel flag as Megatron-LM spells it (``--use-flash-attn``), TP communication overlap
+# (``--tp-comm-overlap``), interleaved stages (``--virtual-pipeline-model-parallel-size`` or
+# ``--num-layers-per-virtual-pipeline-stage``), overlapped pipeline sends (``--overlap-p2p-communication``,
+# TransformerConfig ``overlap_p2p_comm``), and the layer / stage counts the per-stage form needs.
+OVERLAP_NAMES: tuple[str, ...] = (
+    "use_flash_attn", "tp_comm_overlap", "virtual_pipeline_model_parallel_size",
+    "num_layers_per_virtual_pipeline_stage", "overlap_p2p_comm", "overlap_p2p_communication", "num_layers",
+    "pipeline_model_parallel_size",
+)
+
 # Every key this module reads (the config readers' own SETTINGS lists do not hold all of them).
 NAMES: tuple[str, ...] = (
     "remat_policy", "remat", "recompute_granularity", "recompute_method", "recompute_num_layers",
@@ -40,7 +51,7 @@ NAMES: tuple[str, ...] = (
     "use_flash_attention", "attention", "attention_kernel", "cross_entropy_loss_fusion", "hidden_dropout",
     "attention_dropout", "num_pipeline_microbatches", "name", "main_grads_dtype", "main_params_dtype",
     "exp_avg_dtype", "exp_avg_sq_dtype",
-)
+) + OVERLAP_NAMES
 
 # Logical setting -> the keys that hold it, by config format, first match wins (also the key an edit writes).
 KEYS: dict[str, dict[str, tuple[str, ...]]] = {
@@ -85,6 +96,12 @@ class TrainingSettings(BaseModel):
     optimizer_offload: bool | None = None
     dropout: bool | None = None
     pipeline_microbatches: int | None = None
+    virtual_pipeline: int | None = Field(default=None, description="interleaved model chunks per pipeline stage "
+                                         "(Megatron virtual pipeline); None = not stated")
+    tp_comm_overlap: bool | None = Field(default=None, description="Megatron --tp-comm-overlap; None = not stated")
+    overlap_p2p: bool | None = Field(default=None, description="Megatron --overlap-p2p-communication; None = not stated")
+    cp_load_balance: bool | None = Field(default=None, description="causal context parallelism split in balanced "
+                                         "chunks; None = not stated (Megatron-Core always balances)")
     global_batch_factor: float = Field(
         default=1.0, description="a proposal that raises the per-device batch or accumulation scales the global batch"
     )
@@ -191,7 +208,7 @@ def settings_from_config(config: ShardingConfig) -> TrainingSettings:
         if found:
             out[field_name] = max(found, key=dtype_bytes)
 
-    flash = _bool(_lookup(v, "use_flash_attention")[1])
+    flash = _bool(_lookup(v, "use_flash_attention", "use_flash_attn")[1])
     _, attention = _lookup(v, "attention", "attention_kernel")
     if isinstance(attention, str):
         a = attention.lower()
@@ -205,7 +222,28 @@ def settings_from_config(config: ShardingConfig) -> TrainingSettings:
     present = [_lookup(v, k)[0] is not None for k in ("hidden_dropout", "attention_dropout")]
     out["dropout"] = any(d for d in drops) if any(present) else None
     out["pipeline_microbatches"] = _int(_lookup(v, "num_pipeline_microbatches")[1])
+    out.update(overlap_settings(v))
     return TrainingSettings(**out)
+
+
+def overlap_settings(values: dict[str, Any]) -> dict[str, Any]:
+    """Megatron's interleaving and overlap settings (:data:`OVERLAP_NAMES`), as TrainingSettings fields.
+
+    ``virtual_pipeline`` is ``virtual_pipeline_model_parallel_size`` when given, else ``num_layers /
+    (pipeline_model_parallel_size x num_layers_per_virtual_pipeline_stage)`` (Megatron-LM's arguments.py
+    derives it the same way); an absent key stays ``None`` (not stated).
+    """
+    out: dict[str, Any] = {}
+    vpp = _int(_lookup(values, "virtual_pipeline_model_parallel_size")[1])
+    per_stage = _int(_lookup(values, "num_layers_per_virtual_pipeline_stage")[1])
+    layers = _int(_lookup(values, "num_layers")[1])
+    pp = _int(_lookup(values, "pipeline_model_parallel_size")[1])
+    if vpp is None and per_stage and layers and pp and layers % (pp * per_stage) == 0:
+        vpp = layers // (pp * per_stage)
+    out["virtual_pipeline"] = vpp
+    out["tp_comm_overlap"] = _bool(_lookup(values, "tp_comm_overlap")[1])
+    out["overlap_p2p"] = _bool(_lookup(values, "overlap_p2p_comm", "overlap_p2p_communication")[1])
+    return out
 
 
 def key_for(settings: TrainingSettings, logical: str, config: ShardingConfig) -> str | None:
