@@ -149,7 +149,12 @@ def _stored_transient(shape: Shape, spec, nt: np.ndarray, local_layers: np.ndarr
             per_layer = (recomputed * layer_input + np.maximum(ll - n, 0.0) * full_layer) / np.maximum(ll, 1.0)
             return per_layer, full_layer
         return layer_input / n, n * full_layer
+    if spec.layer_every:  # torchtitan selective layer: one block in k keeps only its input
+        k = float(spec.layer_every)
+        return layer_input / k + (1.0 - 1.0 / k) * (everything + scores), everything + scores
     saved = layer_input.copy()
+    if spec.every_other_mm:  # torchtitan selective op: wq, wv, w1 (half the MLP input matmuls) and SDPA's output
+        saved = saved + tb["q"] / nt + tb["v"] / kv_div + 0.5 * tb["mlpwi"] / nt
     for name in spec.saved:
         if name in ("k", "v"):
             saved = saved + tb[name] / kv_div
@@ -358,7 +363,8 @@ def _device_time(shape: Shape, chip: Chip, efficiency: float, mm: _MeshSplit) ->
     moe_mlp = re_mlp if shape.is_moe else 0.0
     dense_flops = 6.0 * dense_params * tokens + 2.0 * L * (re_attn + re_mlp - moe_mlp) * tokens
     expert_flops = 6.0 * expert_active * tokens + 2.0 * L * moe_mlp * tokens
-    attn_hw = attn_flops * (4.0 / 3.0 if re_core else 1.0)
+    core_share = spec.core_recompute_share if re_core else 0.0
+    attn_hw = attn_flops * (1.0 + core_share / 3.0)
     model_flops = 6.0 * matmul_params * tokens + attn_flops
     peak = chip.peak_bf16_flops * efficiency
     bw = chip.hbm_bandwidth * efficiency
@@ -393,7 +399,7 @@ def _device_time(shape: Shape, chip: Chip, efficiency: float, mm: _MeshSplit) ->
     hbm_s = np.maximum(0.0, dense_flops / chips / (i_dense * bw) - t_dense_c) + np.maximum(
         0.0, expert_flops / chips / (i_expert * bw) - t_expert_c
     )
-    hbm_s = hbm_s + _hbm_extras(shape, mm, bw, re_core)
+    hbm_s = hbm_s + _hbm_extras(shape, mm, bw, core_share)
     # Pipeline stages: the slowest stage sets the step. Megatron puts the output layer + loss on the last
     # stage (the embedding lookup on the first costs little time but its weights live there) [PTD §2.2;
     # Megatron-Core pipeline layout]; frameworks that keep them outside the pipeline spread them evenly.
@@ -405,7 +411,7 @@ def _device_time(shape: Shape, chip: Chip, efficiency: float, mm: _MeshSplit) ->
     return _Device(compute_s, hbm_s, stage_factor, model_flops)
 
 
-def _hbm_extras(shape: Shape, mm: _MeshSplit, bw: float, re_core: bool) -> np.ndarray:
+def _hbm_extras(shape: Shape, mm: _MeshSplit, bw: float, core_share: float) -> np.ndarray:
     """HBM time outside the matmuls: elementwise work, and the attention scores without a flash kernel."""
     L, D, F = float(shape.layers), float(shape.d_model), float(shape.d_ff)
     S, B = float(shape.seq_len), float(shape.global_batch)
@@ -418,7 +424,7 @@ def _hbm_extras(shape: Shape, mm: _MeshSplit, bw: float, re_core: bool) -> np.nd
     # with hidden size in published scaling tables. Re-run in backward under full recompute.
     emb_div = nt if shape.sequence_parallel else np.ones_like(nt)
     ew = EW_BYTES_XLA if shape.framework in XLA_FUSING else EW_BYTES
-    ew_passes = ew * (1.0 + (1.0 / 3.0 if spec.is_full else 0.0))
+    ew_passes = ew * (1.0 + spec.elementwise_recompute / 3.0)
     ew_bytes = ew_passes * (L / npp) * (B * S / (dp * ns)) * (D / emb_div + 0.5 * F / nt)
     extra = ew_bytes / bw
     # Without a flash kernel the [heads, S, S] attention scores go through HBM: written by the QK^T matmul,
@@ -427,7 +433,7 @@ def _hbm_extras(shape: Shape, mm: _MeshSplit, bw: float, re_core: bool) -> np.nd
     # forward is recomputed). Flash attention keeps them on chip.
     if not shape.flash_attention:
         score_elems = (L / npp) * (B * S / (dp * ns)) * (shape.heads / nt) * S
-        extra = extra + SCORE_BYTES * (1.0 + (1.0 / 3.0 if re_core else 0.0)) * score_elems / bw
+        extra = extra + SCORE_BYTES * (1.0 + core_share / 3.0) * score_elems / bw
     return extra
 
 
