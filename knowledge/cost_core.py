@@ -216,6 +216,42 @@ def _stage_factor(shape: Shape, npp: np.ndarray, out_time_share: np.ndarray, den
     return np.where(npp > 1, (1.0 - out) + npp * out, 1.0)
 
 
+# Bytes per logit element at the loss's peak. Megatron's fused cross-entropy keeps the bf16 logits only; its
+# unfused path the bf16 logits and an fp32 softmax (6). Eager PyTorch trainers (torchtitan's loss_fn:
+# ``cross_entropy(pred.flatten(0, 1).float(), labels)``) hold the bf16 logits, their fp32 copy and the fp32
+# log-softmax in forward, and in backward the saved log-softmax, its fp32 gradient and the fp32 input
+# gradient: 12 bytes per element (counted from torchtitan train.py @ 9dec370, the commit of its H100 tables).
+EAGER_LOSS_BYTES = 12.0
+# PyTorch's caching allocator reserves more than the live tensors (block rounding, fragmentation between
+# differently sized activations); torchtitan reports that reserved peak ("memory: X GiB", max_reserved).
+# Fitted across the twelve torchtitan H100 rows of the eval corpus together (docs/cost-model.md, "Memory").
+ALLOCATOR_RESERVE = 0.20
+RESERVING = frozenset({"other"})  # frameworks whose published peaks are the allocator's reserved memory
+
+
+def logit_bytes(shape: Shape) -> float:
+    """Bytes per logit element at the loss's peak (see :data:`EAGER_LOSS_BYTES`)."""
+    if shape.fused_cross_entropy:
+        return 2.0
+    return EAGER_LOSS_BYTES if shape.framework == "other" else 6.0
+
+
+def _workspace(shape: Shape, transient: np.ndarray, logits: np.ndarray) -> np.ndarray:
+    """Peak of the per-layer recompute workspace and the loss buffers on top of the stored activations.
+
+    Eager PyTorch frees the loss buffers before the first layer's backward re-runs its forward, so the two
+    peaks do not coincide there; the other frameworks keep the earlier (additive) estimate.
+    """
+    if shape.framework == "other":
+        return np.maximum(transient, logits)
+    return transient + logits
+
+
+def _fsdp_unsharded_with_pp(shape: Shape) -> bool:
+    """torchtitan's FSDP2 under pipelining: weights stay gathered and gradients unsharded for the step."""
+    return shape.framework == "other"
+
+
 def _stage_memory(shape: Shape, nd: np.ndarray, nf: np.ndarray, nt: np.ndarray, ns: np.ndarray,
                   ne: np.ndarray, npp: np.ndarray, m: np.ndarray, tok_mb: np.ndarray,
                   local_layers: np.ndarray) -> dict[str, np.ndarray]:
@@ -254,9 +290,19 @@ def _stage_memory(shape: Shape, nd: np.ndarray, nf: np.ndarray, nt: np.ndarray, 
         opt_shard = w_dense / (nd * ns * ne) + w_exp / (nd * ns) if shape.distributed_optimizer else w_shard
         # FSDP keeps ~2 layers' gathered bf16 weights live (current + prefetched next).
         gathered_layer = BF16 * (layers_dense / L / nt + P_e / L / (nt * ne))
+        sharded = nf * seq_shard > 1
+        weights = shape.weight_bytes * w_shard + np.where(sharded, 2.0 * gathered_layer, 0.0)
+        grads = shape.grad_bytes * w_shard
+        if _fsdp_unsharded_with_pp(shape):
+            # torchtitan + PP: FSDP2 keeps the stage's bf16 weights gathered for the whole step
+            # (reshard_after_forward=False) and accumulates its unsharded gradients in the fp32 reduce dtype
+            # until the last micro-batch (torch.distributed.pipelining defers the reduce-scatter).
+            full = dense / nt + P_e / (nt * npp * ne)
+            weights = weights + np.where(pp & sharded, BF16 * full - 2.0 * gathered_layer, 0.0)
+            grads = grads + np.where(pp & sharded, 4.0 * full, 0.0)
         return {
-            "weights": shape.weight_bytes * w_shard + np.where(nf * seq_shard > 1, 2.0 * gathered_layer, 0.0),
-            "gradients": shape.grad_bytes * w_shard,
+            "weights": weights,
+            "gradients": grads,
             "optimizer": (0.0 if shape.optimizer_offload else shape.optimizer_bytes) * opt_shard,
         }
 
@@ -264,11 +310,14 @@ def _stage_memory(shape: Shape, nd: np.ndarray, nf: np.ndarray, nt: np.ndarray, 
     v = float(max(shape.virtual_stages, 1))
     interleave = np.where(pp & (v > 1), 1.0 + (npp - 1.0) / (npp * v), 1.0)
     in_flight = np.minimum(m, npp) * interleave
-    logits = (2.0 if shape.fused_cross_entropy else 6.0) * tok_mb * V / nt
-    first_acts = stored * tok_mb * local_layers * in_flight + transient * tok_mb + np.where(pp, 0.0, logits)
-    last_acts = stored * tok_mb * local_layers + transient * tok_mb + logits
+    logits = logit_bytes(shape) * tok_mb * V / nt
+    first_acts = stored * tok_mb * local_layers * in_flight + _workspace(shape, transient * tok_mb, np.where(pp, 0.0, logits))
+    last_acts = stored * tok_mb * local_layers + _workspace(shape, transient * tok_mb, logits)
     first, last = state(first_dense), state(last_dense)
     first["activations"], last["activations"] = first_acts, last_acts
+    if shape.framework in RESERVING:
+        for st in (first, last):
+            st["allocator_reserve"] = ALLOCATOR_RESERVE * sum(st.values())
     first_total = sum(first.values())
     last_total = sum(last.values())
     pick_first = first_total >= last_total
@@ -456,7 +505,10 @@ def _collectives(shape: Shape, chip: Chip, mm: _MeshSplit) -> tuple[dict[str, np
     # the gradients: 3 x (gathered bytes) [ZeRO §7.2.2: 1.5x the 2Ψ of data parallelism; SB
     # "FSDP": AllGather fwd + AllGather bwd + ReduceScatter, each V/W]. Prefetch overlaps with compute.
     gathered = BF16 * (P_ne / (nt * npp) + P_e / (nt * npp * ne))
-    comm_ovl["fsdp"] = m * 3.0 * gather_time(gathered, net, FSDP)
+    # torchtitan under pipelining keeps the weights gathered and defers the reduce-scatter to the last
+    # micro-batch (see _stage_memory): one all-gather and one reduce-scatter per step.
+    fsdp_rounds = np.where(npp > 1, 2.0 / 3.0, m) if _fsdp_unsharded_with_pp(shape) else m
+    comm_ovl["fsdp"] = fsdp_rounds * 3.0 * gather_time(gathered, net, FSDP)
 
     # Data: one gradient all-reduce per step of the (FSDP-sharded) bf16 gradient, 2V/W [SB; DESIGN.md].
     # Sequence ranks hold replicated weights (Megatron context parallel), so their gradients are
@@ -466,7 +518,7 @@ def _collectives(shape: Shape, chip: Chip, mm: _MeshSplit) -> tuple[dict[str, np
     if shape.framework == "megatron":
         comm_ovl["sequence"] = allreduce_time(grad_shard, net, SEQUENCE)
     else:  # sequence ranks shard the weights too: gather and reduce-scatter them like FSDP (see _stage_memory)
-        comm_ovl["sequence"] = m * 3.0 * gather_time(gathered / nf, net, SEQUENCE)
+        comm_ovl["sequence"] = fsdp_rounds * 3.0 * gather_time(gathered / nf, net, SEQUENCE)
     comm_ovl["expert"] = allreduce_time(BF16 * P_ne / (nf * nt * npp), net, EXPERT)
 
     # Tensor: 2 all-reduces of the [tokens, d_model] activations in forward and 2 in backward per
