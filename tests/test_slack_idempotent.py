@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 import redis
 
-from tests.doubles.slack_double import SlackDouble, SlackRig, mention_body
+from tests.doubles.slack_double import SlackDouble, SlackRig, action_body, mention_body
 from tests.redis_fixture import RedisServer
 from tests.test_slack_robust import ROOT, bot_replies, published, texts
 
@@ -59,19 +59,50 @@ def test_retries_of_a_refused_event_get_one_notice_and_a_later_delivery_runs(
     run(go())
 
 
+def test_refusal_notice_is_sent_once_across_two_fronts_sharing_redis(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """Slack may deliver the retry to another front process: the notice claim lives in the shared Redis."""
+    folder = tmp_path / "redis"
+    folder.mkdir()
+    server = RedisServer(folder, persist=False)
+    server.start()
+    (tmp_path / "b").mkdir()
+    env = {"ASAP_USER_RATE": "1/60"}
+
+    async def go() -> None:
+        async with SlackRig(tmp_path, monkeypatch, redis_url=server.url, extra_env=env) as a, \
+                SlackRig(tmp_path / "b", monkeypatch, redis_url=server.url, extra_env=env, worker=False) as b:
+            await a.post_event(mention_body("<@UASAPBOT> why is job 123 slow?", event_id="EvS1"))
+            await a.idle()
+            second = mention_body("<@UASAPBOT> why is job 311 slow?", event_id="EvS2", ts="1710000001.000100")
+            await a.post_event(second)
+            await b.post_event(second, retry=1)
+            await b.post_event(second, retry=2)
+            await asyncio.sleep(1.2)
+            notices = a.double.ephemerals + b.double.ephemerals
+            assert len(notices) == 1 and "try again in" in notices[0]["text"], notices
+
+    try:
+        run(go())
+    finally:
+        server.stop()
+
+
 # ------------------------------------------------------------------ 2: the record write fails after the post
 class FlakyStore:
-    """The rig's store, except that the first write of a progress record carrying a ts fails like Redis down."""
+    """The rig's store, except that the first write of a reply record carrying a ts fails like Redis down
+    (for records whose key contains ``only``)."""
 
-    def __init__(self, inner: Any) -> None:
+    def __init__(self, inner: Any, only: str = "") -> None:
         self.inner = inner
+        self.only = only
         self.failed = 0
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)
 
     def put_value(self, key: str, value: dict[str, Any], ttl: float | None = None) -> None:
-        if key.startswith("slack:progress:") and "ts" in value and not self.failed:
+        if key.startswith("slack:progress:") and self.only in key and "ts" in value and not self.failed:
             self.failed += 1
             raise redis.exceptions.ConnectionError("Error 111 connecting to 127.0.0.1:6379. Connection refused.")
         self.inner.put_value(key, value, ttl)
@@ -94,6 +125,26 @@ def test_progress_record_lost_after_the_post_and_no_history_scope_one_message(
             assert "Run 123 is" in texts(replies[0]) and "Looking at run" not in replies[0].text
             record = flaky.inner.get_value("slack:progress:slack:EvFlaky")
             assert record["ts"] == replies[0].ts and record["done"]  # the store has it once it answered again
+
+    run(go())
+
+
+def test_explanation_whose_record_write_failed_is_posted_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Explain, Apply and failure notices post through the same record: a failed write after the post must
+    not make the rerun post the explanation again."""
+    async def go() -> None:
+        async with SlackRig(tmp_path, monkeypatch) as rig:
+            await rig.post_event(mention_body("<@UASAPBOT> why is job 123 slow?", event_id="EvX1"))
+            await rig.idle()
+            answer = bot_replies(rig)[0]
+            rig.ctx.store = flaky = FlakyStore(rig.ctx.store, only=":explain:")
+            await rig.click(action_body("asap_explain:1", json.dumps({"run": "123", "i": 1}), user="UALICE",
+                                        channel=CH, message_ts=answer.ts, thread_ts=ROOT, action_ts="1710000002.1"))
+            await rig.idle()
+            assert flaky.failed == 1
+            replies = bot_replies(rig)
+            assert len(replies) == 2, [m.text for m in replies]
+            assert replies[1].text.startswith("Proposal 1 of run 123")
 
     run(go())
 
