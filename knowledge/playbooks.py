@@ -34,8 +34,10 @@ from typing import Any
 import yaml
 
 from bot.errors import AsapError
+from bot.resources import playbooks_dir
 
-PLAYBOOKS_DIR = Path(__file__).resolve().parents[1] / "playbooks"
+PLAYBOOKS_DIR = playbooks_dir()
+"""The playbooks in use: ``ASAP_PLAYBOOKS_DIR`` or the bundled ones (see :mod:`bot.resources`)."""
 MAX_PLAYBOOK_BYTES = 1 << 20
 MOVE_INFO_WORD = "asap-move"
 NOT_PLAYBOOKS = frozenset({"readme.md"})

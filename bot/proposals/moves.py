@@ -23,8 +23,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from bot.configs.mesh import AXES, Mesh
 from bot.errors import AsapError
+from bot.resources import playbooks_dir
 
-PLAYBOOKS_PATH = Path(__file__).resolve().parents[2] / "playbooks"
+PLAYBOOKS_PATH = playbooks_dir()
 
 Bottleneck = Literal["compute", "hbm", "communication", "host"]
 _CONDITION = re.compile(r"^\s*(?:(ici|dcn|total)\.)?([a-z]+)\s*(>=|<=|==|!=|>|<)\s*(\d+)\s*$")
@@ -262,7 +263,8 @@ def load_playbook(directory: Path | None = None) -> Playbook:
     directory = Path(directory) if directory is not None else PLAYBOOKS_PATH
     if not directory.is_dir():
         raise AsapError("playbooks folder not found", source=str(directory),
-                        hint="the moves live in the asap-move blocks of playbooks/*.md")
+                        hint="ASAP_PLAYBOOKS_DIR must name a folder of playbook *.md files "
+                             "(the moves live in their asap-move blocks)")
     stamp = tuple(
         (p.name, p.stat().st_mtime_ns, p.stat().st_size) for p in sorted(directory.glob("*.md")) if p.is_file()
     )

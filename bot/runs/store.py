@@ -18,9 +18,11 @@ import yaml
 from pydantic import ValidationError
 
 from bot.errors import AsapError, RunNotFound
+from bot.resources import sample_runs_dir
 from bot.runs.record import RunRecord
 
-DEFAULT_RUNS_DIR = Path(__file__).resolve().parents[2] / "examples" / "runs"
+DEFAULT_RUNS_DIR = sample_runs_dir()
+"""The bundled sample runs: the runs folder when neither ``--runs-dir`` nor ``ASAP_RUNS_DIR`` is given."""
 RUN_FILE = "run.yaml"
 MAX_RUN_FILE_BYTES = 1 << 20
 
