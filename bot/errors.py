@@ -7,6 +7,8 @@ was expected. The CLI and the bots print these as one clear message instead of a
 
 from __future__ import annotations
 
+import reprlib
+
 
 class AsapError(Exception):
     """A problem with the user's input or environment, stated so the user can fix it.
@@ -62,3 +64,18 @@ class RunNotFound(AsapError):
 
 class UnknownChip(AsapError):
     """A chip name that is not in the hardware catalog."""
+
+
+_BRIEF = reprlib.Repr()
+_BRIEF.maxlevel, _BRIEF.maxlist, _BRIEF.maxdict, _BRIEF.maxtuple, _BRIEF.maxset = 2, 4, 4, 4, 4
+_BRIEF.maxstring, _BRIEF.maxother, _BRIEF.maxlong = 60, 60, 40
+
+
+def brief(value: object) -> str:
+    """A bounded ``repr`` of an untrusted value for an error message (``'aaa...aaa'``, ``[1, 2, ...]``).
+
+    ``!r`` of a value read from a file can be megabytes, or (a YAML alias bomb) expand without end; this
+    looks at a few items per level and a few levels only.
+    """
+    text = _BRIEF.repr(value)
+    return text if len(text) <= 120 else text[:57] + "..." + text[-57:]

@@ -21,7 +21,7 @@ from typing import Any
 import orjson
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from bot.errors import ProfileError
+from bot.errors import ProfileError, brief
 from bot.profiles.io import json_value_end, loads_json
 
 Scalar = str | int | float | bool | None
@@ -84,7 +84,7 @@ def _validation_error(exc: ValidationError, source: str, prefix: str) -> Profile
     where = f"{prefix}.{loc}" if prefix and loc else (prefix or loc or "(top level)")
     got = ""
     if "input" in err and isinstance(err["input"], (str, int, float, bool)) and err["type"] != "extra_forbidden":
-        got = f" (got {err['input']!r})"
+        got = f" (got {brief(err['input'])})"
     msg = err["msg"]
     if err["type"] == "extra_forbidden":
         msg = "unexpected key; a DataTable has only cols/rows/p, columns id/label/type/pattern/p, cells v/f/p"

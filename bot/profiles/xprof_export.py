@@ -22,7 +22,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from bot.errors import ProfileError
+from bot.errors import ProfileError, brief
 from bot.profiles import xprof_proto as proto
 from bot.profiles.classify import CONTAINER_CATEGORIES, bound_by, op_kind
 from bot.profiles.datatable import Table, fast_table, parse_envelope, read_table
@@ -40,7 +40,7 @@ def _proto_error(exc: ValidationError, source: str) -> ProfileError:
     loc = ".".join(str(p) for p in err["loc"]) or "(top level)"
     got = ""
     if "input" in err and isinstance(err["input"], (str, int, float, bool)) and err["type"] != "extra_forbidden":
-        got = f" (got {err['input']!r})"
+        got = f" (got {brief(err['input'])})"
     msg = "unexpected key for this XProf tool's JSON" if err["type"] == "extra_forbidden" else err["msg"]
     return ProfileError(f"{msg}{got}", source=source, field=loc)
 

@@ -34,6 +34,7 @@ from typing import Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, ValidationError
 
+from bot import yamlsafe
 from bot.configs.mesh import Mesh
 from bot.errors import AsapError
 from bot.proposals.kinds import MIN_DISTANCE, distance, kind_of, mesh_key
@@ -71,7 +72,7 @@ class Expected(BaseModel):
 
 def load_expected(path: Path) -> Expected:
     try:
-        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+        raw = yamlsafe.load(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError) as exc:
         raise AsapError(f"cannot read expected file: {exc}", source=str(path)) from None
     except yaml.YAMLError as exc:

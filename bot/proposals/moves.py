@@ -22,7 +22,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from bot.configs.mesh import AXES, Mesh
-from bot.errors import AsapError
+from bot.errors import AsapError, brief
 from bot.resources import playbooks_dir
 
 PLAYBOOKS_PATH = playbooks_dir()
@@ -287,7 +287,7 @@ def _load_cached(directory: str, _stamp: tuple[tuple[str, int, int], ...]) -> Pl
         except ValidationError as exc:
             err = exc.errors()[0]
             rest = ".".join(str(p) for p in err["loc"]) or "(rule)"
-            got = f" (got {err['input']!r})" if "input" in err and not isinstance(err["input"], dict | list) else ""
+            got = f" (got {brief(err['input'])})" if "input" in err and not isinstance(err["input"], dict | list) else ""
             raise AsapError(f"{err['msg']}{got}", source=where, field=f"rule {block['id']}: {rest}") from None
         if rule.id in seen:  # the reader refuses duplicates already; kept for playbooks built in code
             raise AsapError(f"duplicate rule id {rule.id!r}", source=where, field="id")

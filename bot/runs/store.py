@@ -17,7 +17,8 @@ from typing import Protocol
 import yaml
 from pydantic import ValidationError
 
-from bot.errors import AsapError, RunNotFound
+from bot import yamlsafe
+from bot.errors import AsapError, RunNotFound, brief
 from bot.resources import sample_runs_dir
 from bot.runs.record import RunRecord
 
@@ -75,7 +76,7 @@ def load_run_file(path: Path) -> RunRecord:
     if size > MAX_RUN_FILE_BYTES:
         raise AsapError(f"run file is {size} bytes; expected a small YAML file (< 1 MiB)", source=str(path))
     try:
-        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+        raw = yamlsafe.load(path.read_text(encoding="utf-8"))
     except UnicodeDecodeError:
         raise AsapError("run file is not UTF-8 text", source=str(path)) from None
     except yaml.YAMLError as exc:
@@ -89,7 +90,7 @@ def load_run_file(path: Path) -> RunRecord:
     except ValidationError as exc:
         err = exc.errors()[0]
         loc = ".".join(str(p) for p in err["loc"]) or "(top level)"
-        got = f" (got {err['input']!r})" if "input" in err and not isinstance(err["input"], dict) else ""
+        got = f" (got {brief(err['input'])})" if "input" in err and not isinstance(err["input"], dict) else ""
         raise AsapError(f"{err['msg']}{got}", source=str(path), field=loc) from None
 
 
