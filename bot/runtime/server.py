@@ -107,7 +107,9 @@ async def readyz(request: web.Request) -> web.Response:
     ctx = request.app[CTX_KEY]
     checks: dict[str, str] = {}
     try:
-        await asyncio.wait_for(asyncio.to_thread(ctx.store.list_threads, 1), timeout=3)
+        # check(): the store's own health probe (SQLite: integrity), else a cheap read
+        probe = getattr(ctx.store, "check", None) or (lambda: ctx.store.list_threads(1))
+        await asyncio.wait_for(asyncio.to_thread(probe), timeout=3)
         checks["store"] = "ok"
     except Exception as exc:
         checks["store"] = f"failed: {exc.message if isinstance(exc, AsapError) else type(exc).__name__ + ': ' + str(exc)}"

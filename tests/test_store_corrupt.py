@@ -1,0 +1,82 @@
+"""A corrupt SQLite state file is named as corrupt (not as a permissions problem), never a traceback, and
+/readyz reports the store as failing."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+from pathlib import Path
+
+import pytest
+from aiohttp.test_utils import TestClient, TestServer
+
+from bot.cli import main
+from bot.errors import AsapError
+from bot.runtime.context import RuntimeContext
+from bot.runtime.server import build_app
+from bot.store.sqlite_store import SQLiteStore
+
+pytestmark = pytest.mark.timeout(60)
+
+
+def _corrupt_state(state: Path) -> Path:
+    """A state.db with 300 threads and worklog lines, then garbage written over its data pages."""
+    db = state / "state.db"
+    store = SQLiteStore(db)
+    for i in range(300):
+        store.put_thread(f"t{i}", {"text": "x" * 200, "i": i})
+        store.append_log(f"t{i}", {"event": "request", "text": "y" * 100})
+    store.close()
+    con = sqlite3.connect(db)
+    con.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    con.close()
+    data = bytearray(db.read_bytes())
+    page = 4096
+    assert len(data) > 10 * page
+    for start in range(2 * page, len(data) - page, 3 * page):
+        data[start:start + page] = bytes([0xA5]) * page
+    db.write_bytes(bytes(data))
+    return db
+
+
+def test_corrupt_file_is_a_clear_error(tmp_path: Path) -> None:
+    db = _corrupt_state(tmp_path)
+    with pytest.raises(AsapError) as info:
+        store = SQLiteStore(db)
+        for i in range(300):
+            store.get_thread(f"t{i}")
+        store.read_log("t150")
+        store.check()
+    text = info.value.render()
+    assert "corrupt" in text and str(db) in text
+    assert "writable" not in text and ".recover" in text
+
+
+def test_cli_log_on_a_corrupt_store_exits_2_without_traceback(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    _corrupt_state(tmp_path)
+    monkeypatch.setenv("ASAP_STATE_DIR", str(tmp_path))
+    with pytest.raises(SystemExit) as exited:
+        main(["log", "t150"])
+    err = capsys.readouterr().err
+    assert exited.value.code == 2
+    assert "corrupt" in err and "state.db" in err and "Traceback" not in err and "writable" not in err
+
+
+def test_readyz_reports_a_corrupt_store(tmp_path: Path) -> None:
+    _corrupt_state(tmp_path / "state")
+
+    async def run() -> None:
+        ctx = RuntimeContext.from_env({"ASAP_STATE_DIR": str(tmp_path / "state"), "ASAP_QUEUE_PREFIX": "corrupt:"})
+        client = TestClient(TestServer(build_app(ctx, env={})))
+        await client.start_server()
+        try:
+            resp = await client.get("/readyz")
+            body = await resp.json()
+            assert resp.status == 503 and body["ready"] is False
+            assert "corrupt" in body["checks"]["store"] and str(tmp_path) not in body["checks"]["store"]
+        finally:
+            await client.close()
+            await ctx.close()
+
+    asyncio.run(run())
