@@ -7,6 +7,7 @@ was expected. The CLI and the bots print these as one clear message instead of a
 
 from __future__ import annotations
 
+import re
 import reprlib
 
 
@@ -45,6 +46,14 @@ class AsapError(Exception):
             text += f"\n  hint: {self.hint}"
         return text
 
+    def public(self) -> str:
+        """:meth:`render` for people who are not on the server (Slack, GitHub, the HTTP API).
+
+        The same words, with server paths cut to their last two parts (``…/123/run.yaml``): a reply names the
+        file, not the deployment's folders.
+        """
+        return hide_paths(self.render())
+
     def to_dict(self) -> dict[str, str | None]:
         """Structured form for JSON output and agent tools (errors as data)."""
         return {"error": self.message, "source": self.source, "field": self.field, "hint": self.hint}
@@ -64,6 +73,17 @@ class RunNotFound(AsapError):
 
 class UnknownChip(AsapError):
     """A chip name that is not in the hardware catalog."""
+
+
+_ABS_PATH = re.compile(r"(?<![\w.:/~-])/(?:[^\s/'\"`:,;()]+/)+([^\s/'\"`:,;()]+/?[^\s/'\"`:,;()]*)")
+
+
+def hide_paths(text: str) -> str:
+    """Absolute POSIX paths in ``text`` cut to their last two parts: ``/srv/asap/runs/123/run.yaml`` -> ``…/123/run.yaml``."""
+    def short(m: re.Match[str]) -> str:
+        parts = m.group(0).rstrip("/").split("/")
+        return "…/" + "/".join(parts[-2:]) if len(parts) > 3 else m.group(0)
+    return _ABS_PATH.sub(short, text)
 
 
 _BRIEF = reprlib.Repr()

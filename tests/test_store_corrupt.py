@@ -80,3 +80,42 @@ def test_readyz_reports_a_corrupt_store(tmp_path: Path) -> None:
             await ctx.close()
 
     asyncio.run(run())
+
+
+def test_bad_job_ids_are_400_and_errors_hide_server_paths(tmp_path: Path) -> None:
+    token = "t0ken-for-tests-only"
+    auth = {"Authorization": f"Bearer {token}"}
+
+    async def run() -> None:
+        env = {"ASAP_STATE_DIR": str(tmp_path / "state"), "ASAP_API_TOKEN": token, "ASAP_QUEUE_PREFIX": "ids:"}
+        ctx = RuntimeContext.from_env(env)
+        client = TestClient(TestServer(build_app(ctx, env={})))
+        await client.start_server()
+        try:
+            resp = await client.get("/v1/jobs/cli:abc%00def", headers=auth)
+            assert resp.status == 400 and "NUL" in (await resp.json())["error"]
+            resp = await client.post("/v1/jobs", json={"text": "why is 311 slow", "id": "a\x00b"}, headers=auth)
+            body = await resp.json()
+            assert resp.status == 400 and "id" in body["error"] and "control characters" in body["error"]
+        finally:
+            await client.close()
+            await ctx.close()
+
+    asyncio.run(run())
+
+
+def test_replies_name_files_not_server_folders(tmp_path: Path) -> None:
+    from bot.runs.store import LocalRunStore
+    from integrations.slack.blocks import error_message
+
+    runs = tmp_path / "srv" / "asap" / "runs"
+    (runs / "123").mkdir(parents=True)
+    (runs / "123" / "run.yaml").write_text("id: '123'\nname: x\nchip: tpu-v5p\nnum_chips: 8\n", encoding="utf-8")
+    with pytest.raises(AsapError) as missing:
+        LocalRunStore(runs).get("999")
+    assert str(runs) in missing.value.render()  # the CLI, on the server, names the folder
+    for text in (missing.value.public(), error_message(missing.value).text):
+        assert str(tmp_path) not in text and "no run '999'" in text
+    with pytest.raises(AsapError) as corrupt:
+        SQLiteStore(_corrupt_state(tmp_path / "state")).check()
+    assert "…/state/state.db" in corrupt.value.public() and str(tmp_path) not in corrupt.value.public()

@@ -144,4 +144,4 @@ class LocalRunStore:
             return self._load(folders[suffix[0]])
         near = difflib.get_close_matches(wanted, list(folders), n=3, cutoff=0.3)
         hint = f"nearest known runs: {', '.join(near)}" if near else f"known runs: {', '.join(list(folders)[:10])}"
-        raise RunNotFound(f"no run {wanted!r} in {self.root}", field="run", hint=hint)
+        raise RunNotFound(f"no run {brief(wanted)} in the runs folder", source=str(self.root), field="run", hint=hint)
