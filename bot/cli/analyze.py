@@ -19,6 +19,7 @@ from bot.analysis.analyze import DEFAULT_TOP_N, analyze_run, load_mesh
 from bot.analysis.diagnosis import LABEL
 from bot.analysis.report import AnalysisReport
 from bot.cli import cli
+from bot.cli.term import SafeConsole
 from bot.errors import AsapError
 from bot.runs.store import RUN_FILE, LocalRunStore, Run
 
@@ -31,7 +32,7 @@ def _store(ctx: click.Context) -> LocalRunStore:
 
 
 def _console() -> Console:
-    return Console(highlight=False, soft_wrap=False)
+    return SafeConsole(highlight=False, soft_wrap=False)
 
 
 def _params(value: float | None) -> str:

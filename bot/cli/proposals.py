@@ -12,13 +12,13 @@ from pathlib import Path
 from typing import Any
 
 import click
-from rich.console import Console
 from rich.table import Table
 
 from bot import fmt
 from bot.cli import cli
+from bot.cli.term import SafeConsole
 
-console = Console(highlight=False, soft_wrap=True)
+console = SafeConsole(highlight=False, soft_wrap=True)
 
 
 def _store(ctx: click.Context):  # noqa: ANN202 - LocalRunStore
