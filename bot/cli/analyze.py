@@ -198,9 +198,19 @@ def _num(v: float | None, fmt: str = "{:.1f}", unit: str = "") -> str:
     return "—" if v is None else fmt.format(v) + unit
 
 
+def print_damage(report: AnalysisReport, console: Console) -> None:
+    """Partial damage first: the profile files that were skipped, before any number that rests on the rest."""
+    for problem in report.damaged_inputs:
+        console.print(f"[bold yellow]warning:[/] {escape(problem)}")
+    if report.damaged_inputs:
+        console.print("[yellow]the analysis below rests on the other profile files; its confidence is lowered[/]")
+        console.print()
+
+
 def render_report(report: AnalysisReport, console: Console) -> None:
     """The human-readable form of a report: headline, KPIs, top ops, evidence, conflicts, gaps."""
     d, k, r = report.diagnosis, report.kpis, report.run
+    print_damage(report, console)
     label = LABEL[d.bottleneck]
     colour = {"compute": "green", "hbm": "yellow", "communication": "magenta", "host": "cyan"}[d.bottleneck]
     head = f"[bold]Run {escape(r.id)} is [{colour}]{label}[/{colour}][/] (confidence {d.confidence:.2f})"
@@ -289,8 +299,18 @@ def why_cmd(ctx: click.Context, run_id: str, as_json: bool, top_n: int) -> None:
     report = analyze_run(run, top_n=top_n)
     if as_json:
         click.echo(report.model_dump_json(indent=2))
-        return
-    render_report(report, _console())
+    else:
+        render_report(report, _console())
+    require_usable_config(run)
+
+
+def require_usable_config(run: Run) -> None:
+    """Exit 2 (AsapError) when the config run.yaml names cannot be used: that is unusable input, not damage."""
+    _, _, problems = load_mesh(run)
+    if problems:
+        text = problems[0].removeprefix("sharding config not used: ")
+        raise AsapError(text, hint=None if "hint:" in text else
+                        "fix the config (or drop 'config:' from run.yaml to analyse without a mesh)")
 
 
 __all__ = ["render_report", "runs_cmd", "show_cmd", "why_cmd"]

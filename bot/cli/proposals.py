@@ -16,6 +16,7 @@ from rich.table import Table
 
 from bot import fmt
 from bot.cli import cli
+from bot.cli.analyze import print_damage
 from bot.cli.term import SafeConsole
 
 console = SafeConsole(highlight=False, soft_wrap=True)
@@ -48,7 +49,8 @@ def propose_cmd(
     from bot.proposals.engine import propose
 
     run = _store(ctx).get(run_id)
-    result = propose(run, analyze_run(run), k=k)
+    report = analyze_run(run)
+    result = propose(run, report, k=k)
     reports: list[Any] = []
     if aot:
         reports = _aot_for_proposals(run, result, aot_timeout)
@@ -62,6 +64,7 @@ def propose_cmd(
             p["aot"] = rep.model_dump(mode="json")
         click.echo(json.dumps(data, indent=2))
         return
+    print_damage(report, console)
     b = result.baseline
     console.print(f"[bold]Run {result.run_id}[/] — {result.bottleneck}-bound — current mesh [cyan]{b.mesh_short}[/]")
     if b.measured_step_ms is not None:

@@ -89,6 +89,7 @@ class Profile:
     ops: list[OpStat] = field(default_factory=list)
     collectives: list[CollectiveOp] = field(default_factory=list)  # from compiled HLO, when present
     warnings: list[str] = field(default_factory=list)  # what could not be read, kept for the report
+    unreadable: list[str] = field(default_factory=list)  # profile files skipped as damaged or missing (messages)
 
     @property
     def window_us(self) -> float | None:
