@@ -26,8 +26,9 @@ from bot.errors import ProfileError, brief
 from bot.profiles import xprof_proto as proto
 from bot.profiles.classify import CONTAINER_CATEGORIES, bound_by, op_kind
 from bot.profiles.datatable import Table, fast_table, parse_envelope, read_table
-from bot.profiles.io import loads_json, read_bytes
+from bot.profiles.io import loads_json, open_mapped, read_bytes
 from bot.profiles.model import OpStat, Profile
+from bot.profiles.reduce import OpReducer
 
 GIB = float(1 << 30)
 GIB_PER_US = GIB * 1e-6  # GiB/s x us -> bytes
@@ -296,9 +297,30 @@ def _hlo_rows_to_ops(table: Table, source: str, profile: Profile) -> None:
     profile.ops.extend(ops)
 
 
-def parse_hlo_stats(data: bytes, *, source: str) -> Profile:
-    """hlo_stats export (DataTable or ``HloStatsDatabase`` JSON) -> Profile with one OpStat per HLO op."""
+def _window_to_ops(reducer: OpReducer, source: str) -> Callable[[Table, int], None]:
+    """The fast path's per-window hook: rows -> OpStats -> the reducer (errors name the row in the whole file)."""
+    def take(table: Table, first_row: int) -> None:
+        part = Profile()
+        try:
+            _hlo_rows_to_ops(table, source, part)
+        except ProfileError as exc:
+            if exc.field:
+                exc.field = re.sub(r"^rows\[(\d+)\]", lambda m: f"rows[{int(m.group(1)) + first_row}]", exc.field)
+                exc.args = (exc.render(),)
+            raise
+        reducer.add(part.ops, part.warnings)
+    return take
+
+
+def parse_hlo_stats(data: bytes | Any, *, source: str) -> Profile:
+    """hlo_stats export (DataTable or ``HloStatsDatabase`` JSON) -> Profile with one OpStat per HLO op.
+
+    Op rows are converted window by window and kept by :class:`bot.profiles.reduce.OpReducer`: every op
+    while there are at most ``MAX_OPS``, else the longest ``MAX_OPS`` one by one and the rest summed per
+    category (said in a warning), so a 1 GiB export stays within bounded memory.
+    """
     profile = Profile(sources=[source])
+    reducer = OpReducer()
     enabled = gc.isenabled()
     gc.disable()  # millions of short-lived containers: generational GC passes would dominate the time
     try:
@@ -310,8 +332,12 @@ def parse_hlo_stats(data: bytes, *, source: str) -> Profile:
             known=HLO_KNOWN,
             aliases=HLO_ALIASES,
             warnings=profile.warnings,
+            window=_window_to_ops(reducer, source),
         )
-        if table is None:
+        if table is not None:
+            reducer.finish(profile, source)
+        else:
+            reducer = OpReducer()  # not the compact form (perhaps after some windows): read it the general way
             obj = loads_json(data, source=source)
             if not _is_datatable(obj):
                 return _hlo_stats_proto(obj, source, profile)
@@ -324,7 +350,7 @@ def parse_hlo_stats(data: bytes, *, source: str) -> Profile:
                 aliases=HLO_ALIASES,
                 warnings=profile.warnings,
             )
-        _hlo_rows_to_ops(table, source, profile)
+            _hlo_rows_to_ops(table, source, profile)
     finally:
         if enabled:
             gc.enable()
@@ -793,4 +819,8 @@ def read_xprof_export(path: Path, tool: str | None = None, *, source: str | None
             f"cannot tell which XProf tool this file is; expected a name containing one of {', '.join(TOOLS)}",
             source=src,
         )
+    if tool == "hlo_stats":
+        with open_mapped(path, source=src) as mapped:  # a large plain file: read through an mmap, page by page
+            if mapped is not None:
+                return parse_hlo_stats(mapped, source=src)
     return PARSERS[tool](read_bytes(path, source=src), source=src)

@@ -1,0 +1,93 @@
+"""Bounded op tables: keep the longest ops one by one and sum the rest per category.
+
+A 1 GiB ``hlo_stats`` export holds millions of op rows; the analysis needs the totals (time, FLOPs, bytes
+per kind and per roofline verdict) and the top ops, not millions of objects. :class:`OpReducer` takes op
+rows window by window and holds at most ``2 x MAX_OPS`` of them: past that it keeps the ``MAX_OPS``
+longest and folds the others into one summed OpStat per (category, kind, bound_by, program), named
+``(N smaller <category> ops)``. Totals are exact; only the identity of the small ops is given up, and a
+warning says so. Tables of at most ``MAX_OPS`` ops are returned exactly as read.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from bot.profiles.model import OpStat, Profile
+
+MAX_OPS = 100_000
+_NESTED = re.compile(r"skipped (\d+) nested op row\(s\)")
+
+
+@dataclass
+class _Bucket:
+    count: int = 0
+    occurrences: int = 0
+    time_us: float = 0.0
+    flops: float | None = None
+    nbytes: float | None = None
+
+
+def _add(total: float | None, value: float | None) -> float | None:
+    return total if value is None else (value if total is None else total + value)
+
+
+class OpReducer:
+    """Collects op rows with bounded memory (see the module docstring)."""
+
+    def __init__(self, max_ops: int = MAX_OPS) -> None:
+        self.max_ops = max_ops
+        self.ops: list[OpStat] = []
+        self.buckets: dict[tuple[object, ...], _Bucket] = {}
+        self.rows = 0
+        self.nested = 0
+        self.other_warnings: list[str] = []
+
+    def add(self, ops: list[OpStat], warnings: list[str] = ()) -> None:  # type: ignore[assignment]
+        """Take one window's ops (and its reader warnings: nested-row counts are summed over windows)."""
+        self.ops.extend(ops)
+        self.rows += len(ops)
+        for w in warnings:
+            m = _NESTED.search(w)
+            if m:
+                self.nested += int(m.group(1))
+            elif w not in self.other_warnings:
+                self.other_warnings.append(w)
+        if len(self.ops) > 2 * self.max_ops:
+            self._compact()
+
+    def _compact(self) -> None:
+        self.ops.sort(key=lambda op: op.total_time_us, reverse=True)
+        for op in self.ops[self.max_ops:]:
+            key = (op.category, op.kind, op.bound_by, op.program)
+            b = self.buckets.get(key)
+            if b is None:
+                b = self.buckets[key] = _Bucket()
+            b.count += 1
+            b.occurrences += op.occurrences
+            b.time_us += op.total_time_us
+            b.flops = _add(b.flops, op.flops)
+            b.nbytes = _add(b.nbytes, op.bytes_accessed)
+        del self.ops[self.max_ops:]
+
+    def finish(self, profile: Profile, source: str) -> None:
+        """Put the kept ops and the summed rest into ``profile`` (with a warning when anything was summed)."""
+        if self.buckets or len(self.ops) > self.max_ops:
+            self._compact()
+        profile.ops.extend(self.ops)
+        folded = 0
+        for (category, kind, bound, program), b in sorted(self.buckets.items(), key=lambda kv: -kv[1].time_us):
+            folded += b.count
+            profile.ops.append(OpStat(
+                name=f"({b.count:,} smaller {category} ops)", category=str(category), kind=kind,  # type: ignore[arg-type]
+                occurrences=b.occurrences, total_time_us=b.time_us, flops=b.flops, bytes_accessed=b.nbytes,
+                bound_by=bound, program=program,  # type: ignore[arg-type]
+            ))
+        profile.warnings.extend(self.other_warnings)
+        if self.nested:
+            profile.warnings.append(
+                f"{source}: skipped {self.nested} nested op row(s) (parent_op_name set) to avoid double counting")
+        if folded:
+            profile.warnings.append(
+                f"{source}: {self.rows:,} op rows; the {len(self.ops):,} longest are kept one by one and the other "
+                f"{folded:,} are summed per category (their time, FLOPs and bytes stay in every total)")
