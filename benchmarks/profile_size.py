@@ -180,7 +180,7 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"{case}: wrote {made}, {on_disk / 2**20:.1f} MiB on disk in {time.perf_counter() - t0:.0f} s")
             m = _measure(folder)
             good = float(m["seconds"]) < GOAL_SECONDS and float(m["rss_peak_mb"]) < GOAL_RSS_MB  # type: ignore[arg-type]
-            good &= (m["result"] != "crashed") and (case == "bomb" or m["result"] != "refused")
+            good &= (m["result"] != "crashed") and (case == "bomb" or (m["result"] != "refused" and bool(m.get("ops"))))
             ok &= good
             detail = m.get("error") or f"{m.get('ops')} ops kept"
             print(f"{case}: {m['seconds']:.1f} s, peak RSS {m['rss_peak_mb']:.0f} MB -> {m['result']} ({detail}) "

@@ -256,13 +256,19 @@ def _stream(first: bytes, rest: Iterator[bytes], state: _State, source: str) -> 
 
 def _tail(buf: bytes, offset: int, state: _State, source: str) -> None:
     """The last event, then the end of the list (and whatever keys follow it)."""
+    pos, batch = 0, []
     buf = buf.lstrip()
-    end = json_value_end(buf, 0) if buf[:1] == b"{" else -1
-    if end < 0:
-        raise ProfileError("trace ends in the middle of an event (truncated file?)", source=source)
-    _consume(state, _parse(b"[" + buf[:end] + b"]", source, "trace events"), source)
-    if not buf[end:].lstrip(b", \n\r\t")[:1] == b"]":
-        raise ProfileError(f"malformed trace events near decompressed byte {offset + end}", source=source)
+    while buf[pos:pos + 1] == b"{":  # the last event, and anything after it (JAX ends the list with {})
+        end = json_value_end(buf, pos)
+        if end < 0:
+            raise ProfileError("trace ends in the middle of an event (truncated file?)", source=source)
+        batch.append(buf[pos:end])
+        pos = end
+        while buf[pos:pos + 1] in (b",", b" ", b"\n", b"\r", b"\t"):
+            pos += 1
+    if not batch or buf[pos:pos + 1] != b"]":
+        raise ProfileError(f"malformed trace events near decompressed byte {offset + pos}", source=source)
+    _consume(state, _parse(b"[" + b",".join(batch) + b"]", source, "trace events"), source)
 
 
 def read_trace_events(path: Path, *, source: str | None = None, limit: int = MAX_PROFILE_BYTES) -> Profile:
