@@ -207,10 +207,11 @@ HLO_ALIASES = {"measured_flop_rate": "normalized_flop_rate"}
 
 def _float_column(values: list[Any], source: str, column: str, *, required: bool = False) -> list[float | None]:
     """A column of numbers, checked. All int/float and a finite sum (so no NaN/inf) passes at C speed."""
-    if all(type(v) is float or type(v) is int for v in values):
+    types = set(map(type, values))  # C-speed scan; a bool is not a number here
+    if types <= {float, int}:
         try:
             if math.isfinite(math.fsum(values)):
-                return [float(v) for v in values] if any(type(v) is int for v in values) else values
+                return list(map(float, values)) if int in types else values
         except OverflowError:
             pass
     out: list[float | None] = []
@@ -223,7 +224,7 @@ def _float_column(values: list[Any], source: str, column: str, *, required: bool
 
 
 def _text_column(values: list[Any], source: str, column: str) -> list[str]:
-    if all(type(v) is str for v in values):
+    if set(map(type, values)) <= {str}:
         return values
     return [_text(v, source, f"rows[{r}].{column}") for r, v in enumerate(values)]
 
