@@ -75,6 +75,10 @@ class UnknownChip(AsapError):
     """A chip name that is not in the hardware catalog."""
 
 
+class StoreUnavailable(AsapError):
+    """A run store (object storage, MLflow) that is down or refuses access; other stores still answer."""
+
+
 _ABS_PATH = re.compile(r"(?<![\w.:/~-])/(?:[^\s/'\"`:,;()]+/)+([^\s/'\"`:,;()]+/?[^\s/'\"`:,;()]*)")
 
 

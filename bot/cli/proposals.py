@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import click
+import yaml
 from rich import box
 from rich.markup import escape
 from rich.padding import Padding
@@ -19,7 +20,7 @@ from rich.table import Table
 from rich.text import Text
 
 from bot import fmt
-from bot.cli import cli
+from bot.cli import cli, err_console
 from bot.cli.analyze import print_damage
 from bot.cli.term import SafeConsole
 
@@ -27,9 +28,9 @@ console = SafeConsole(highlight=False)  # wraps to the terminal (80 columns when
 
 
 def _store(ctx: click.Context):  # noqa: ANN202 - LocalRunStore
-    from bot.runs.store import LocalRunStore
+    from bot.runs.open import open_runs
 
-    return LocalRunStore((ctx.obj or {}).get("runs_dir"))
+    return open_runs(runs_dir=(ctx.obj or {}).get("runs_dir"))
 
 
 def _say(markup: str) -> None:
@@ -282,30 +283,43 @@ def _aot_for_review(run: Any, new_path: Path, result: Any, timeout_s: float) -> 
 @cli.command("eval")
 @click.argument("cases_dir", type=click.Path(path_type=Path))
 @click.option("--json", "as_json", is_flag=True, help="Print the eval report as JSON.")
-def eval_cmd(cases_dir: Path, as_json: bool) -> None:
-    """Run the proposal engine over eval case folders and report match rates and errors."""
+@click.option(
+    "--floor", "floor_path", type=click.Path(path_type=Path), default=None,
+    help="Compare the published-case figures with this floor file (e.g. examples/eval/floor.yaml); exit 1 on a regression.",
+)
+@click.option(
+    "--write-floor", "write_floor", type=click.Path(path_type=Path), default=None,
+    help="Write the figures measured now as the new floor file.",
+)
+def eval_cmd(cases_dir: Path, as_json: bool, floor_path: Path | None, write_floor: Path | None) -> None:
+    """Run the proposal engine over eval case folders and report match rates and errors.
+
+    Published cases (every folder not named sample-*) give the headline figures: adopted-config top-1/top-3,
+    OOM recall and false-OOM rate, Critic false rejections, step-time error after one calibration per
+    hardware family, memory error, and the Spearman of predicted vs measured throughput within each table.
+    """
+    from bot.proposals.eval_floor import floor_from, load_floor, regressions
     from bot.proposals.evaluate import run_eval
 
     report = run_eval(cases_dir)
+    floor = load_floor(floor_path) if floor_path is not None else None
+    if write_floor is not None:
+        write_floor.write_text(
+            yaml.safe_dump(floor_from(report, measured_on="asap eval --write-floor").model_dump(), sort_keys=False),
+            encoding="utf-8",
+        )
     if as_json:
         click.echo(report.model_dump_json(indent=2))
-        return
-    rows = [_eval_row(c) for c in report.cases]
-    if console.width >= EVAL_TABLE_WIDTH:
-        _eval_table(rows, cases_dir)
-    else:  # narrow terminals: one line block per case reads better than a 9-column table folded to bits
-        console.print(f"[bold]asap eval {escape(str(cases_dir))}[/]")
-        for r in rows:
-            console.print(f"[bold]{escape(r['case'])}[/] ({r['kind']}): top-1 {r['top-1']}, top-3 {r['top-3']}, "
-                          f"verdict {r['verdict']}, failing checks {r['failing']}, step error {r['step err']}, "
-                          f"{r['s']} s" + (f"\n  {escape(r['notes'])}" if r["notes"] else ""))
-    console.print(
-        f"top-1 {_pct(report.top1_rate)}  top-3 {_pct(report.top3_rate)}  verdict {_pct(report.verdict_match_rate)}  "
-        f"kind top-3 {_pct(report.kind_top3_rate)}  proposals failing a check "
-        f"{_pct(report.failing_check_rate)}  step-time error mean {_pct(report.step_time_error_mean)} "
-        f"max {_pct(report.step_time_error_max)}  "
-        f"time/case {report.seconds_per_case or 0:.2f} s"
-    )
+    else:
+        _print_eval(cases_dir, report)
+    if floor is not None:
+        missed = regressions(report, floor)
+        for line in missed:
+            err_console.print(f"[red]regression[/red]: {escape(line)}")
+        if missed:
+            raise SystemExit(1)
+        if not as_json:
+            console.print(f"floor {escape(str(floor_path))}: no figure regressed")
 
 
 EVAL_TABLE_WIDTH = 110
@@ -335,9 +349,21 @@ def _eval_row(c: Any) -> dict[str, str]:
             "s": f"{c.seconds:.2f}", "notes": extra}
 
 
-def _eval_table(rows: list[dict[str, str]], cases_dir: Path) -> None:
-    table = Table(title=f"asap eval {escape(str(cases_dir))}", title_justify="left", box=box.SIMPLE_HEAD,
-                  padding=(0, 1), pad_edge=False)
+def _compact_table(title: str) -> Table:
+    """A table without vertical rules (fits 80 columns more often); numbers get ``no_wrap`` columns."""
+    return Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, padding=(0, 1), pad_edge=False)
+
+
+def _print_cases(rows: list[dict[str, str]], cases_dir: Path) -> None:
+    """One row per case at >= EVAL_TABLE_WIDTH columns, else one short block per case."""
+    if console.width < EVAL_TABLE_WIDTH:  # a 9-column table folded into 80 columns is unreadable
+        console.print(f"[bold]asap eval {escape(str(cases_dir))}[/]")
+        for r in rows:
+            console.print(f"[bold]{escape(r['case'])}[/] ({r['kind']}): top-1 {r['top-1']}, top-3 {r['top-3']}, "
+                          f"verdict {r['verdict']}, failing checks {r['failing']}, step error {r['step err']}, "
+                          f"{r['s']} s" + (f"\n  {escape(r['notes'])}" if r["notes"] else ""))
+        return
+    table = _compact_table(f"asap eval {escape(str(cases_dir))}")
     table.add_column("case", overflow="fold", ratio=2)
     for col in ("kind", "top-1", "top-3", "verdict", "failing", "step err", "s"):
         table.add_column(col, no_wrap=True, justify="left" if col == "kind" else "right")
@@ -346,3 +372,41 @@ def _eval_table(rows: list[dict[str, str]], cases_dir: Path) -> None:
         table.add_row(*(escape(r[k]) for k in ("case", "kind", "top-1", "top-3", "verdict", "failing", "step err",
                                                   "s", "notes")))
     console.print(table)
+
+
+def _print_eval(cases_dir: Path, report) -> None:  # type: ignore[no-untyped-def]
+    """The eval report: the cases, then the published figures and one row per table."""
+    _print_cases([_eval_row(c) for c in report.cases], cases_dir)
+    pct = _pct
+    console.print(
+        f"(published cases) top-1 {pct(report.top1_rate)}  top-3 {pct(report.top3_rate)}  verdict {pct(report.verdict_match_rate)}  "
+        f"kind top-3 {pct(report.kind_top3_rate)}  proposals failing a check "
+        f"{pct(report.failing_check_rate)}  step-time error mean {pct(report.step_time_error_mean)} "
+        f"max {pct(report.step_time_error_max)}  "
+        f"time/case {report.seconds_per_case or 0:.2f} s"
+    )
+    figs = report.published
+    if figs is not None:
+        cal = ", ".join(f"{k} x{v:.2f}" for k, v in figs.calibration.items()) or "none"
+        console.print(
+            f"published: {figs.cases} cases; adopted config top-1 {pct(figs.top1_rate)} top-3 {pct(figs.top3_rate)} "
+            f"(of {figs.adopted_cases}); OOM recall {pct(figs.oom_recall)} (of {figs.oom_cases}); false OOM "
+            f"{pct(figs.false_oom_rate)} (of {figs.ran_cases}); Critic false rejections {figs.critic_false_rejections} "
+            f"({pct(figs.critic_false_rejection_rate)}); step-time |error| median {pct(figs.step_time_error_median_uncalibrated)} "
+            f"raw, {pct(figs.step_time_error_median)} after calibration ({cal}); memory |error| median "
+            f"{pct(figs.memory_error_median)} over {figs.memory_points}"
+        )
+        tables = _compact_table("published tables")
+        tables.add_column("table", overflow="fold", ratio=1)
+        for col in ("rows", "metric", "Spearman", "step err (cal.)", "memory pred/meas"):
+            tables.add_column(col, no_wrap=col != "metric", justify="left" if col == "metric" else "right")
+        for t in figs.tables:
+            mem = "-" if t.memory_ratio_min is None else f"{t.memory_ratio_min:.2f}-{t.memory_ratio_max:.2f}"
+            rho = "-" if t.spearman is None else f"{t.spearman:+.2f}"
+            tables.add_row(escape(t.table), str(t.rows), escape(t.metric or "-"), rho, pct(t.step_time_error_median), mem)
+        console.print(tables)
+    if report.samples is not None:
+        console.print(
+            f"sample-* cases (ASAP's own physics model, not counted): {report.samples.cases}, "
+            f"top-1 {pct(report.samples.top1_rate)} top-3 {pct(report.samples.top3_rate)}"
+        )
