@@ -137,6 +137,10 @@ def _child(folder: Path) -> None:
     except AsapError as exc:
         outcome = {"result": "refused", "error": exc.message[:200]}
     seconds = time.perf_counter() - t0
+    import resource
+
+    ru = resource.getrusage(resource.RUSAGE_SELF)
+    outcome["cpu_seconds"] = ru.ru_utime + ru.ru_stime  # wall time on a shared machine includes waiting
     hwm = next(int(ln.split()[1]) / 1024 for ln in Path("/proc/self/status").read_text().splitlines()
                if ln.startswith("VmHWM:"))
     print(json.dumps({"seconds": seconds, "rss_peak_mb": hwm, **outcome}))
@@ -183,7 +187,7 @@ def main(argv: list[str] | None = None) -> int:
             good &= (m["result"] != "crashed") and (case == "bomb" or (m["result"] != "refused" and bool(m.get("ops"))))
             ok &= good
             detail = m.get("error") or f"{m.get('ops')} ops kept"
-            print(f"{case}: {m['seconds']:.1f} s, peak RSS {m['rss_peak_mb']:.0f} MB -> {m['result']} ({detail}) "
+            print(f"{case}: {m['seconds']:.1f} s wall, {m.get('cpu_seconds', float('nan')):.1f} s CPU, peak RSS {m['rss_peak_mb']:.0f} MB -> {m['result']} ({detail}) "
                   f"[goal < {GOAL_SECONDS:.0f} s and < {GOAL_RSS_MB:.0f} MB: {'PASS' if good else 'FAIL'}]")
     finally:
         if not args.keep:

@@ -24,7 +24,7 @@ from pydantic import BaseModel, ValidationError
 
 from bot.errors import ProfileError, brief
 from bot.profiles import xprof_proto as proto
-from bot.profiles.classify import CONTAINER_CATEGORIES, bound_by, op_kind
+from bot.profiles.classify import CONTAINER_CATEGORIES, bound_by, category_kind, op_kind
 from bot.profiles.datatable import Table, fast_table, parse_envelope, read_table
 from bot.profiles.io import loads_json, open_mapped, read_bytes
 from bot.profiles.model import OpStat, Profile
@@ -266,7 +266,8 @@ def _hlo_rows_to_ops(table: Table, source: str, profile: Profile) -> None:
             if c in containers:
                 totals[r] = selfs[r] if selfs[r] is not None else totals[r]
                 flops[r] = nbytes[r] = None
-    kinds = [op_kind(c, n) for c, n in zip(cats, names, strict=True)]
+    by_cat = {c: category_kind(c) for c in set(cats)}  # most categories decide the kind: one lookup per row
+    kinds = [by_cat[c] or op_kind(c, n) for c, n in zip(cats, names, strict=True)]
     bound_cache = {b: bound_by(b) for b in set(bounds) if b is None or isinstance(b, str)}
     bad_bound = next((r for r, b in enumerate(bounds) if b not in bound_cache), None)
     if bad_bound is not None:
