@@ -13,12 +13,17 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
+from itertools import groupby
 from operator import attrgetter
 
 from bot.profiles.model import OpStat, Profile
 
 MAX_OPS = 100_000
 _TIME, _OCC = attrgetter("total_time_us"), attrgetter("occurrences")
+
+
+def _GROUP(op: OpStat) -> tuple[str, str, str, str]:  # noqa: N802 - used like the attrgetters beside it
+    return (op.category, op.kind, op.bound_by or "", op.program or "")
 _FLOPS, _BYTES = attrgetter("flops"), attrgetter("bytes_accessed")
 _NESTED = re.compile(r"skipped (\d+) nested op row\(s\)")
 
@@ -44,13 +49,17 @@ class OpReducer:
         self.ops: list[OpStat] = []
         self.buckets: dict[tuple[object, ...], _Bucket] = {}
         self.rows = 0
+        self.cutoff: float | None = None  # time of the shortest op kept after the last compaction
         self.nested = 0
         self.other_warnings: list[str] = []
 
     def add(self, ops: list[OpStat], warnings: list[str] = ()) -> None:  # type: ignore[assignment]
         """Take one window's ops (and its reader warnings: nested-row counts are summed over windows)."""
-        self.ops.extend(ops)
         self.rows += len(ops)
+        if self.cutoff is not None:  # below the shortest kept op: summed at once, never sorted with the rest
+            self._fold([op for op in ops if op.total_time_us < self.cutoff])
+            ops = [op for op in ops if op.total_time_us >= self.cutoff]
+        self.ops.extend(ops)
         for w in warnings:
             m = _NESTED.search(w)
             if m:
@@ -62,11 +71,16 @@ class OpReducer:
 
     def _compact(self) -> None:
         self.ops.sort(key=_TIME, reverse=True)
-        groups: dict[tuple[object, ...], list[OpStat]] = {}
-        for op in self.ops[self.max_ops:]:  # one dict step per op; the sums below run in C
-            groups.setdefault((op.category, op.kind, op.bound_by, op.program), []).append(op)
+        self._fold(self.ops[self.max_ops:])
         del self.ops[self.max_ops:]
-        for key, ops in groups.items():
+        if len(self.ops) == self.max_ops:
+            self.cutoff = self.ops[-1].total_time_us
+
+    def _fold(self, small: list[OpStat]) -> None:
+        """Sum ops into their (category, kind, bound_by, program) buckets: a sort and C-level sums, no per-op Python."""
+        small.sort(key=_GROUP)
+        for key, grouped in groupby(small, key=_GROUP):
+            ops = list(grouped)
             b = self.buckets.get(key)
             if b is None:
                 b = self.buckets[key] = _Bucket()
@@ -89,7 +103,7 @@ class OpReducer:
             profile.ops.append(OpStat(
                 name=f"({b.count:,} smaller {category} ops)", category=str(category), kind=kind,  # type: ignore[arg-type]
                 occurrences=b.occurrences, total_time_us=b.time_us, flops=b.flops, bytes_accessed=b.nbytes,
-                bound_by=bound, program=program,  # type: ignore[arg-type]
+                bound_by=bound or None, program=program or None,  # type: ignore[arg-type]
             ))
         profile.warnings.extend(self.other_warnings)
         if self.nested:
