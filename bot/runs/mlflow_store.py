@@ -54,11 +54,18 @@ _MEGATRON_KEYS = {
 STEP_TIME_METRICS = (("asap.step_time_ms", 1.0), ("step_time_ms", 1.0), ("perf/step_time_seconds", 1000.0),
                      ("train_step_timing in s", 1000.0), ("iteration-time", 1000.0))
 MAX_ARTIFACTS = 256
+_MLFLOW_HTTP_DEFAULTS = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "2", "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": "0.5",
+                         "MLFLOW_HTTP_REQUEST_TIMEOUT": "20"}
 INSTALL_HINT = "pip install 'asap[mlflow]' (the mlflow client)"
 
 
 def _client(uri: str) -> Any:
     os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")  # no tqdm bars in answers
+    # MLflow's own defaults (7 retries, backoff factor 2, 120 s timeout) keep a chat answer waiting minutes
+    # on a server that is down; a person is better served by "unreachable" within seconds. Operators
+    # who set these variables keep their values.
+    for name, value in _MLFLOW_HTTP_DEFAULTS.items():
+        os.environ.setdefault(name, value)
     try:
         from mlflow.tracking import MlflowClient
     except ImportError:
