@@ -38,9 +38,10 @@ class YamlBombError(yaml.YAMLError):
 class BoundedSafeLoader(yaml.SafeLoader):
     """``yaml.SafeLoader`` that refuses alias bombs before anything is constructed."""
 
-    def __init__(self, stream: Any) -> None:
+    def __init__(self, stream: Any, *, allow_cycles: bool = False) -> None:
         super().__init__(stream)
         self._alias_count = 0
+        self.allow_cycles = allow_cycles
 
     def compose_node(self, parent: Node | None, index: Any) -> Node | None:
         if self.check_event(AliasEvent):
@@ -56,12 +57,16 @@ class BoundedSafeLoader(yaml.SafeLoader):
         node = super().compose_document()
         self._alias_count = 0
         if node is not None:
-            check_expansion(node)
+            check_expansion(node, allow_cycles=self.allow_cycles)
         return node
 
 
-def check_expansion(root: Node) -> int:
-    """The number of values ``root`` stands for with aliases expanded; raises past the limit or on a cycle."""
+def check_expansion(root: Node, *, allow_cycles: bool = False) -> int:
+    """The number of values ``root`` stands for with aliases expanded; raises past the limit or on a cycle.
+
+    ``allow_cycles``: a node tree that is walked visiting each node once (the config readers) may keep a
+    recursive anchor; the edge back is not counted. Built values never may (validation would loop).
+    """
     sizes: dict[int, int] = {}
     open_nodes: set[int] = set()
 
@@ -70,6 +75,8 @@ def check_expansion(root: Node) -> int:
         if key in sizes:
             return sizes[key]
         if key in open_nodes:
+            if allow_cycles:
+                return 0
             raise YamlBombError("a YAML anchor refers to itself (recursive alias); ASAP refuses recursive documents")
         open_nodes.add(key)
         total = 1
@@ -110,8 +117,11 @@ def load(text: str | bytes) -> Any:
 
 
 def compose_node(text: str | bytes) -> Node | None:
-    """``yaml.compose`` with bounded aliases: the node tree (with marks) of the single document."""
-    loader = BoundedSafeLoader(text)
+    """``yaml.compose`` with bounded aliases: the node tree (with marks) of the single document.
+
+    Recursive anchors are allowed here (readers of node trees visit each node once); their size is bounded.
+    """
+    loader = BoundedSafeLoader(text, allow_cycles=True)
     try:
         return loader.get_single_node()
     finally:
