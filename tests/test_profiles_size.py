@@ -111,3 +111,15 @@ def test_bad_row_in_a_later_window_is_named_by_its_row_in_the_file(monkeypatch):
     with pytest.raises(ProfileError) as info:
         parse_hlo_stats(orjson.dumps(table), source="h.json")
     assert "rows[250]" in info.value.render()
+
+
+def test_windowed_table_keeps_the_visible_share(tmp_path, monkeypatch):
+    """op_time_fraction (summed total_self_time_percent) is the same read whole or window by window."""
+    rows = [dict(r, total_self_time_percent=0.001) for r in _many_rows(300)]
+    data = orjson.dumps(hlo_table(rows))
+    whole = parse_hlo_stats(data, source="h.json")
+    monkeypatch.setattr(datatable, "WINDOW_BYTES", 2000)
+    windowed = parse_hlo_stats(data, source="h.json")
+    assert whole.op_time_fraction is not None
+    assert math.isclose(windowed.op_time_fraction, whole.op_time_fraction)
+    assert math.isclose(whole.op_time_fraction, 0.3)

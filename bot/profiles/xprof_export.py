@@ -182,6 +182,7 @@ HLO_OPTIONAL = (
     "operational_intensity",
     "bound_by",
     "parent_op_name",
+    "total_self_time_percent",
 )
 HLO_KNOWN = (
     "rank",
@@ -189,7 +190,6 @@ HLO_KNOWN = (
     "tf_op_name",
     "avg_time",
     "avg_self_time",
-    "total_self_time_percent",
     "cumulative_total_self_time_percent",
     "dma_stall_percent",
     "model_flop_rate",
@@ -299,9 +299,16 @@ def _hlo_rows_to_ops(table: Table, source: str, profile: Profile) -> None:
     profile.ops.extend(ops)
 
 
-def _window_to_ops(reducer: OpReducer, source: str) -> Callable[[Table, int], None]:
-    """The fast path's per-window hook: rows -> OpStats -> the reducer (errors name the row in the whole file)."""
+def _window_to_ops(reducer: OpReducer, source: str, shares: list[float]) -> Callable[[Table, int], None]:
+    """The fast path's per-window hook: rows -> OpStats -> the reducer (errors name the row in the whole file).
+
+    ``shares`` accumulates [sum, valid values, rows] of ``total_self_time_percent`` for :func:`_set_visible_share`.
+    """
     def take(table: Table, first_row: int) -> None:
+        total, valid, rows = _fraction_stats(table.data.get("total_self_time_percent"))
+        shares[0] += total
+        shares[1] += valid
+        shares[2] += rows
         part = Profile()
         try:
             _hlo_rows_to_ops(table, source, part)
@@ -323,6 +330,7 @@ def parse_hlo_stats(data: bytes | Any, *, source: str) -> Profile:
     """
     profile = Profile(sources=[source])
     reducer = OpReducer()
+    shares = [0.0, 0, 0]
     enabled = gc.isenabled()
     gc.disable()  # millions of short-lived containers: generational GC passes would dominate the time
     try:
@@ -334,10 +342,11 @@ def parse_hlo_stats(data: bytes | Any, *, source: str) -> Profile:
             known=HLO_KNOWN,
             aliases=HLO_ALIASES,
             warnings=profile.warnings,
-            window=_window_to_ops(reducer, source),
+            window=_window_to_ops(reducer, source, shares),
         )
         if table is not None:
             reducer.finish(profile, source)
+            _set_visible_share(shares[0], int(shares[1]), int(shares[2]), profile)
         else:
             reducer = OpReducer()  # not the compact form (perhaps after some windows): read it the general way
             obj = loads_json(data, source=source)
@@ -353,11 +362,35 @@ def parse_hlo_stats(data: bytes | Any, *, source: str) -> Profile:
                 warnings=profile.warnings,
             )
             _hlo_rows_to_ops(table, source, profile)
+            _visible_share(table.data.get("total_self_time_percent"), profile)
     finally:
         if enabled:
             gc.enable()
     _no_ops_warning(profile, source, "hlo_stats")
     return profile
+
+
+def _fraction_stats(fractions: list[Any] | None) -> tuple[float, int, int]:
+    """(sum of the valid fractions, how many were valid, how many rows) of a ``total_self_time_percent`` column."""
+    if not fractions:
+        return 0.0, 0, 0
+    values = [float(v) for v in fractions if isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 0]
+    return math.fsum(values), len(values), len(fractions)
+
+
+def _set_visible_share(total: float, valid: int, rows: int, profile: Profile) -> None:
+    """Set ``op_time_fraction`` from summed fractions when most rows had one and the sum is a share (<= ~1)."""
+    if not rows or not profile.ops or not valid or valid < rows // 2:
+        return
+    if 0.0 < total <= 1.05:
+        profile.op_time_fraction = min(total, 1.0)
+
+
+def _visible_share(fractions: list[Any] | None, profile: Profile) -> None:
+    """``op_time_fraction``: the summed ``total_self_time_percent`` (a 0..1 fraction in xprof's hlo_stats,
+    ``total_self_time_as_fraction`` in the proto) of the rows read, i.e. how much of the profile's op time
+    the export holds. A full export sums to ~1; a top-N export to less, and the analysis must know."""
+    _set_visible_share(*_fraction_stats(fractions), profile)
 
 
 def _hlo_stats_proto(obj: Any, source: str, profile: Profile) -> Profile:
@@ -389,6 +422,7 @@ def _hlo_stats_proto(obj: Any, source: str, profile: Profile) -> Profile:
                 program=str(rec.program_id),
             )
         )
+    _visible_share([r.total_self_time_as_fraction for r in db.hlo_stats_record if not r.parent_op_name], profile)
     _no_ops_warning(profile, source, "hlo_stats")
     return profile
 
@@ -788,8 +822,18 @@ def parse_op_profile(data: bytes, *, source: str) -> Profile:
             child_category = node.name if node.category is not None else category
             for child in reversed(node.children):
                 stack.append((child, child_category))
+        _op_profile_share(root, profile)
     _no_ops_warning(profile, source, "op_profile")
     return profile
+
+
+def _op_profile_share(root: proto.OpNode, profile: Profile) -> None:
+    """``op_time_fraction`` from op_profile: the instruction rows' raw time over the root's (the root's
+    metrics cover every op of the program, including children the export left out)."""
+    total_ps = root.metrics.raw_time if root.metrics else 0.0
+    if total_ps > 0 and profile.ops:
+        seen_ps = sum(op.total_time_us for op in profile.ops) * 1e6
+        profile.op_time_fraction = min(1.0, seen_ps / total_ps)
 
 
 # ----------------------------------------------------------------------------------------- entry points
