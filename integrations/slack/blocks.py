@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from bot import fmt
-from bot.errors import AsapError
+from bot.errors import AsapError, hide_paths
 
 MAX_BLOCKS = 50
 MAX_SECTION_TEXT = 3000
@@ -462,10 +462,11 @@ def paginate(blocks: list[dict[str, Any]], text: str) -> list[SlackMessage]:
 
 def error_message(exc: AsapError) -> SlackMessage:
     """A problem a person can fix, as one clear message (never a traceback)."""
-    text = f":warning: {escape(exc.message)}"
-    if exc.hint:
-        text += f"\n_hint: {escape(exc.hint)}_"
-    return SlackMessage(text=clip(exc.message, MAX_FALLBACK_TEXT), blocks=sections(text))
+    message, hint = hide_paths(exc.message), hide_paths(exc.hint or "")  # name files, not the server's folders
+    text = f":warning: {escape(message)}"
+    if hint:
+        text += f"\n_hint: {escape(hint)}_"
+    return SlackMessage(text=clip(message, MAX_FALLBACK_TEXT), blocks=sections(text))
 
 
 def explain_blocks(run_id: str, index: int, p: dict[str, Any]) -> list[dict[str, Any]]:
