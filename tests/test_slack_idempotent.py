@@ -216,3 +216,18 @@ def test_file_shared_without_text_gets_a_question_back(tmp_path: Path, monkeypat
             assert json.dumps(replies[1].blocks).count("namenamename.txt") == 1
 
     run(go())
+
+
+def test_shared_file_names_are_escaped_and_bounded() -> None:
+    from integrations.slack.blocks import empty_question_message
+    from integrations.slack.intake import event_job
+
+    files = [{"name": "<!channel> ping.json"}] + [{"name": f"trace-{n}.json.gz" + "x" * 300} for n in range(20)]
+    body = mention_body("", event_id="EvFiles", kind="message", channel="D0ALICE", channel_type="im")
+    body["event"].update(subtype="file_share", files=files)
+    job = event_job(body, bot_user_id="UASAPBOT")
+    assert job is not None and job.text == "" and len(job.payload["files"]) == 10
+    msg = empty_question_message(None, job.payload["files"])
+    for where in (msg.text, json.dumps(msg.blocks)):
+        assert "<!channel>" not in where and "&lt;!channel&gt;" in where
+    assert "and 7 more" in msg.text and len(msg.text) < 600
