@@ -6,7 +6,6 @@ Each command group lives in its own module and registers itself on :data:`cli`; 
 
 from __future__ import annotations
 
-import os
 import sys
 
 import click
