@@ -110,3 +110,8 @@ class AnalysisReport(_Out):
     diagnosis: Diagnosis
     unavailable: list[str] = Field(description="what could not be computed, and what input would unlock it")
     warnings: list[str]
+    damaged_inputs: list[str] = Field(
+        default_factory=list,
+        description="profile files that were skipped as malformed, empty or missing (partial damage: the analysis "
+        "rests on the other files and its confidence is lowered); also listed in warnings",
+    )

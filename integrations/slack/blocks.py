@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from bot import fmt
-from bot.errors import AsapError
+from bot.errors import AsapError, hide_paths
 
 MAX_BLOCKS = 50
 MAX_SECTION_TEXT = 3000
@@ -154,6 +154,25 @@ def still_working_message() -> SlackMessage:
     text = ("I'm still working on the first question in this thread, so I can't answer this yet. "
             "Ask again once its answer is here.")
     return SlackMessage(text=text, blocks=sections(f":hourglass_flowing_sand: {text}"))
+
+
+MAX_FILE_NAMES = 3
+
+
+def empty_question_message(run: str | None, files: list[str]) -> SlackMessage:
+    """The answer to a message with nothing to ask (a file shared without text, a bare mention): what ASAP
+    can answer, for this thread's run when there is one. Attachments are not read (no ``files:read``)."""
+    shown = ", ".join(f"`{escape(clip(f, 80))}`" for f in files[:MAX_FILE_NAMES])
+    more = f" and {len(files) - MAX_FILE_NAMES} more" if len(files) > MAX_FILE_NAMES else ""
+    seen = (f"I see the file{'s' if len(files) > 1 else ''} you shared ({shown}{more}), but no question, and I "
+            "don't read attachments: I analyse the runs in my runs directory. ") if files else "I didn't get a question. "
+    if run:
+        ask = (f"What would you like to know about run {escape(run)}? For example: \"which one first?\", "
+               "\"compare 1 and 3\", \"what if we had 512 chips?\"")
+    else:
+        ask = "What would you like to know? Name a run, e.g. \"why is job 123 slow?\""
+    text = seen + ask
+    return SlackMessage(text=text, blocks=sections(f":speech_balloon: {text}"))
 
 
 # ---------------------------------------------------------------- answers
@@ -443,10 +462,11 @@ def paginate(blocks: list[dict[str, Any]], text: str) -> list[SlackMessage]:
 
 def error_message(exc: AsapError) -> SlackMessage:
     """A problem a person can fix, as one clear message (never a traceback)."""
-    text = f":warning: {escape(exc.message)}"
-    if exc.hint:
-        text += f"\n_hint: {escape(exc.hint)}_"
-    return SlackMessage(text=clip(exc.message, MAX_FALLBACK_TEXT), blocks=sections(text))
+    message, hint = hide_paths(exc.message), hide_paths(exc.hint or "")  # name files, not the server's folders
+    text = f":warning: {escape(message)}"
+    if hint:
+        text += f"\n_hint: {escape(hint)}_"
+    return SlackMessage(text=clip(message, MAX_FALLBACK_TEXT), blocks=sections(text))
 
 
 def explain_blocks(run_id: str, index: int, p: dict[str, Any]) -> list[dict[str, Any]]:
