@@ -41,7 +41,7 @@ OVERLAP_NAMES: tuple[str, ...] = (
 )
 
 # Every key this module reads (the config readers' own SETTINGS lists do not hold all of them).
-NAMES: tuple[str, ...] = (
+NAMES: tuple[str, ...] = OVERLAP_NAMES + (
     "remat_policy", "remat", "recompute_granularity", "recompute_method", "recompute_num_layers",
     "activations_checkpoint_granularity", "activations_checkpoint_method", "activations_checkpoint_num_layers",
     "micro_batch_size", "per_device_batch_size", "gradient_accumulation_steps", "microbatches",
@@ -51,7 +51,7 @@ NAMES: tuple[str, ...] = (
     "use_flash_attention", "attention", "attention_kernel", "cross_entropy_loss_fusion", "hidden_dropout",
     "attention_dropout", "num_pipeline_microbatches", "name", "main_grads_dtype", "main_params_dtype",
     "exp_avg_dtype", "exp_avg_sq_dtype",
-) + OVERLAP_NAMES
+)
 
 # Logical setting -> the keys that hold it, by config format, first match wins (also the key an edit writes).
 KEYS: dict[str, dict[str, tuple[str, ...]]] = {
@@ -87,6 +87,12 @@ class TrainingSettings(BaseModel):
     distributed_optimizer: bool | None = None
     sequence_parallel: bool | None = None
     flash_attention: bool | None = None
+    virtual_pipeline: int | None = Field(default=None, description="interleaved model chunks per pipeline stage "
+                                         "(Megatron virtual pipeline); None = not stated")
+    tp_comm_overlap: bool | None = Field(default=None, description="Megatron --tp-comm-overlap; None = not stated")
+    overlap_p2p: bool | None = Field(default=None, description="Megatron --overlap-p2p-communication; None = not stated")
+    cp_load_balance: bool | None = Field(default=None, description="causal context parallelism split in balanced "
+                                         "chunks; None = not stated (Megatron-Core always balances)")
     fused_cross_entropy: bool | None = None
     grad_fp32: bool | None = None
     grad_dtype: str | None = Field(default=None, description="Megatron optimizer main_grads_dtype")
@@ -96,12 +102,6 @@ class TrainingSettings(BaseModel):
     optimizer_offload: bool | None = None
     dropout: bool | None = None
     pipeline_microbatches: int | None = None
-    virtual_pipeline: int | None = Field(default=None, description="interleaved model chunks per pipeline stage "
-                                         "(Megatron virtual pipeline); None = not stated")
-    tp_comm_overlap: bool | None = Field(default=None, description="Megatron --tp-comm-overlap; None = not stated")
-    overlap_p2p: bool | None = Field(default=None, description="Megatron --overlap-p2p-communication; None = not stated")
-    cp_load_balance: bool | None = Field(default=None, description="causal context parallelism split in balanced "
-                                         "chunks; None = not stated (Megatron-Core always balances)")
     global_batch_factor: float = Field(
         default=1.0, description="a proposal that raises the per-device batch or accumulation scales the global batch"
     )
@@ -214,6 +214,7 @@ def settings_from_config(config: ShardingConfig) -> TrainingSettings:
         a = attention.lower()
         flash = a not in ("dot_product", "dot-product", "vanilla", "xla", "eager")
     out["flash_attention"] = flash
+    out.update(overlap_settings(v))
     out["fused_cross_entropy"] = _bool(_lookup(v, "cross_entropy_loss_fusion")[1])
     _, wd = _lookup(v, "weight_dtype", "param_dtype")
     out["weight_dtype"] = None if wd is None else str(wd).lower()
@@ -222,7 +223,6 @@ def settings_from_config(config: ShardingConfig) -> TrainingSettings:
     present = [_lookup(v, k)[0] is not None for k in ("hidden_dropout", "attention_dropout")]
     out["dropout"] = any(d for d in drops) if any(present) else None
     out["pipeline_microbatches"] = _int(_lookup(v, "num_pipeline_microbatches")[1])
-    out.update(overlap_settings(v))
     return TrainingSettings(**out)
 
 
