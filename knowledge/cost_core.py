@@ -248,8 +248,9 @@ def _workspace(shape: Shape, transient: np.ndarray, logits: np.ndarray) -> np.nd
 
 
 def _fsdp_unsharded_with_pp(shape: Shape) -> bool:
-    """torchtitan's FSDP2 under pipelining: weights stay gathered and gradients unsharded for the step."""
-    return shape.framework == "other"
+    """torchtitan's FSDP2 under pipelining: weights stay gathered and gradients unsharded for the step
+    (read from the run's ``torchtitan`` tag by knowledge.cost_shapes; other trainers re-gather per micro-batch)."""
+    return shape.fsdp_gathered_under_pp
 
 
 def _stage_memory(shape: Shape, nd: np.ndarray, nf: np.ndarray, nt: np.ndarray, ns: np.ndarray,
