@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from itertools import groupby
 from operator import attrgetter
 
+from bot.profiles.hlo_fold import GroupSum
 from bot.profiles.model import OpStat, Profile
 
 MAX_OPS = 100_000
@@ -81,16 +82,28 @@ class OpReducer:
         small.sort(key=_GROUP)
         for key, grouped in groupby(small, key=_GROUP):
             ops = list(grouped)
-            b = self.buckets.get(key)
-            if b is None:
-                b = self.buckets[key] = _Bucket()
-            b.count += len(ops)
-            b.occurrences += sum(map(_OCC, ops))
-            b.time_us += math.fsum(map(_TIME, ops))
             flops = [f for f in map(_FLOPS, ops) if f is not None]
             nbytes = [n for n in map(_BYTES, ops) if n is not None]
-            b.flops = _add(b.flops, math.fsum(flops) if flops else None)
-            b.nbytes = _add(b.nbytes, math.fsum(nbytes) if nbytes else None)
+            self._merge(key, len(ops), sum(map(_OCC, ops)), math.fsum(map(_TIME, ops)),
+                        math.fsum(flops) if flops else None, math.fsum(nbytes) if nbytes else None)
+
+    def _merge(self, key: tuple[object, ...], count: int, occurrences: int, time_us: float, flops: float | None,
+               nbytes: float | None) -> None:
+        """Add one group's sums to its bucket."""
+        b = self.buckets.get(key)
+        if b is None:
+            b = self.buckets[key] = _Bucket()
+        b.count += count
+        b.occurrences += occurrences
+        b.time_us += time_us
+        b.flops = _add(b.flops, flops)
+        b.nbytes = _add(b.nbytes, nbytes)
+
+    def add_sums(self, groups: list[GroupSum], rows: int) -> None:
+        """Take rows already summed per bucket below :attr:`cutoff` (see :mod:`bot.profiles.hlo_fold`)."""
+        self.rows += rows
+        for g in groups:
+            self._merge(g.key, g.count, g.occurrences, g.time_us, g.flops, g.nbytes)
 
     def finish(self, profile: Profile, source: str) -> None:
         """Put the kept ops and the summed rest into ``profile`` (with a warning when anything was summed)."""

@@ -18,20 +18,20 @@ import math
 import re
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
+import numpy as np
 from pydantic import BaseModel, ValidationError
 
 from bot.errors import ProfileError, brief
 from bot.profiles import xprof_proto as proto
 from bot.profiles.classify import CONTAINER_CATEGORIES, bound_by, category_kind, op_kind
 from bot.profiles.datatable import Table, fast_table, parse_envelope, read_table
+from bot.profiles.hlo_fold import GIB, GIB_PER_US, split_window
 from bot.profiles.io import loads_json, open_mapped, read_bytes
 from bot.profiles.model import OpStat, Profile
 from bot.profiles.reduce import OpReducer
 
-GIB = float(1 << 30)
-GIB_PER_US = GIB * 1e-6  # GiB/s x us -> bytes
 TOOLS = ("hlo_stats", "roofline_model", "overview_page", "op_profile")
 
 
@@ -229,32 +229,61 @@ def _text_column(values: list[Any], source: str, column: str) -> list[str]:
     return [_text(v, source, f"rows[{r}].{column}") for r, v in enumerate(values)]
 
 
-def _hlo_rows_to_ops(table: Table, source: str, profile: Profile) -> None:
-    """Rows -> OpStats, column by column (a large export has 100k rows)."""
+class _HloColumns(NamedTuple):
+    """One table's hlo_stats columns, checked and converted (every row; nothing per row beyond C-speed scans)."""
+
+    names: list[str]
+    cats: list[str]
+    totals: list[float]
+    occs: list[int]
+    selfs: list[float | None]
+    rates: list[float | None]
+    mem: list[float | None]
+    hbm: list[float | None]
+    ois: list[float | None]
+    progs: list[str | None]
+    bounds: list[Any]
+    bound_cache: dict[Any, Any]
+    parents: list[Any]
+
+
+def _hlo_columns(table: Table, source: str) -> _HloColumns:
+    """Check every row's cells (errors name the row and column) and convert the columns the ops need."""
     d = table.data
     names = d["hlo_op_name"]
-    if not all(type(n) is str and n for n in names):
+    if not (set(map(type, names)) <= {str} and all(names)):  # C-speed scans; the row is looked for only on error
         r = next(r for r, n in enumerate(names) if not (type(n) is str and n))
         raise ProfileError("expected a non-empty op name", source=source, field=f"rows[{r}].hlo_op_name")
     cats = _text_column(d["category"], source, "category")
     totals = _float_column(d["total_time"], source, "total_time", required=True)
-    neg = next((r for r, t in enumerate(totals) if t < 0), None)
-    if neg is not None:
+    if totals and min(totals) < 0:
+        neg = next(r for r, t in enumerate(totals) if t < 0)
         raise ProfileError(f"negative time {totals[neg]}", source=source, field=f"rows[{neg}].total_time")
-    occs = [int(o or 0) for o in _float_column(d["occurrences"], source, "occurrences")]
+    occ_values = _float_column(d["occurrences"], source, "occurrences")
+    occs = list(map(int, occ_values)) if None not in occ_values else [int(o or 0) for o in occ_values]
     selfs = _float_column(d["total_self_time"], source, "total_self_time")
     rates = _float_column(d["normalized_flop_rate"], source, "normalized_flop_rate")
     mem = _float_column(d["measured_memory_bw"], source, "measured_memory_bw")
     hbm = _float_column(d["hbm_bw"], source, "hbm_bw")
     ois = _float_column(d["operational_intensity"], source, "operational_intensity")
-    progs = (
-        [p or None for p in _text_column(d["program_id"], source, "program_id")]
-        if "program_id" in table.present
-        else d["program_id"]
-    )
+    progs = _text_column(d["program_id"], source, "program_id") if "program_id" in table.present else d["program_id"]
+    if "program_id" in table.present and "" in progs:
+        progs = [p or None for p in progs]
     bounds = d["bound_by"]
-    parents = d["parent_op_name"]
+    distinct = set(bounds)
+    bound_cache = {b: bound_by(b) for b in distinct if b is None or isinstance(b, str)}
+    if len(bound_cache) != len(distinct):
+        bad_bound = next(r for r, b in enumerate(bounds) if b not in bound_cache)
+        raise ProfileError("expected text", source=source, field=f"rows[{bad_bound}].bound_by")
+    parents = d["parent_op_name"] if "parent_op_name" in table.present else [None] * table.nrows
+    return _HloColumns(names, cats, totals, occs, selfs, rates, mem, hbm, ois, progs, bounds, bound_cache, parents)
 
+
+def _hlo_rows_to_ops(table: Table, source: str, profile: Profile) -> None:
+    """Rows -> OpStats, column by column (a large export has 100k rows)."""
+    names, cats, totals, occs, selfs, rates, mem, hbm, ois, progs, bounds, bound_cache, parents = _hlo_columns(
+        table, source
+    )
     containers = {c for c in set(cats) if c.lower() in CONTAINER_CATEGORIES}
     flops = [r * 1e3 * t if r and t else None for r, t in zip(rates, totals, strict=True)]  # GFLOP/s x us -> FLOPs
     nbytes = [
@@ -268,10 +297,6 @@ def _hlo_rows_to_ops(table: Table, source: str, profile: Profile) -> None:
                 flops[r] = nbytes[r] = None
     by_cat = {c: category_kind(c) for c in set(cats)}  # most categories decide the kind: one lookup per row
     kinds = [by_cat[c] or op_kind(c, n) for c, n in zip(cats, names, strict=True)]
-    bound_cache = {b: bound_by(b) for b in set(bounds) if b is None or isinstance(b, str)}
-    bad_bound = next((r for r, b in enumerate(bounds) if b not in bound_cache), None)
-    if bad_bound is not None:
-        raise ProfileError("expected text", source=source, field=f"rows[{bad_bound}].bound_by")
     none = [None] * table.nrows
     ops = list(
         map(
@@ -311,7 +336,8 @@ def _window_to_ops(reducer: OpReducer, source: str, shares: list[float]) -> Call
         shares[2] += rows
         part = Profile()
         try:
-            _hlo_rows_to_ops(table, source, part)
+            if reducer.cutoff is None or not _fold_window(table, source, reducer, part):
+                _hlo_rows_to_ops(table, source, part)
         except ProfileError as exc:
             if exc.field:
                 exc.field = re.sub(r"^rows\[(\d+)\]", lambda m: f"rows[{int(m.group(1)) + first_row}]", exc.field)
@@ -319,6 +345,29 @@ def _window_to_ops(reducer: OpReducer, source: str, shares: list[float]) -> Call
             raise
         reducer.add(part.ops, part.warnings)
     return take
+
+
+def _fold_window(table: Table, source: str, reducer: OpReducer, part: Profile) -> bool:
+    """Sum the window's rows below the reducer's cutoff into it directly; OpStats (into ``part``) only for the rest.
+
+    Every row is checked first, so errors are the ones :func:`_hlo_rows_to_ops` gives. ``False`` (nothing done)
+    when the window cannot be split this way.
+    """
+    cols = _hlo_columns(table, source)
+    split = split_window(cols, reducer.cutoff)  # type: ignore[arg-type]
+    if split is None:
+        return False
+    reducer.add_sums(split.groups, split.folded)
+    if split.keep:
+        pick = split.keep
+        data = {c: [v[i] for i in pick] for c, v in table.data.items()}
+        sub = Table(columns=table.columns, present=table.present, data=data, nrows=len(pick), all_ids=table.all_ids)
+        _hlo_rows_to_ops(sub, source, part)
+    if split.nested:
+        part.warnings.append(
+            f"{source}: skipped {split.nested} nested op row(s) (parent_op_name set) to avoid double counting"
+        )
+    return True
 
 
 def parse_hlo_stats(data: bytes | Any, *, source: str) -> Profile:
@@ -374,6 +423,13 @@ def _fraction_stats(fractions: list[Any] | None) -> tuple[float, int, int]:
     """(sum of the valid fractions, how many were valid, how many rows) of a ``total_self_time_percent`` column."""
     if not fractions:
         return 0.0, 0, 0
+    types = set(map(type, fractions))
+    if types <= {type(None)}:  # the column is absent or empty: no per-row work
+        return 0.0, 0, len(fractions)
+    if types == {float}:  # fsum is exact, so summing the non-negative values in any order gives the same float
+        arr = np.array(fractions, dtype=np.float64)
+        kept = arr[arr >= 0]
+        return math.fsum(kept.tolist()), int(kept.size), len(fractions)
     values = [float(v) for v in fractions if isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 0]
     return math.fsum(values), len(values), len(fractions)
 
