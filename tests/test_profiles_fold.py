@@ -1,7 +1,9 @@
-"""Summing rows below the reducer's cutoff straight from the columns gives exactly what folding OpStats gives.
+"""Summing rows from columns (below the reducer's cutoff, and ops folded at compaction) gives exactly what
+folding OpStats one by one gives.
 
 A large hlo_stats table is read window by window with a lowered ``MAX_OPS``, once with the column fold
-(:mod:`bot.profiles.hlo_fold`) and once building an OpStat for every row; the kept ops, the summed buckets
+(:mod:`bot.profiles.hlo_fold`) and once building an OpStat for every row and folding them op by op
+(``OpReducer._fold``'s sort and groupby); the kept ops, the summed buckets
 (bit for bit), the warnings and the visible share must be identical.
 """
 
@@ -65,6 +67,7 @@ def test_column_fold_equals_folding_opstats(monkeypatch: pytest.MonkeyPatch) -> 
     folded = parse_hlo_stats(data, source="h.json")
     assert len(calls) > 50  # the column fold did the work for most windows
     monkeypatch.setattr(xprof_export, "_fold_window", lambda *args: False)
+    monkeypatch.setattr(reduce, "sum_ops", lambda ops: None)  # and the reducer folds op by op
     via_ops = parse_hlo_stats(data, source="h.json")
 
     assert folded.ops == via_ops.ops  # kept ops and summed buckets, floats bit for bit

@@ -15,6 +15,8 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from itertools import repeat
+from operator import attrgetter, is_not
 from typing import Any
 
 import numpy as np
@@ -64,8 +66,10 @@ def _figures(cats: list[str], totals: list[float], selfs: list[float | None], ra
     rate, oi = _floats(rates), _floats(ois)
     containers = {c for c in set(cats) if c.lower() in CONTAINER_CATEGORIES}
     is_cont = np.fromiter(map(containers.__contains__, cats), bool, n) if containers else np.zeros(n, bool)
-    self_t = np.array(selfs, dtype=np.float64)
-    time = np.where(is_cont & ~np.isnan(self_t), self_t, total)
+    time = total
+    if containers:  # their time includes other rows' ops: self time when given
+        self_t = np.array(selfs, dtype=np.float64)
+        time = np.where(is_cont & ~np.isnan(self_t), self_t, total)
     has_flops = (rate != 0) & (total != 0)
     flops = rate * 1e3 * total  # GFLOP/s x us -> FLOPs
     hbm_a = _floats(hbm)
@@ -153,3 +157,37 @@ def split_window(cols: Any, cutoff: float) -> WindowSplit | None:
     groups = _sum_groups(codes[rows], decode, occ[rows], time[rows], flops[rows], has_flops[rows], nbytes[rows],
                          has_bytes[rows])
     return WindowSplit(keep=keep, groups=groups, folded=int(rows.size), nested=int(parent.sum()))
+
+
+_OP_KEY = attrgetter("category", "kind", "bound_by", "program")
+_OP_OCC, _OP_TIME = attrgetter("occurrences"), attrgetter("total_time_us")
+_OP_FLOPS, _OP_BYTES = attrgetter("flops"), attrgetter("bytes_accessed")
+
+
+def _optional(values: list[Any]) -> tuple[np.ndarray, np.ndarray]:
+    """A column of floats or None as (float64 values, which are not None), without per-item Python."""
+    has = np.fromiter(map(is_not, values, repeat(None)), bool, len(values))
+    return np.array(values, dtype=np.float64), has
+
+
+def sum_ops(ops: list[Any]) -> list[GroupSum] | None:
+    """OpStats summed per (category, kind, bound_by or "", program or "") bucket, in key order.
+
+    The same sums :meth:`OpReducer._fold` makes op by op (fsum over the same values), from columns taken with
+    C-level attribute getters. ``None`` when a count or value does not fit the arrays (the caller folds op by op).
+    """
+    n = len(ops)
+    try:
+        occ = np.fromiter(map(_OP_OCC, ops), np.int64, n)
+        time = np.fromiter(map(_OP_TIME, ops), np.float64, n)
+        flops, has_flops = _optional(list(map(_OP_FLOPS, ops)))
+        nbytes, has_bytes = _optional(list(map(_OP_BYTES, ops)))
+    except (OverflowError, TypeError, ValueError):
+        return None
+    if n == 0 or int(np.abs(occ).max()) > (1 << 62) // n:
+        return None
+    raw = list(map(_OP_KEY, ops))
+    keys: dict[GroupKey, int] = {}
+    index = {k: keys.setdefault((k[0], k[1], k[2] or "", k[3] or ""), len(keys)) for k in set(raw)}
+    codes = np.fromiter(map(index.__getitem__, raw), np.intp, n)
+    return _sum_groups(codes, list(keys).__getitem__, occ, time, flops, has_flops, nbytes, has_bytes)

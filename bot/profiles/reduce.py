@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from itertools import groupby
 from operator import attrgetter
 
-from bot.profiles.hlo_fold import GroupSum
+from bot.profiles.hlo_fold import GroupSum, sum_ops
 from bot.profiles.model import OpStat, Profile
 
 MAX_OPS = 100_000
@@ -78,7 +78,11 @@ class OpReducer:
             self.cutoff = self.ops[-1].total_time_us
 
     def _fold(self, small: list[OpStat]) -> None:
-        """Sum ops into their (category, kind, bound_by, program) buckets: a sort and C-level sums, no per-op Python."""
+        """Sum ops into their (category, kind, bound_by, program) buckets: C-level sums, no per-op Python."""
+        groups = sum_ops(small)
+        if groups is not None:
+            self.add_sums(groups, 0)
+            return
         small.sort(key=_GROUP)
         for key, grouped in groupby(small, key=_GROUP):
             ops = list(grouped)

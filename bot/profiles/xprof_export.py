@@ -17,6 +17,7 @@ import gc
 import math
 import re
 from collections.abc import Callable
+from operator import itemgetter
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -206,11 +207,16 @@ HLO_ALIASES = {"measured_flop_rate": "normalized_flop_rate"}
 
 
 def _float_column(values: list[Any], source: str, column: str, *, required: bool = False) -> list[float | None]:
-    """A column of numbers, checked. All int/float and a finite sum (so no NaN/inf) passes at C speed."""
+    """A column of numbers, checked. All int/float and a finite sum (so no NaN/inf) passes at C speed.
+
+    The plain ``sum`` is only a filter: a sum that overflows to inf sends the column to the per-row check.
+    """
     types = set(map(type, values))  # C-speed scan; a bool is not a number here
+    if not required and types <= {type(None)}:  # an absent optional column
+        return values
     if types <= {float, int}:
         try:
-            if math.isfinite(math.fsum(values)):
+            if math.isfinite(sum(values)):
                 return list(map(float, values)) if int in types else values
         except OverflowError:
             pass
@@ -360,7 +366,8 @@ def _fold_window(table: Table, source: str, reducer: OpReducer, part: Profile) -
     reducer.add_sums(split.groups, split.folded)
     if split.keep:
         pick = split.keep
-        data = {c: [v[i] for i in pick] for c, v in table.data.items()}
+        take = itemgetter(*pick)
+        data = {c: list(take(v)) if len(pick) > 1 else [v[pick[0]]] for c, v in table.data.items()}
         sub = Table(columns=table.columns, present=table.present, data=data, nrows=len(pick), all_ids=table.all_ids)
         _hlo_rows_to_ops(sub, source, part)
     if split.nested:
