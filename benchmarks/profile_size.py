@@ -2,7 +2,7 @@
 
 Cases (each written into a temporary run folder under /tmp, never into the repository):
 
-* ``hlo_stats``: a valid XProf ``hlo_stats.json`` DataTable of ``--size-mib`` (default 1024 MiB: ~3.5 million
+* ``hlo_stats``: a valid XProf ``hlo_stats.json`` DataTable of ``--size-mib`` (default 1024 MiB: ~6 million
   op rows) plus a small ``overview_page.json``;
 * ``trace``: a valid JAX ``*.trace.json.gz`` whose decompressed events total ``--size-mib``;
 * ``bomb``: a gzip bomb, ~1 MB of gzip that expands to 1000 MiB of trace events (identical events, ratio
