@@ -169,12 +169,14 @@ def load_mesh(run: Run) -> tuple[Mesh | None, str | None, list[str]]:
     """The run's sharding config as a mesh, its format, and warnings (a broken config is reported, not fatal)."""
     if not run.record.config:
         return None, None, []
-    from bot.configs.detect import load_config  # lazy: the config readers are optional for analysis
+    from bot.configs.checks import startup_problems  # lazy: the config readers are optional for analysis
+    from bot.configs.detect import load_run_config
 
-    path = run.path(run.record.config, field="config")
     try:
-        config = load_config(path)
-        return config.mesh(run.record.num_chips, run.record.num_slices), config.format, []
+        config = load_run_config(run)
+        problems = [p.render() for p in startup_problems(config, run.record.num_chips, run.record.num_slices,
+                                                         run.record.model) if p.rule != "note"]
+        return config.mesh(run.record.num_chips, run.record.num_slices), config.format, problems
     except AsapError as exc:
         return None, None, [f"sharding config not used: {exc.render()}"]
 

@@ -15,6 +15,7 @@ ones), keys of two formats at once, duplicate keys, and sizes that are not integ
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from yaml.nodes import MappingNode
 
@@ -160,3 +161,8 @@ def load_config(path: Path, *, command: str | None = None) -> ShardingConfig:
     """Read and parse a config file or launch script (``command``: the launch command line, if known)."""
     path = Path(path)
     return parse_config(read_config_text(path), str(path), path=path, command=command)
+
+
+def load_run_config(run: Any) -> ShardingConfig:
+    """The run's config read as its launch resolves it: ``config:`` plus ``command:`` from run.yaml."""
+    return load_config(run.path(run.record.config, field="config"), command=getattr(run.record, "command", None))

@@ -313,3 +313,10 @@ def config_diff(config: ShardingConfig, mesh: Mesh, settings: dict[str, object] 
         name = label if file == config.source else file
         out.append(diff_text(config.text_of(file), new, name))
     return "".join(out)
+
+
+def settings_applied(config: ShardingConfig, values: dict[str, object]) -> ShardingConfig:
+    """The config as it reads after ``values`` are written where they win (for pricing a settings change)."""
+    if config.launch or config.origins:
+        return reparse(config, apply_settings_files(config, values))
+    return parse_config(apply_settings(config, values), config.source)

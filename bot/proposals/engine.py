@@ -172,9 +172,9 @@ def baseline_mesh(run: Run, report: AnalysisReport | None) -> tuple[Mesh, Any | 
     record = run.record
     cfg = None
     if record.config:
-        from bot.configs.detect import load_config
+        from bot.configs.detect import load_run_config
 
-        cfg = load_config(run.path(record.config, field="config"))
+        cfg = load_run_config(run)
         return cfg.mesh(record.num_chips, record.num_slices), cfg
     mesh = baseline_from_report(report)
     if mesh is None:
@@ -191,10 +191,9 @@ def config_diff(run: Run, cfg: Any | None, mesh: Mesh, settings: dict[str, Any] 
     """Unified diff of the run's config file with ``mesh`` (and setting values) applied; only those lines change."""
     if cfg is None:
         return None
-    from bot.configs.edit import apply_changes, diff_text
+    from bot.configs.edit import config_diff as diff_files
 
-    new = apply_changes(cfg, mesh, settings or {})
-    return diff_text(cfg.text, new, run.record.config or cfg.source)
+    return diff_files(cfg, mesh, settings or {}, run.record.config or cfg.source)
 
 
 def missing_model_info(record: RunRecord) -> list[str]:

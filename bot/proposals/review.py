@@ -32,6 +32,8 @@ BATCH_SETTINGS = ("micro_batch_size", "per_device_batch_size")
 
 def _infer_counts(cfg: ShardingConfig) -> tuple[int, int] | None:
     """Chips and slices a config spells out by itself (every axis explicit, no -1, not Megatron)."""
+    if cfg.devices:  # a launch or NeMo trainer states its device count (issue 13)
+        return cfg.devices, cfg.nodes or 1
     if cfg.format == "megatron" or any(k.value == -1 for k in cfg.keys):
         return None
     chips = math.prod((k.value for k in cfg.keys), start=1)
@@ -156,6 +158,12 @@ def review(
                 findings.append(ReviewFinding(severity="problem" if ch.hard else "warning", check=ch.name, message=ch.reason))
 
     _batch_findings(old_cfg, new_cfg, bottleneck, findings)
+    from bot.configs.checks import startup_problems  # issue 13: what the framework refuses, device counts
+
+    for p in startup_problems(new_cfg, chips, slices, record.model if record is not None else None):
+        if p.rule != "note" and not (p.rule == "mesh" and new_mesh is None):
+            findings.append(ReviewFinding(severity="problem" if p.error else "warning", check=f"startup_{p.rule}",
+                                          message=p.message))
 
     change = None
     if new_mesh is not None and old_pred is not None and new_pred is not None:

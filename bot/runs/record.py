@@ -110,6 +110,11 @@ class RunRecord(BaseModel):
     num_chips: PositiveInt = Field(description="total chips in the job")
     num_slices: PositiveInt = Field(default=1, description="TPU slices / GPU node groups joined by DCN")
     config: str | None = Field(default=None, description="sharding config file, relative to the run folder")
+    command: str | None = Field(
+        default=None,
+        description="the launch command line as run (python3 -m MaxText.train base.yml key=value ..., torchrun ... "
+        "pretrain_gpt.py --flags, or bash train.sh ARGS): its overrides win over the config file",
+    )
     profile: list[str] | None = Field(
         default=None, description="profile files/folders relative to the run folder; discovered when omitted"
     )
