@@ -361,7 +361,9 @@ def _is_yaml_word(w: Val) -> bool:
 
 def _literal_tail(w: Val) -> str:
     """The literal text after the last expansion of a word (``"${DIR:-$PWD/x}"/base.yml`` -> ``/base.yml``)."""
-    return "".join(p.text for p in w.pieces)
+    from bot.configs.shell import HOLE
+
+    return "".join(p.text for p in w.pieces).split(HOLE)[-1]
 
 
 def _strip_env_prefix(path: str) -> str:

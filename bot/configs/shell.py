@@ -57,7 +57,7 @@ class Val:
         ps = [p for p in self.pieces if p.text]
         if self.unknown or not ps or ps[0].start < 0:
             return None
-        for a, b in zip(ps, ps[1:]):
+        for a, b in zip(ps, ps[1:], strict=False):
             if b.file != a.file or b.start != a.start + len(a.text):
                 return None
         return ps[0].file, ps[0].start, ps[-1].start + len(ps[-1].text)
@@ -77,8 +77,11 @@ class Val:
         return Val(tuple(out))
 
 
+HOLE = "\x00?\x00"  # stands where an unknown part sits, so the known text around it keeps its place
+
+
 def unknown(why: str) -> Val:
-    return Val((), why)
+    return Val((Piece(HOLE, None, -1),), why)
 
 
 def concat(vals: list[Val]) -> Val:
@@ -90,10 +93,10 @@ def concat(vals: list[Val]) -> Val:
 
 def split_fields(v: Val) -> list[Val]:
     """Field splitting of an unquoted expansion on blanks and newlines, origins kept."""
-    if v.unknown:
-        return [v]
-    text = v.text or ""
-    return [v.slice(m.start(), m.end()) for m in re.finditer(r"[^ \t\n]+", text)]
+    known = Val(v.pieces)
+    text = "".join(p.text for p in v.pieces)
+    out = [known.slice(m.start(), m.end()) for m in re.finditer(r"[^ \t\n]+", text)]
+    return [Val(f.pieces, v.unknown) if v.unknown and HOLE in "".join(p.text for p in f.pieces) else f for f in out]
 
 
 # --------------------------------------------------------------------------------------------- the result
@@ -610,6 +613,9 @@ class Evaluator:
         if name in ("source", "."):
             self.source(words, file, pos, node.line)
             return
+        if name == "eval":
+            self.eval_(words[1:], file, pos, node.line)
+            return
         if name in _IGNORED:
             return
         if self.call_script(words, file, node.line):
@@ -637,6 +643,23 @@ class Evaluator:
             pass  # merged by branches()
         self.arrays.pop(name, None)
         self.vars[name] = value
+
+    def eval_(self, words: list[Val], file: str, pos: dict[str, list[Val]], line: int) -> None:
+        """``eval "$cmd"``: the joined words are read as script text; their characters keep their origins."""
+        joined = concat(_interleave(words))
+        text = "".join(p.text for p in joined.pieces)
+        origin: list[tuple[str | None, int]] = []
+        for p in joined.pieces:
+            origin.extend((p.file, p.start + k if p.start >= 0 else -1) for k in range(len(p.text)))
+        virtual = f"eval@{file}:{line}"
+        before = len(self.result.commands)
+        nodes = Parser(Scanner(text, virtual).tokens(), virtual).parse_list(set())
+        self.run(nodes, virtual, pos)
+        for cmd in self.result.commands[before:]:
+            cmd.words = [_remap(w, virtual, origin) for w in cmd.words]
+            cmd.words = [Val(w.pieces, w.unknown or joined.unknown or "unknown") if HOLE in "".join(
+                p.text for p in w.pieces) else w for w in cmd.words]
+            cmd.file, cmd.line = file, line
 
     def source(self, words: list[Val], file: str, pos: dict[str, list[Val]], line: int) -> None:
         target = words[1].text if len(words) > 1 else None
@@ -676,6 +699,23 @@ class Evaluator:
         self.depth += 1
         self.run(nodes, key, pos)
         self.depth -= 1
+
+
+def _remap(v: Val, virtual: str, origin: list[tuple[str | None, int]]) -> Val:
+    """Pieces that point into an eval'd string point back to where each character was written."""
+    out: list[Piece] = []
+    for p in v.pieces:
+        if p.file != virtual or p.start < 0:
+            out.append(p)
+            continue
+        for k, ch in enumerate(p.text):
+            f, at = origin[p.start + k] if p.start + k < len(origin) else (None, -1)
+            prev = out[-1] if out else None
+            if prev is not None and prev.file == f and at >= 0 and prev.start >= 0 and prev.start + len(prev.text) == at:
+                out[-1] = Piece(prev.text + ch, f, prev.start)
+            else:
+                out.append(Piece(ch, f, at))
+    return Val(tuple(out), v.unknown)
 
 
 def _interleave(vals: list[Val]) -> list[Val]:
