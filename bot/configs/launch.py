@@ -111,7 +111,44 @@ def _base_path(base: str, from_file: str, files: Files) -> Path | None:
     cand = Path(from_file).parent / p
     if str(cand) in files.overlay or cand.is_file():
         return cand
+    for folder in Path(from_file).parents:  # pyconfig's fallback: MaxText's own configs folder
+        if folder.name == "configs" and (str(folder / p) in files.overlay or (folder / p).is_file()):
+            return folder / p
     return None
+
+
+def _top_level(root: Node, names: tuple[str, ...], source: str) -> dict:  # type: ignore[type-arg]
+    """Keys of ``names`` at the top level only (pyconfig reads no nested keys; nested copies, e.g. a
+    distillation config's ``student_overrides.model_name``, are not MaxText's), each at most once."""
+    return {n: h for n, h in unique(root, names, source).items() if len(h.path) == 1} if _flat_unique(
+        root, names) else _top_only(root, names, source)
+
+
+def _flat_unique(root: Node, names: tuple[str, ...]) -> bool:
+    from bot.configs.yamlscan import walk
+
+    seen: set[str] = set()
+    for h in walk(root, names):
+        if h.key in seen:
+            return False
+        seen.add(h.key)
+    return True
+
+
+def _top_only(root: Node, names: tuple[str, ...], source: str) -> dict:  # type: ignore[type-arg]
+    from bot.configs.yamlscan import Found
+
+    out: dict[str, Found] = {}
+    if isinstance(root, MappingNode):
+        for k, v in root.value:
+            name = getattr(k, "value", None)
+            if name in names:
+                if name in out:
+                    raise ConfigError(f"{name} appears 2 times (line {out[name].line} ({name}), line "
+                                      f"{k.start_mark.line + 1} ({name})); ASAP needs exactly one value to read "
+                                      "and edit", source=source, field=name)
+                out[name] = Found((name,), name, k, v, root)
+    return out
 
 
 def _top_scalar(root: Node, name: str) -> object:
@@ -136,7 +173,7 @@ def maxtext_config(text: str, source: str, chain: list[tuple[str | None, str, No
         label = file or source
         if file is not None:
             other[file] = t
-        for name, hit in unique(r, maxtext.KEYS, label).items():
+        for name, hit in _top_level(r, maxtext.KEYS, label).items():
             value = size_value(hit, label, allow_rest=True)
             key = config_key(hit, group="ici" if name.startswith("ici_") else "dcn",
                              axis=maxtext.AXIS_OF[name[4:-12]], value=value, text=t)
@@ -144,10 +181,9 @@ def maxtext_config(text: str, source: str, chain: list[tuple[str | None, str, No
         axes = maxtext.mesh_axes_of(r, label)
         if axes is not None:
             mesh_axes = axes
-        for name, hit in unique(r, maxtext.SETTINGS, label).items():
-            if hit.path == (name,):
-                settings[name] = scalar(hit.value_node)  # type: ignore[assignment]
-                origins[name] = _origin(hit, t, file)
+        for name, hit in _top_level(r, maxtext.SETTINGS, label).items():
+            settings[name] = scalar(hit.value_node)  # type: ignore[assignment]
+            origins[name] = _origin(hit, t, file)
     for ov in overrides:
         _apply_override(ov, source, winners, settings, origins, notes)
         if ov.key == "mesh_axes" and ov.value.text:

@@ -204,6 +204,8 @@ def _resolve(config: ShardingConfig, num_devices: int, num_slices: int) -> tuple
         mismatch=lambda parts, p: f"{parts} = {p} devices per slice, but the run has {num_devices} chips "
         f"in {num_slices} {slice_word} ({per_slice} per slice)",
     )
+    if num_slices == 1:  # MaxText builds no DCN mesh for one slice: every dcn_* value is ignored
+        return ici, {s.name: 1 for s in slots(config, "dcn")}
     dcn = resolve(
         slots(config, "dcn"),
         num_slices,
@@ -240,6 +242,9 @@ def notes(config: ShardingConfig, num_devices: int, num_slices: int) -> list[str
             if resolved.get(key, 1) > 1:
                 out.append(f"{key}={resolved[key]} is a decode-time (inference) axis in MaxText")
     out.extend(ignored(config))
+    if num_slices == 1:
+        out.extend(f"{k.key}={k.value} has no effect: MaxText builds no DCN mesh for one slice"
+                   for k in config.keys if k.group == "dcn" and k.value not in (1, -1))
     diloco = dcn.get("dcn_diloco_parallelism", 1) * ici.get("ici_diloco_parallelism", 1)
     if diloco > 1:
         out.append(f"diloco={diloco}: DiLoCo replicas synchronise only every few steps; ASAP prices them as data "
@@ -264,6 +269,8 @@ def plan(config: ShardingConfig, root: Node, target: Mesh) -> list[Splice]:
         ("ici", target.num_devices // target.num_slices, target.ici),
         ("dcn", target.num_slices, target.dcn),
     ):
+        if group == "dcn" and target.num_slices == 1:
+            continue  # MaxText ignores dcn_* on one slice; leave them as written
         for name, value in plan_group(slots(config, group), want, total).items():
             if name in present:
                 splices.append(replace_value(config.text_of(present[name].file), present[name], value))
@@ -293,4 +300,19 @@ def _insert_yaml(config: ShardingConfig, root: Node | None, entries: list[tuple[
     for anchor, items in by_anchor.items():
         hit = hits[anchor]
         out.append(insert_after_entry(config.text, hit.key_node, hit.value_node, is_flow(hit.parent), items))
+    return out
+
+
+def native(config: ShardingConfig, num_devices: int, num_slices: int) -> dict[str, dict[str, int]]:
+    """The mesh in MaxText's own axes, as ``create_device_mesh`` builds it: {"ici": {axis: size}, "dcn": ...}
+    in ``mesh_axes`` order (the legacy union when the config chain has no mesh_axes)."""
+    ici, dcn = _resolve(config, num_devices, num_slices)
+    axes = config.mesh_axes or [("stage" if m == "pipeline" else m) for m in ORDER]
+    out: dict[str, dict[str, int]] = {"ici": {}, "dcn": {}}
+    for a in axes:
+        m = key_middle(a)
+        if m not in AXIS_OF:
+            continue
+        out["ici"][a] = ici.get(f"ici_{m}_parallelism", 1)
+        out["dcn"][a] = dcn.get(f"dcn_{m}_parallelism", 1)
     return out
