@@ -273,23 +273,29 @@ def reference_flags(argv: list[str]) -> dict[str, int]:
     return out
 
 
-def asap_flags(path: Path, command: str | None) -> dict[str, int] | str:
+def asap_flags(path: Path, command: str | None) -> tuple[dict[str, int] | str, set[str]]:
+    """ASAP's reading of the six values, and the ones it reports as unknown (with a reason in its notes)."""
     try:
         cfg = load_config(path, command=command)
     except AsapError as exc:
-        return "refused: " + exc.message.splitlines()[0]
+        return "refused: " + exc.message.splitlines()[0], set()
     out = {FLAGS[k.key]: k.value for k in cfg.keys}
+    unknown: set[str] = set()
     for name in ("micro_batch_size", "global_batch_size"):
         v = cfg.setting(name)
         if isinstance(v, int) and not isinstance(v, bool):
             out[FLAGS[name]] = v
-    return out
+        elif name in cfg.settings or any(name.replace("_", "-") in n for n in cfg.reading):
+            unknown.add(FLAGS[name])
+    return out, unknown
 
 
 def megatron_scripts(root: Path, label: str) -> tuple[int, int, list[str]]:
-    total = agree = 0
-    bad: list[str] = []
+    """(scripts reaching a Megatron launch under bash, of them read exactly, report lines)."""
+    total = agree = said_unknown = scripts = 0
+    lines: list[str] = []
     for script in sorted(root.rglob("examples/**/*.sh")):
+        scripts += 1
         text = script.read_text(errors="replace")
         m = re.search(r"^#\s*(?:sh|bash)\s+(\S+\.sh)\s+(.*)$", text, re.M)
         args = m.group(2).split() if m and Path(m.group(1)).name == script.name else []
@@ -301,14 +307,24 @@ def megatron_scripts(root: Path, label: str) -> tuple[int, int, list[str]]:
             continue
         total += 1
         command = f"bash {script.name} {' '.join(args)}" if args else None
-        got = asap_flags(script, command)
-        got_cmp = {k: v for k, v in got.items() if k in ref or v != 1} if isinstance(got, dict) else got
-        ok = isinstance(got_cmp, dict) and all(got_cmp.get(k, 1) == v for k, v in ref.items()) and \
-            all(ref.get(k, 1) == v for k, v in got_cmp.items())
-        agree += ok
-        if not ok:
-            bad.append(f"{script.relative_to(root)}: {label} argv {ref}; ASAP {got}")
-    return total, agree, bad
+        got, unknown = asap_flags(script, command)
+        if isinstance(got, str):
+            lines.append(f"DIFFERS: {script.relative_to(root)}: {label} argv {ref}; ASAP {got}")
+            continue
+        got_cmp = {k: v for k, v in got.items() if k in ref or v != 1}
+        wrong = {k for k in set(ref) | set(got_cmp) if ref.get(k, 1) != got_cmp.get(k, 1) and k not in unknown}
+        if wrong:
+            lines.append(f"DIFFERS: {script.relative_to(root)}: {label} argv {ref}; ASAP {got}")
+            continue
+        agree += 1
+        if unknown & set(ref):
+            said_unknown += 1
+            lines.append(f"unknown: {script.relative_to(root)}: ASAP reports {sorted(unknown & set(ref))} as unknown "
+                         f"(set in branches of a test that depends on the machine); bash on this machine gave {ref}")
+    lines.insert(0, f"({scripts} .sh files under examples/; {total} reach a Megatron launch with parallel or batch "
+                    f"flags under bash with their documented arguments; {said_unknown} of the {agree} have a value "
+                    "ASAP reports as unknown, with the reason)")
+    return total, agree, lines
 
 
 def _megatron_argv(argv: list[str]) -> bool:
@@ -346,7 +362,7 @@ def main() -> None:
             materialize(repo, ["examples"], root)
             total, agree, bad = megatron_scripts(root, label)
             print(f"{label} example launch scripts: {agree}/{total} read with the launch's TP/PP/CP/EP/MBS/GBS")
-            for line in bad if a.verbose else bad[:5]:
+            for line in bad if a.verbose else [bad[0]] + [x for x in bad if x.startswith("DIFFERS")][:10]:
                 print("   ", line)
 
 

@@ -443,6 +443,11 @@ def megatron_from_command(cmd: Command, text: str, source: str, script: Script, 
     assert at is not None
     words = cmd.words
     per, nodes = launcher_counts([w.text or "" for w in words[:at]])
+    assumed = [w.assumed for w in words[:at] if w.assumed and (w.text or "").isdigit()]
+    if assumed and per:
+        notes.append(f"the launcher's device count is not fixed by the script ({assumed[0]}): "
+                     "the run's chip count decides")
+        per = nodes = None
     keys: dict[str, ConfigKey] = {}
     settings: dict[str, Scalar] = {}
     origins: dict[str, ConfigKey] = {}

@@ -47,6 +47,7 @@ class Val:
 
     pieces: tuple[Piece, ...] = ()
     unknown: str | None = None
+    assumed: str | None = None  # the value is a default taken because an environment variable is unset
 
     @property
     def text(self) -> str | None:
@@ -74,7 +75,7 @@ class Val:
             if a < b:
                 out.append(Piece(p.text[a:b], p.file, p.start + a if p.start >= 0 else -1))
             pos += len(p.text)
-        return Val(tuple(out))
+        return Val(tuple(out), None, self.assumed)
 
 
 HOLE = "\x00?\x00"  # stands where an unknown part sits, so the known text around it keeps its place
@@ -88,12 +89,12 @@ def concat(vals: list[Val]) -> Val:
     """Join values; an unknown part makes the whole unknown (its known pieces are kept, e.g. a key name)."""
     pieces = tuple(p for v in vals for p in v.pieces)
     why = next((v.unknown for v in vals if v.unknown), None)
-    return Val(pieces, why)
+    return Val(pieces, why, next((v.assumed for v in vals if v.assumed), None))
 
 
 def split_fields(v: Val) -> list[Val]:
     """Field splitting of an unquoted expansion on blanks and newlines, origins kept."""
-    known = Val(v.pieces)
+    known = Val(v.pieces, None, v.assumed)
     text = "".join(p.text for p in v.pieces)
     out = [known.slice(m.start(), m.end()) for m in re.finditer(r"[^ \t\n]+", text)]
     return [Val(f.pieces, v.unknown) if v.unknown and HOLE in "".join(p.text for p in f.pieces) else f for f in out]
@@ -376,6 +377,9 @@ class Evaluator:
             if is_set:
                 return [value]  # type: ignore[list-item]
             default = self.expand_text(rest, file, pos, body_offset=None)
+            if value is None and not name.isdigit() and default.unknown is None:
+                default = Val(default.pieces, None, default.assumed or
+                              f"${name} is not set in the script, so its default '{default.text}' is assumed")
             if op in (":=", "="):
                 self.vars[name] = default
             return [default]
