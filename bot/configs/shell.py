@@ -82,7 +82,12 @@ HOLE = "\x00?\x00"  # stands where an unknown part sits, so the known text aroun
 
 
 def unknown(why: str) -> Val:
-    return Val((Piece(HOLE, None, -1),), why)
+    return Val((Piece(HOLE, "?" + why, -1),), why)  # the hole's "file" keeps the reason
+
+
+def hole_reason(pieces: tuple[Piece, ...]) -> str | None:
+    """Why the first unknown part of these pieces is unknown (None when all are known)."""
+    return next(((p.file or "?")[1:] for p in pieces if p.text == HOLE or (p.file or "").startswith("?")), None)
 
 
 def concat(vals: list[Val]) -> Val:
@@ -97,7 +102,8 @@ def split_fields(v: Val) -> list[Val]:
     known = Val(v.pieces, None, v.assumed)
     text = "".join(p.text for p in v.pieces)
     out = [known.slice(m.start(), m.end()) for m in re.finditer(r"[^ \t\n]+", text)]
-    return [Val(f.pieces, v.unknown) if v.unknown and HOLE in "".join(p.text for p in f.pieces) else f for f in out]
+    return [Val(f.pieces, hole_reason(f.pieces) or v.unknown) if v.unknown and HOLE in "".join(p.text for p in f.pieces)
+            else f for f in out]
 
 
 # --------------------------------------------------------------------------------------------- the result
@@ -527,7 +533,9 @@ class Evaluator:
             vals = [o[0].get(name) for o in outcomes]
             texts = {None if v is None else v.text for v in vals}
             first = vals[0]
-            if len(texts) == 1 and first is not None and all(v is not None and v.unknown is None for v in vals):
+            if all(v == first for v in vals) and first is not None:
+                self.vars[name] = first  # untouched by every branch (or set alike), known or not
+            elif len(texts) == 1 and first is not None and all(v is not None and v.unknown is None for v in vals):
                 self.vars[name] = first
             elif len(texts) == 1 and first is None:
                 continue
@@ -661,8 +669,8 @@ class Evaluator:
         self.run(nodes, virtual, pos)
         for cmd in self.result.commands[before:]:
             cmd.words = [_remap(w, virtual, origin) for w in cmd.words]
-            cmd.words = [Val(w.pieces, w.unknown or joined.unknown or "unknown") if HOLE in "".join(
-                p.text for p in w.pieces) else w for w in cmd.words]
+            cmd.words = [Val(w.pieces, hole_reason(w.pieces) or w.unknown or joined.unknown or "unknown")
+                         if HOLE in "".join(p.text for p in w.pieces) or w.unknown else w for w in cmd.words]
             cmd.file, cmd.line = file, line
 
     def source(self, words: list[Val], file: str, pos: dict[str, list[Val]], line: int) -> None:
