@@ -302,3 +302,19 @@ def test_unsupported_script_in_review_is_one_line_exit_2(tmp_path: Path, capsys:
     assert info.value.code == 2
     err = capsys.readouterr().err.strip()
     assert "bad.sh" in err and len(err.splitlines()) <= 2
+
+
+def test_review_reports_a_2d_fsdp_split_as_a_mesh_change(tmp_path: Path) -> None:
+    from bot.proposals.review import review
+
+    (tmp_path / "old.yml").write_text("ici_fsdp_parallelism: 64\nici_fsdp_transpose_parallelism: 1\n")
+    (tmp_path / "new.yml").write_text("ici_fsdp_parallelism: 32\nici_fsdp_transpose_parallelism: 2\n")
+    r = review(tmp_path / "old.yml", tmp_path / "new.yml", num_chips=64, num_slices=1)
+    assert r.mesh_changed
+    assert any("fsdp 64 -> 32" in f.message and "fsdp_transpose 1 -> 2" in f.message for f in r.findings)
+
+
+def test_allowed_axes_per_framework() -> None:
+    assert load_config(REAL / "megatron" / "train_gpt3_175b_distributed.sh").allowed_axes() == {
+        "data", "tensor", "pipeline", "sequence", "expert"}
+    assert parse_config("ici_mesh: {data: 2}\n", "m.yml").allowed_axes() >= {"fsdp", "expert"}

@@ -127,4 +127,20 @@ def _maxtext_rules(cfg: ShardingConfig, sizes: dict[str, int], num_chips: int, m
     return out
 
 
-__all__ = ["Problem", "startup_problems"]
+def native_change(old: ShardingConfig, new: ShardingConfig, num_chips: int, num_slices: int) -> str | None:
+    """A change in the framework's own axes that the canonical mesh folds away (MaxText's fsdp_transpose,
+    tensor_sequence, ...: a 2-D FSDP split is a mesh change though fsdp's total stays), else None."""
+    if old.format != "maxtext" or new.format != "maxtext":
+        return None
+    from bot.configs.maxtext import native
+
+    try:
+        a, b = native(old, num_chips, num_slices), native(new, num_chips, num_slices)
+    except ConfigError:
+        return None
+    parts = [f"{g} {axis} {a[g].get(axis, 1)} -> {b[g].get(axis, 1)}" for g in ("ici", "dcn")
+             for axis in dict.fromkeys([*a[g], *b[g]]) if a[g].get(axis, 1) != b[g].get(axis, 1)]
+    return ", ".join(parts) or None
+
+
+__all__ = ["Problem", "startup_problems", "native_change"]

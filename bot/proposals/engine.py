@@ -504,6 +504,10 @@ def propose(
     else:
         rel_base = _score_relative(run, record, chip, report, base, settings0, moves, changes, add, pool, notes)
     pool.pop(key_of(base, NO_CHANGE), None)
+    if cfg is not None:  # issue 13: never propose an axis the config's framework (its MaxText's mesh_axes) lacks
+        allowed = cfg.allowed_axes()
+        for drop in [key for key, c in pool.items() if any(v > 1 and a not in allowed for a, v in c.mesh.sizes().items())]:
+            pool.pop(drop)
 
     def rank_key(c: _Cand) -> tuple[float, int]:
         return (c.per_token_ms if c.per_token_ms is not None else math.inf,

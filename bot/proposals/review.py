@@ -201,7 +201,13 @@ def review(
                 )
             )
     mesh_changed = new_mesh is None or mesh_key(new_mesh) != mesh_key(old_mesh)
-    if new_mesh is not None and not mesh_changed:
+    from bot.configs.checks import native_change
+
+    native = native_change(old_cfg, new_cfg, chips, slices) if new_mesh is not None and not mesh_changed else None
+    if native:  # e.g. fsdp 64 x fsdp_transpose 2 -> fsdp 128: same totals, another layout in MaxText's own axes
+        mesh_changed = True
+        findings.append(ReviewFinding(severity="info", check="mesh", message=f"mesh change in MaxText's axes: {native}"))
+    elif new_mesh is not None and not mesh_changed:
         findings.append(ReviewFinding(severity="info", check="mesh", message="the mesh is unchanged"))
     elif new_mesh is not None:
         findings.append(ReviewFinding(severity="info", check="mesh", message=f"mesh change: {describe_change(old_mesh, new_mesh)}"))
