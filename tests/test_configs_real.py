@@ -318,3 +318,29 @@ def test_allowed_axes_per_framework() -> None:
     assert load_config(REAL / "megatron" / "train_gpt3_175b_distributed.sh").allowed_axes() == {
         "data", "tensor", "pipeline", "sequence", "expert"}
     assert parse_config("ici_mesh: {data: 2}\n", "m.yml").allowed_axes() >= {"fsdp", "expert"}
+
+
+def test_run_yaml_command_and_startup_problems_reach_the_analysis(tmp_path: Path) -> None:
+    from bot.analysis.analyze import load_mesh
+    from bot.runs.store import LocalRunStore
+
+    folder = tmp_path / "r1"
+    folder.mkdir()
+    (folder / "base.yml").write_text("ici_fsdp_parallelism: -1\nici_tensor_parallelism: 1\n")
+    (folder / "run.yaml").write_text(
+        "id: r1\nchip: tpu-v5p\nnum_chips: 64\nconfig: base.yml\n"
+        "command: python3 -m MaxText.train base.yml ici_tensor_parallelism=4 per_device_batch_size=0.01\n"
+    )
+    run = LocalRunStore(tmp_path).get("r1")
+    assert run.record.command and "ici_tensor_parallelism=4" in run.record.command
+    mesh, fmt, warnings = load_mesh(run)
+    assert (mesh, fmt) == (Mesh(ici={"fsdp": 16, "tensor": 4}), "maxtext")
+    assert any("per_device_batch_size=0.01 x 64 chips" in w and "refuses to start" in w for w in warnings)
+
+
+def test_nemo_launcher_5b_reading() -> None:
+    c = load_config(REAL / "nemo" / "gpt3_5b.yaml")
+    assert (c.devices, c.nodes) == (128, 16)
+    assert c.mesh(128, 16) == Mesh(ici={"data": 8}, dcn={"data": 16})
+    assert (c.setting("micro_batch_size"), c.setting("global_batch_size")) == (4, 2048)
+    assert not [p for p in startup_problems(c, 128, 16) if p.error]
