@@ -344,3 +344,24 @@ def test_nemo_launcher_5b_reading() -> None:
     assert c.mesh(128, 16) == Mesh(ici={"data": 8}, dcn={"data": 16})
     assert (c.setting("micro_batch_size"), c.setting("global_batch_size")) == (4, 2048)
     assert not [p for p in startup_problems(c, 128, 16) if p.error]
+
+
+def test_why_and_propose_show_what_megatron_would_refuse(tmp_path: Path) -> None:
+    import shutil
+
+    from bot.analysis.analyze import analyze_run
+    from bot.proposals.engine import propose
+    from bot.runs.store import LocalRunStore
+
+    src = Path(__file__).resolve().parents[1] / "examples" / "runs" / "204"
+    shutil.copytree(src, tmp_path / "204")
+    cfg = tmp_path / "204" / "megatron.yaml"
+    cfg.write_text(cfg.read_text().replace("global_batch_size: 256", "global_batch_size: 250")
+                   .replace("num_nodes: 1", "num_nodes: 2"))
+    run = LocalRunStore(tmp_path).get("204")
+    report = analyze_run(run)
+    warned = " ".join(report.warnings)
+    assert "global_batch_size=250 is not a multiple of micro_batch_size=1 x data parallel size 8" in warned
+    assert "starts 16 devices" in warned  # trainer.devices 8 x num_nodes 2 on an 8-GPU run
+    notes = " ".join(propose(run, report, knowledge=False).notes)
+    assert "Megatron refuses to start" in notes and "starts 16 devices" in notes

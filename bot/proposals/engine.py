@@ -451,6 +451,11 @@ def propose(
     facts = RunFacts.from_record(record, bottleneck=report.diagnosis.bottleneck)
     history = history if history is not None else load_failures(run.folder)
     base, cfg = baseline_mesh(run, report)
+    if cfg is not None:  # issue 13: what the framework refuses, a launch for another device count
+        from bot.configs.checks import startup_problems
+
+        notes.extend(p.render() for p in startup_problems(cfg, record.num_chips, record.num_slices, record.model)
+                     if p.rule != "note")
     settings0 = settings_from_config(cfg) if cfg is not None else None
     bottleneck = report.diagnosis.bottleneck
     diag_conf = float(report.diagnosis.confidence)
