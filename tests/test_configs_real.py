@@ -365,3 +365,16 @@ def test_why_and_propose_show_what_megatron_would_refuse(tmp_path: Path) -> None
     assert "starts 16 devices" in warned  # trainer.devices 8 x num_nodes 2 on an 8-GPU run
     notes = " ".join(propose(run, report, knowledge=False).notes)
     assert "Megatron refuses to start" in notes and "starts 16 devices" in notes
+
+
+def test_xpk_workload_command_is_read_and_edited_in_place() -> None:
+    text = ("#!/bin/bash\npython3 xpk/xpk.py workload create --cluster c --workload w --num-slices 2 \\\n"
+            '  --command "python3 -m MaxText.train MaxText/configs/base.yml run_name=x ici_tensor_parallelism=4"\n')
+    c = parse_config(text, "xpk.sh")
+    assert c.nodes == 2 and c.mesh(128, 2) == Mesh(ici={"fsdp": 16, "tensor": 4}, dcn={"data": 2})
+    assert any(p.rule == "nodes" for p in startup_problems(c, 64, 1))
+    new = apply_mesh(c, Mesh(ici={"fsdp": 8, "tensor": 4, "sequence": 2}, dcn={"data": 2}))
+    # the MaxText version is unknown (base.yml not found): sequence parallelism goes to the context axis,
+    # which every MaxText since 2025 reads (the old sequence axis is ignored by current MaxText)
+    assert new == text.replace("ici_tensor_parallelism=4",
+                               "ici_tensor_parallelism=4 ici_fsdp_parallelism=8 ici_context_parallelism=2")

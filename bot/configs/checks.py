@@ -60,8 +60,9 @@ def _device_count(config: ShardingConfig, num_chips: int, num_slices: int) -> li
         how = "trainer.devices x num_nodes" if config.launch is None else "its launcher flags"
         out.append(Problem(True, "devices", f"the config starts {config.devices} devices ({how}), but the run has "
                            f"{num_chips} chips: it would build another mesh than the one measured"))
-    if config.nodes and config.nodes != num_slices and config.format == "megatron":
-        out.append(Problem(False, "nodes", f"the config runs on {config.nodes} node(s), the run on {num_slices}"))
+    if config.nodes and config.nodes != num_slices:
+        what = "node(s)" if config.format == "megatron" else "slice(s)"
+        out.append(Problem(False, "nodes", f"the config runs on {config.nodes} {what}, the run on {num_slices}"))
     return out
 
 

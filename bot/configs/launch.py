@@ -13,7 +13,6 @@ Megatron precedence (argparse): the last occurrence of a flag wins.
 
 from __future__ import annotations
 
-import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -407,16 +406,12 @@ def _strip_env_prefix(path: str) -> str:
 
 
 def _insert_point(cmd: Command, source: str) -> int | None:
-    """Offset just past the launch command's last word in the config's own text (for new overrides)."""
+    """Offset just past the launch command's last literal word in the config's own text (for new overrides)."""
     for w in reversed(cmd.words):
         span = w.span()
         if span is not None and (span[0] in (None, source)):
-            return span[2] + (1 if _quoted_after(w) else 0)
+            return span[2]
     return None
-
-
-def _quoted_after(w: Val) -> bool:
-    return False
 
 
 # ------------------------------------------------------------------------------------------------ Megatron
@@ -495,7 +490,7 @@ def _megatron_flag(norm: str, written: str, val: Val | None, flag: Val, cmd: Com
         if norm in keys and keys[norm].value != int(raw):
             notes.append(f"{written} is given twice: {int(raw)} (the last, line {cmd.line}) wins over {keys[norm].value}")
         keys[norm] = ConfigKey(key=norm, path=written.split("=")[0], group="world", axis=megatron.AXIS_OF[norm],
-                               value=int(raw), raw=raw, line=_line_of(val, cmd), column=1, start=start, end=end,
+                               value=int(raw), raw=raw, line=cmd.line, column=1, start=start, end=end,
                                file=file, via=None if span else f"a computed value on the launch line {cmd.line}")
         return
     target = FLAG_SETTINGS.get(norm)
@@ -516,11 +511,6 @@ def _megatron_flag(norm: str, written: str, val: Val | None, flag: Val, cmd: Com
     origins[target] = ConfigKey(key=target, path=written.split("=")[0], group="world", axis="data", value=0,
                                 raw=(val.text or "") if val is not None else "", line=cmd.line, column=1,
                                 start=start, end=end, file=file)
-
-
-def _line_of(val: Val, cmd: Command) -> int:
-    span = val.span()
-    return cmd.line if span is None else cmd.line
 
 
 def _megatron_cfg(text: str, source: str, keys: dict[str, ConfigKey], settings: dict[str, Scalar],
@@ -575,7 +565,7 @@ def devices_of(cfg: ShardingConfig) -> int | None:
     return None
 
 
-__all__ = ["Files", "maxtext_config", "script_config", "devices_of", "math"]
+__all__ = ["Files", "maxtext_config", "script_config", "devices_of"]
 
 
 # ------------------------------------------------------------------------------------------ YAML entries

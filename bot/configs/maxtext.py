@@ -41,8 +41,8 @@ AXIS_OF: dict[str, Axis] = {
     "tensor_transpose": "tensor",  # tensor parallelism over the other matmul dimension
     "tensor_sequence": "tensor",  # tensor parallelism that also splits the sequence around norms
     "autoregressive": "tensor",  # decode-time head sharding (inference)
-    "sequence": "sequence",  # removed from mesh_axes in mid-2026 MaxText
-    "context": "sequence",  # context parallelism (ring/all-gather attention)
+    "context": "sequence",  # context parallelism (ring/all-gather attention); MaxText 2025+ reads it
+    "sequence": "sequence",  # the old axis, removed from mesh_axes in mid-2026 MaxText
     "context_usp_ulysses": "sequence",  # Ulysses (all-to-all head exchange) part of context parallelism
     "context_autoregressive": "sequence",  # decode-time context sharding (inference)
     "expert": "expert",

@@ -85,7 +85,7 @@ class Scanner:
                 self._skip_heredocs()
                 continue
             op = next((o for o in _OPS if t.startswith(o, self.i)), None)
-            if op is not None and not (op in ("<", ">") and False):
+            if op is not None:
                 start = self.i
                 self.i += len(op)
                 if op in ("<<", "<<<"):
