@@ -69,13 +69,13 @@ def materialize(repo: Path, paths: list[str], dest: Path, rev: str = "HEAD") -> 
     subprocess.run(["tar", "-x", "-C", str(dest)], input=proc.stdout, check=True)
 
 
-def run_bash(script: Path, cwd: Path, args: list[str]) -> list[list[str]]:
+def run_bash(script: Path, cwd: Path, args: list[str], extra: dict[str, str] | None = None) -> list[list[str]]:
     """Run ``script`` under bash with the stubs; the argv of every python/torchrun call, in order."""
     with tempfile.TemporaryDirectory() as out:
         env_file = Path(out) / "env.sh"
         env_file.write_text(BASH_ENV)
         env = {"PATH": "/usr/bin:/bin", "HOME": out, "BASH_ENV": str(env_file), "ASAP_ARGV_DIR": out,
-               "PWD": str(cwd)}
+               "PWD": str(cwd), **(extra or {})}
         subprocess.run(["bash", str(script), *args], cwd=cwd, env=env, capture_output=True, timeout=30, check=False)
         files = sorted(Path(out).glob("*.argv"))
         return [f.read_bytes().decode().split("\0")[:-1] for f in files]
@@ -203,15 +203,18 @@ def maxtext_scripts(root: Path, ici_map: dict) -> tuple[int, int, list[str]]:
     for script in sorted(root.rglob("configs/**/*.sh")):
         chips, slices = chips_of(script.read_text(), script.name)
         calls = [a for a in run_bash(script, root, []) if _is_maxtext_train(a)]
+        if not calls and (root / "src").is_dir():  # scripts that call ./maxtext/... expect to run from src/
+            calls = [a for a in run_bash(script, root / "src", [], {"MAXTEXT_REPO_ROOT": str(root)})
+                     if _is_maxtext_train(a)]
         rel = script.relative_to(root)
         if not calls:
-            lines.append(f"apart: {rel}: bash reaches no MaxText launch from the repository root; "
+            lines.append(f"apart: {rel}: bash reaches no MaxText launch (from the repository root or src/); "
                          f"ASAP reads {asap_mesh(script, chips, slices)}")
             continue
         argv = calls[-1]
         i = next(i for i, w in enumerate(argv) if w.endswith((".yml", ".yaml")))
         overrides = dict(w.split("=", 1) for w in argv[i + 1:] if "=" in w)
-        cfg_path = (root / argv[i]).resolve() if not Path(argv[i]).is_absolute() else Path(argv[i])
+        cfg_path = Path(argv[i]) if Path(argv[i]).is_absolute() else (root / argv[i]).resolve()
         got = asap_mesh(script, chips, slices)
         if not cfg_path.is_file():
             lines.append(f"apart: {rel}: its config {argv[i]} is not in the checkout (MaxText would not start); "

@@ -43,6 +43,8 @@ def test_maxtext_recipe_override_wins_over_base_yml() -> None:
     assert c.key("dcn_data_parallelism").file.endswith("base.yml")  # nothing overrides it
     assert c.setting("per_device_batch_size") == 1 and c.setting("remat_policy") == "minimal"
     assert any("ici_tensor_parallelism: 8" in n and "overrides 1" in n and "base.yml" in n for n in c.reading)
+    shown = [p for p in startup_problems(c, 256, 1) if p.rule == "reading"]  # what why/propose/review show
+    assert any("overrides 1" in p.message and not p.error for p in shown)
 
 
 def test_maxtext_recipe_through_a_called_script_with_positional_arguments() -> None:

@@ -51,6 +51,8 @@ def startup_problems(config: ShardingConfig, num_chips: int, num_slices: int = 1
     elif config.format == "maxtext":
         out.extend(_maxtext_rules(config, mesh.sizes(), num_chips, model))
     out.extend(Problem(False, "note", n) for n in notes if "refuses to start" not in n)
+    # how the launch was read: which place wins when a value is set twice (edits go there), defaults assumed
+    out.extend(Problem(False, "reading", n) for n in config.reading)
     return out
 
 

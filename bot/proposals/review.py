@@ -162,8 +162,8 @@ def review(
 
     for p in startup_problems(new_cfg, chips, slices, record.model if record is not None else None):
         if p.rule != "note" and not (p.rule == "mesh" and new_mesh is None):
-            findings.append(ReviewFinding(severity="problem" if p.error else "warning", check=f"startup_{p.rule}",
-                                          message=p.message))
+            severity = "problem" if p.error else ("info" if p.rule == "reading" else "warning")
+            findings.append(ReviewFinding(severity=severity, check=f"startup_{p.rule}", message=p.message))
 
     change = None
     if new_mesh is not None and old_pred is not None and new_pred is not None:
