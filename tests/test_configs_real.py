@@ -380,3 +380,14 @@ def test_xpk_workload_command_is_read_and_edited_in_place() -> None:
     # which every MaxText since 2025 reads (the old sequence axis is ignored by current MaxText)
     assert new == text.replace("ici_tensor_parallelism=4",
                                "ici_tensor_parallelism=4 ici_fsdp_parallelism=8 ici_context_parallelism=2")
+
+
+def test_a_new_megatron_flag_goes_at_the_end_of_the_launch_line() -> None:
+    c = load_config(REAL / "megatron" / "train_gpt3_175b_distributed.sh")
+    new = apply_mesh(c, Mesh(ici={"tensor": 8}, dcn={"pipeline": 8, "sequence": 2}))
+    assert changed_lines(c.text, new) == [
+        ("\t--pipeline-model-parallel-size 16 \n", "\t--pipeline-model-parallel-size 8 \n"),
+        ("    ${EVAL_AND_LOGGING_ARGS[@]}\n", "    ${EVAL_AND_LOGGING_ARGS[@]} --context-parallel-size 2\n"),
+    ]
+    again = parse_config(new, c.source)
+    assert {k.key: k.value for k in again.keys}["context_parallel_size"] == 2

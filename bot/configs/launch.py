@@ -406,12 +406,9 @@ def _strip_env_prefix(path: str) -> str:
 
 
 def _insert_point(cmd: Command, source: str) -> int | None:
-    """Offset just past the launch command's last literal word in the config's own text (for new overrides)."""
-    for w in reversed(cmd.words):
-        span = w.span()
-        if span is not None and (span[0] in (None, source)):
-            return span[2]
-    return None
+    """Offset just past the launch line's last token in the config's own text, where a new override or flag
+    goes (None when the launch sits in another file, e.g. a script the config calls)."""
+    return cmd.end if cmd.file == source and cmd.end >= 0 else None
 
 
 # ------------------------------------------------------------------------------------------------ Megatron

@@ -29,6 +29,7 @@ from bot.errors import ConfigError
 
 MAX_DEPTH = 4  # nested script calls / sources / function calls
 MAX_LOOP = 64  # items a for-loop body is walked for
+MAX_STEPS = 20_000  # statements walked in all (nested loops, calls): beyond this the script is refused
 
 
 # ------------------------------------------------------------------------------------------------ values
@@ -116,6 +117,7 @@ class Command:
     line: int
     env: dict[str, Val] = field(default_factory=dict)
     uncertain: str | None = None  # set when the command sits in a branch ASAP could not decide
+    end: int = -1  # offset just past the command's last token in ``file`` (where a new argument goes)
 
 
 @dataclass
@@ -153,6 +155,12 @@ class Parser:
     def fail(self, what: str, line: int) -> ConfigError:
         return ConfigError(f"{what} (line {line}): ASAP reads launch scripts without running them and does not "
                            f"support this construct", source=self.source)
+
+    def need(self, line: int) -> Token:
+        """The current token; an unfinished construct at the end of the script is an error."""
+        if self.i >= len(self.toks):
+            raise self.fail("the script ends inside a construct", line)
+        return self.toks[self.i]
 
     def peek_word(self) -> str | None:
         if self.i < len(self.toks) and self.toks[self.i].op is None:
@@ -210,6 +218,7 @@ class Parser:
         if word == "function":
             self.i += 1
             name = self.peek_word() or ""
+            self.need(line)
             self.i += 1
             if self.i + 1 < len(self.toks) and self.toks[self.i].op == "(" and self.toks[self.i + 1].op == ")":
                 self.i += 2
@@ -219,14 +228,18 @@ class Parser:
                 raise self.fail("arithmetic command (( ... ))", line)
             self.i += 1
             body = self.parse_list({")"})
+            self.need(line)
             self.i += 1
             return Node("group", line, body=body)
         if word in _RESERVED_END:
             raise self.fail(f"unexpected '{word}'", line)
+        if tok.op is not None:  # ';;' or ')' where no command can start
+            raise self.fail(f"unexpected '{tok.op}'", line)
         return self._simple(line)
 
     def _func_body(self, name: str, line: int) -> Node:
         self.skip_seps()
+        self.need(line)
         body = [self.parse_command()]
         return Node("func", line, body=body, name=name)
 
@@ -254,7 +267,7 @@ class Parser:
 
     def _for(self, line: int) -> Node:
         self.i += 1
-        if self.i < len(self.toks) and self.toks[self.i].op == "(":
+        if self.need(line).op == "(":
             raise self.fail("C-style for (( ... ))", line)
         name = self.peek_word() or ""
         self.i += 1
@@ -274,7 +287,9 @@ class Parser:
 
     def _case(self, line: int) -> Node:
         self.i += 1
-        subject = self.toks[self.i]
+        subject = self.need(line)
+        if subject.op is not None:
+            raise self.fail("case without a word", line)
         self.i += 1
         self.expect("in", line)
         node = Node("case", line, words=[subject])
@@ -348,6 +363,8 @@ class Evaluator:
         self.funcs: dict[str, Node] = {}
         self.uncertain: str | None = None
         self.depth = 0
+        self.steps = 0
+        self._eval_end = -1
 
     # ---- expansion ----------------------------------------------------------------------------------
     def param(self, body: str, file: str, pos: dict[str, list[Val]]) -> list[Val]:
@@ -483,6 +500,10 @@ class Evaluator:
             self.run_node(node, file, pos)
 
     def run_node(self, node: Node, file: str, pos: dict[str, list[Val]]) -> None:
+        self.steps += 1
+        if self.steps > MAX_STEPS:
+            raise ConfigError(f"the script walks more than {MAX_STEPS:,} statements (nested loops or calls): too "
+                              "complex to read without running it", source=file)
         if node.kind == "simple":
             self.simple(node, file, pos)
         elif node.kind == "group":
@@ -626,13 +647,14 @@ class Evaluator:
             self.source(words, file, pos, node.line)
             return
         if name == "eval":
+            self._eval_end = toks[-1].end
             self.eval_(words[1:], file, pos, node.line)
             return
         if name in _IGNORED:
             return
         if self.call_script(words, file, node.line):
             return
-        self.result.commands.append(Command(words, file, node.line, env, self.uncertain))
+        self.result.commands.append(Command(words, file, node.line, env, self.uncertain, toks[-1].end))
 
     def assign(self, tok: Token, elems: list[Token] | None, file: str, pos: dict[str, list[Val]],
                env: dict[str, Val] | None) -> None:
@@ -667,7 +689,9 @@ class Evaluator:
         before = len(self.result.commands)
         nodes = Parser(Scanner(text, virtual).tokens(), virtual).parse_list(set())
         self.run(nodes, virtual, pos)
+        end = self._eval_end
         for cmd in self.result.commands[before:]:
+            cmd.end = end
             cmd.words = [_remap(w, virtual, origin) for w in cmd.words]
             cmd.words = [Val(w.pieces, hole_reason(w.pieces) or w.unknown or joined.unknown or "unknown")
                          if HOLE in "".join(p.text for p in w.pieces) or w.unknown else w for w in cmd.words]
