@@ -168,9 +168,9 @@ def reference_mesh(cfg: dict, source: dict | list[str], chips: int, slices: int)
     return out
 
 
-def asap_mesh(path: Path, chips: int, slices: int, command: str | None = None) -> dict | str:
+def asap_mesh(path: Path, chips: int, slices: int, root: Path) -> dict | str:
     try:
-        cfg = load_config(path, command=command)
+        cfg = load_config(path, root=root)  # the checkout is the folder its files may name
         nat = mx.native(cfg, chips, slices)
     except AsapError as exc:
         return "refused: " + exc.message.splitlines()[0]
@@ -209,13 +209,13 @@ def maxtext_scripts(root: Path, ici_map: dict) -> tuple[int, int, list[str]]:
         rel = script.relative_to(root)
         if not calls:
             lines.append(f"apart: {rel}: bash reaches no MaxText launch (from the repository root or src/); "
-                         f"ASAP reads {asap_mesh(script, chips, slices)}")
+                         f"ASAP reads {asap_mesh(script, chips, slices, root)}")
             continue
         argv = calls[-1]
         i = next(i for i, w in enumerate(argv) if w.endswith((".yml", ".yaml")))
         overrides = dict(w.split("=", 1) for w in argv[i + 1:] if "=" in w)
         cfg_path = Path(argv[i]) if Path(argv[i]).is_absolute() else (root / argv[i]).resolve()
-        got = asap_mesh(script, chips, slices)
+        got = asap_mesh(script, chips, slices, root)
         if not cfg_path.is_file():
             lines.append(f"apart: {rel}: its config {argv[i]} is not in the checkout (MaxText would not start); "
                          f"ASAP reads {got} with base.yml defaults and says so")
@@ -251,7 +251,7 @@ def maxtext_yamls(root: Path, ici_map: dict) -> tuple[int, int, list[str]]:
             continue
         total += 1
         ref = reference_mesh(cfg, ici_map, 256, 1)
-        got = asap_mesh(path, 256, 1)
+        got = asap_mesh(path, 256, 1, root)
         ok = got == ref or (isinstance(ref, str) and isinstance(got, str))
         agree += ok
         if not ok:
@@ -276,10 +276,10 @@ def reference_flags(argv: list[str]) -> dict[str, int]:
     return out
 
 
-def asap_flags(path: Path, command: str | None) -> tuple[dict[str, int] | str, set[str]]:
+def asap_flags(path: Path, command: str | None, root: Path) -> tuple[dict[str, int] | str, set[str]]:
     """ASAP's reading of the six values, and the ones it reports as unknown (with a reason in its notes)."""
     try:
-        cfg = load_config(path, command=command)
+        cfg = load_config(path, command=command, root=root)
     except AsapError as exc:
         return "refused: " + exc.message.splitlines()[0], set()
     out = {FLAGS[k.key]: k.value for k in cfg.keys}
@@ -310,7 +310,7 @@ def megatron_scripts(root: Path, label: str) -> tuple[int, int, list[str]]:
             continue
         total += 1
         command = f"bash {script.name} {' '.join(args)}" if args else None
-        got, unknown = asap_flags(script, command)
+        got, unknown = asap_flags(script, command, root)
         if isinstance(got, str):
             lines.append(f"DIFFERS: {script.relative_to(root)}: {label} argv {ref}; ASAP {got}")
             continue

@@ -391,3 +391,18 @@ def test_a_new_megatron_flag_goes_at_the_end_of_the_launch_line() -> None:
     ]
     again = parse_config(new, c.source)
     assert {k.key: k.value for k in again.keys}["context_parallel_size"] == 2
+
+
+def test_files_a_script_names_are_read_only_inside_its_folder(tmp_path: Path) -> None:
+    secret = tmp_path / "secret.sh"
+    secret.write_text("#!/bin/bash\nTP=8\nroot:x:0:0:leaked\n")
+    repo = tmp_path / "pr"
+    repo.mkdir()
+    (repo / "train.sh").write_text(
+        f"#!/bin/bash\nsource {secret}\nsource ../secret.sh\n"
+        "torchrun --nproc_per_node 8 pretrain_gpt.py --tensor-model-parallel-size ${TP:-2}\n")
+    c = load_config(repo / "train.sh")  # no .git: the root is the script's own folder
+    assert {k.key: k.value for k in c.keys} == {"tensor_model_parallel_size": 2}  # TP from secret.sh not read
+    assert not any("leaked" in n for n in c.reading)
+    (repo / "base.yml").write_text("base_config: /etc/passwd\nici_fsdp_parallelism: -1\n")
+    assert "not found" in " ".join(load_config(repo / "base.yml").reading)

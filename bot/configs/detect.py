@@ -48,26 +48,28 @@ def is_script(text: str, source: str) -> bool:
 
 
 def parse_config(text: str, source: str = "<config>", *, path: Path | None = None, command: str | None = None,
-                 overlay: dict[str, str] | None = None) -> ShardingConfig:
+                 overlay: dict[str, str] | None = None, root: Path | None = None) -> ShardingConfig:
     """Parse config ``text`` (``source`` names it in messages), detecting its format from its keys.
 
     ``text`` may be YAML (MaxText keys and ``base_config`` chains, ``ici_mesh``, Megatron/NeMo keys,
     Megatron flag-style YAML, NeMo 2 dotted keys) or a launch script (``.sh`` or ``#!``). ``path`` lets
     ASAP find ``base_config`` files and scripts the launch calls; ``command`` is the launch command line
     (run.yaml ``command:``): its ``key=value`` overrides or flags win over the files, or, for a script, it
-    gives the script's positional arguments. ``overlay`` (path -> text) is read instead of the disk.
+    gives the script's positional arguments. ``overlay`` (path -> text) is read instead of the disk. Other
+    files are read only inside ``root`` (default: the config's git repository, else its folder).
     """
-    cfg = _parse(text, source, path, command, overlay)
-    return cfg.model_copy(update={"command": command, "has_path": path is not None})
+    cfg = _parse(text, source, path, command, overlay, root)
+    return cfg.model_copy(update={"command": command, "has_path": path is not None,
+                                  "root": str(root) if root is not None else None})
 
 
 def _parse(text: str, source: str, path: Path | None, command: str | None, overlay: dict[str, str] | None,
-           ) -> ShardingConfig:
+           root: Path | None) -> ShardingConfig:
     from bot.configs import launch
 
     if not isinstance(text, str):
         raise ConfigError(f"expected config text, got {type(text).__name__}", source=source)
-    files = launch.Files(Path(path) if path is not None else None, dict(overlay or {}))
+    files = launch.Files(Path(path) if path is not None else None, dict(overlay or {}), root)
     if is_script(text, source):
         return launch.script_config(text, source, files, _script_args(command, source), command)
     root = compose(text, source)
@@ -157,12 +159,21 @@ def read_config_text(path: Path) -> str:
         ) from None
 
 
-def load_config(path: Path, *, command: str | None = None) -> ShardingConfig:
-    """Read and parse a config file or launch script (``command``: the launch command line, if known)."""
+def load_config(path: Path, *, command: str | None = None, root: Path | None = None) -> ShardingConfig:
+    """Read and parse a config file or launch script (``command``: the launch command line, if known;
+    ``root``: the folder other files it names must sit in, default its git repository or its folder)."""
     path = Path(path)
-    return parse_config(read_config_text(path), str(path), path=path, command=command)
+    return parse_config(read_config_text(path), str(path), path=path, command=command, root=root)
 
 
 def load_run_config(run: Any) -> ShardingConfig:
     """The run's config read as its launch resolves it: ``config:`` plus ``command:`` from run.yaml."""
-    return load_config(run.path(run.record.config, field="config"), command=getattr(run.record, "command", None))
+    return load_config(run.path(run.record.config, field="config"), command=getattr(run.record, "command", None),
+                       root=repo_root_of_run(run))
+
+
+def repo_root_of_run(run: Any) -> Path:
+    """Files a run's config names are read inside the run folder's repository (else the run folder)."""
+    from bot.configs.launch import repo_root
+
+    return repo_root(run.folder / "run.yaml")

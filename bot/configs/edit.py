@@ -92,7 +92,7 @@ def reparse(config: ShardingConfig, texts: dict[str, str]) -> ShardingConfig:
     overlay = {f: t for f, t in texts.items() if f != config.source}
     return parse_config(texts.get(config.source, config.text), config.source,
                         path=Path(config.source) if config.has_path else None, command=config.command,
-                        overlay=overlay or None)
+                        overlay=overlay or None, root=Path(config.root) if config.root else None)
 
 
 def _verify(config: ShardingConfig, texts: dict[str, str], mesh: Mesh) -> None:

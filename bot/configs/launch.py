@@ -32,34 +32,70 @@ MAX_CHAIN = 16
 # -------------------------------------------------------------------------------------------- file access
 @dataclass
 class Files:
-    """Where other files come from: an overlay of texts (edits being verified) over the disk near ``base``."""
+    """Where other files come from: an overlay of texts (edits being verified) over the disk, confined to
+    ``root``.
+
+    A launch script or YAML may name other files (``base_config:``, ``source x.sh``, ``bash x.sh``). They
+    are read only when they resolve (symlinks followed) inside ``root``: the config's git repository, else
+    its own folder. A PR's script that names ``/etc/passwd`` or ``../../secret`` reads nothing.
+    """
 
     base: Path | None
     overlay: dict[str, str]
+    root: Path | None = None
+
+    def __post_init__(self) -> None:
+        if self.root is None and self.base is not None:
+            self.root = repo_root(self.base)
+
+    def inside(self, path: Path) -> bool:
+        if str(path) in self.overlay:
+            return True
+        if self.root is None:
+            return False
+        try:
+            real, root = path.resolve(), self.root.resolve()
+        except (OSError, RuntimeError):
+            return False
+        return (real == root or root in real.parents) and real.is_file()
 
     def text(self, path: Path) -> str:
         key = str(path)
         if key in self.overlay:
             return self.overlay[key]
+        if not self.inside(path):
+            raise ConfigError("is outside the folder ASAP may read for this config", source=key)
         from bot.configs.detect import read_config_text
 
         return read_config_text(path)
 
     def find(self, written: str, from_file: str) -> Path | None:
-        """A path as written in ``from_file``: relative to that file's folder, then to each folder above it."""
+        """A path as written in ``from_file``: relative to that file's folder, then to each folder above it
+        up to ``root`` (scripts are often run from the repository root or ``src/``)."""
         if not written or written.startswith(("gs://", "s3://", "http")):
             return None
         p = Path(written)
         if p.is_absolute():
-            return p if (str(p) in self.overlay or p.is_file()) else None
+            return p if self.inside(p) else None
         start = Path(from_file).parent if from_file else (self.base.parent if self.base else None)
         if start is None:
             return None
-        for folder in [start, *start.parents][:8]:
+        for folder in [start, *start.parents][:12]:
             cand = folder / p
-            if str(cand) in self.overlay or cand.is_file():
+            if self.inside(cand):
                 return cand
+            if self.root is not None and folder.resolve() == self.root.resolve():
+                break
         return None
+
+
+def repo_root(path: Path) -> Path:
+    """The git repository holding ``path`` (a folder with ``.git``), else ``path``'s own folder."""
+    start = Path(path).resolve().parent
+    for folder in [start, *start.parents]:
+        if (folder / ".git").exists():
+            return folder
+    return start
 
 
 # ------------------------------------------------------------------------------------------------- MaxText
@@ -104,14 +140,15 @@ def layers(text: str, source: str, root: Node, files: Files, notes: list[str], t
 
 
 def _base_path(base: str, from_file: str, files: Files) -> Path | None:
+    """pyconfig's lookup: relative to the file, else in MaxText's own ``configs`` folder above it."""
     p = Path(base)
     if p.is_absolute():
-        return p if p.is_file() else None
+        return p if files.inside(p) else None
     cand = Path(from_file).parent / p
-    if str(cand) in files.overlay or cand.is_file():
+    if files.inside(cand):
         return cand
-    for folder in Path(from_file).parents:  # pyconfig's fallback: MaxText's own configs folder
-        if folder.name == "configs" and (str(folder / p) in files.overlay or (folder / p).is_file()):
+    for folder in Path(from_file).parents:
+        if folder.name == "configs" and files.inside(folder / p):
             return folder / p
     return None
 

@@ -83,6 +83,7 @@ class ShardingConfig(BaseModel):
     )
     command: str | None = Field(default=None, description="the recorded launch command the reading used, if any")
     has_path: bool = Field(default=False, description="read from a path on disk (base_config files were looked up)")
+    root: str | None = Field(default=None, description="the folder other files the config names were read inside")
     insert_style: str | None = Field(default=None, description="override (key=value) | flag (--key value)")
     reading: list[str] = Field(
         default_factory=list,
