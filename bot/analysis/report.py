@@ -53,6 +53,16 @@ class Kpis(_Out):
     hbm_capacity_bytes: float
     hbm_use_percent: float | None
     tokens_per_second: float | None
+    op_coverage_percent: float | None = Field(
+        default=None,
+        description="share of the device's busy time in the window (duty cycle x steps x step time) that the visible "
+        "ops' time covers; small for a top-N export",
+    )
+    attribution_source: Literal["ops", "profile", "breakdown"] | None = Field(
+        default=None,
+        description="what the compute/HBM/collective shares rest on: ops (the op table), profile (the profiler's step "
+        "breakdown, because the visible ops cover little of the step), breakdown (no op rows at all)",
+    )
 
 
 class TopOp(_Out):
@@ -100,3 +110,8 @@ class AnalysisReport(_Out):
     diagnosis: Diagnosis
     unavailable: list[str] = Field(description="what could not be computed, and what input would unlock it")
     warnings: list[str]
+    damaged_inputs: list[str] = Field(
+        default_factory=list,
+        description="profile files that were skipped as malformed, empty or missing (partial damage: the analysis "
+        "rests on the other files and its confidence is lowered); also listed in warnings",
+    )

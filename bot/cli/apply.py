@@ -18,6 +18,7 @@ import sys
 import click
 
 from bot.cli import cli
+from bot.textsafe import strip_controls
 
 
 @cli.command("apply")
@@ -34,10 +35,10 @@ def apply_cmd(ctx: click.Context, run_id: str, index: int, repo: str, config_pat
               github_repo: str | None) -> None:
     """Apply proposal INDEX of RUN_ID: a bot-owned branch with one commit that edits only the lines it changes."""
     from bot.apply import apply_proposal
-    from bot.runs.store import LocalRunStore
+    from bot.runs.open import open_runs
     from bot.runtime.jobs import Requester
 
-    runs = LocalRunStore((ctx.obj or {}).get("runs_dir"))
+    runs = open_runs(runs_dir=(ctx.obj or {}).get("runs_dir"))
     requester = Requester(source="cli", user_id=getpass.getuser() or "local")
     if github_repo:
         from integrations.codehost.github import GitHubAuthSettings, GitHubClients
@@ -49,8 +50,8 @@ def apply_cmd(ctx: click.Context, run_id: str, index: int, repo: str, config_pat
         host = LocalGitHost(repo)
     result = apply_proposal(run_id, index, requester, host, config_path=config_path, runs=runs)
     if result.diff:
-        click.echo(result.diff.rstrip("\n"))
+        click.echo(strip_controls(result.diff.rstrip("\n")))
         click.echo("")
-    click.echo(result.message)
+    click.echo(strip_controls(result.message))
     if result.status in ("locked", "human_push"):
         sys.exit(1)

@@ -3,11 +3,14 @@
 ``RuntimeContext.from_env()`` builds everything from the environment (``REDIS_URL`` selects Redis for the
 store, the queue and the rate limits together). Front ends call ``await ctx.submit(job)`` which applies,
 in order: dedupe (a redelivered request is a no-op), the per-user and per-channel rate limits, the global
-cap on jobs queued or running, then enqueues. Each refusal carries the sentence to show the person.
+cap on jobs queued or running, then enqueues. Each refusal carries the sentence to show the person; a
+refused id is not remembered, so the same request sent again later runs.
 """
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import os
 import time
 from collections.abc import Callable, Mapping
@@ -26,6 +29,8 @@ if TYPE_CHECKING:
     from agents.conversation import Conversation
     from bot.store.base import MemoryStore
 
+log = logging.getLogger("asap.runtime")
+
 
 class RuntimeSettings(BaseModel):
     """Runtime settings read from the environment (names in ``ENV``); bad values name the variable."""
@@ -34,6 +39,7 @@ class RuntimeSettings(BaseModel):
 
     redis_url: SecretStr | None = None
     user_rate: Rate = Rate(5, 60.0)
+    followup_rate: Rate = Rate(30, 60.0)  # jobs a front marks payload["limit"] = "followup" (thread replies, clicks)
     channel_rate: Rate = Rate(30, 60.0)
     max_pending: int = Field(default=200, ge=1)  # global cap: jobs queued or running at once
     deadline_s: float = Field(default=300.0, gt=0, le=3600)
@@ -48,7 +54,8 @@ class RuntimeSettings(BaseModel):
         values: dict[str, Any] = {"queue": queue_settings_from_env(env)}
         if env.get("REDIS_URL"):
             values["redis_url"] = env["REDIS_URL"]
-        for name, key in (("ASAP_USER_RATE", "user_rate"), ("ASAP_CHANNEL_RATE", "channel_rate")):
+        for name, key in (("ASAP_USER_RATE", "user_rate"), ("ASAP_CHANNEL_RATE", "channel_rate"),
+                          ("ASAP_FOLLOWUP_RATE", "followup_rate")):
             if env.get(name):
                 values[key] = Rate.parse(env[name], field=name)
         simple = {"ASAP_MAX_PENDING": "max_pending", "ASAP_JOB_DEADLINE_S": "deadline_s",
@@ -122,9 +129,42 @@ class RuntimeContext:
                 from agents.conversation import Conversation
                 from agents.models import build_model
 
-                self._conversation = Conversation(store=self.store, model=build_model(),
+                # check=False: an endpoint that is down now must not fail jobs; its health is probed at
+                # start-up and re-checked (check_model), and while it is down jobs get the analyst answer.
+                self._conversation = Conversation(store=self.store, model=build_model(check=False),
                                                   runs_root=os.environ.get("ASAP_RUNS_DIR"))
         return self._conversation
+
+    def model_status(self) -> str:
+        """For /readyz: ``ok``, ``down: <reason>``, ``unknown`` or ``not configured (analyst mode)``."""
+        conv = self._conversation
+        health = conv.model.health if conv is not None else None
+        if health is not None:
+            return health.status()
+        if conv is not None or not self.extras.get("model_configured"):
+            return "not configured (analyst mode)"
+        return "unknown"
+
+    async def check_model(self, stop: asyncio.Event | None = None) -> str:
+        """Start-up (``asap serve``/``asap worker``): probe the model endpoint when one is configured and keep
+        re-checking it every ``recheck_s`` until ``stop``. A misconfiguration (no /v1, no tool calling) raises
+        :class:`AsapError` now; an endpoint that is merely down is logged and reported in /readyz."""
+        from agents.models import load_settings
+
+        settings, _ = load_settings()
+        if not settings.base_url and not os.environ.get("OPENAI_API_KEY"):
+            return self.model_status()
+        self.extras["model_configured"] = True
+        health = self.conversation().model.health
+        if health is None:
+            return self.model_status()
+        state = await asyncio.to_thread(health.check)
+        if state == "ok":
+            log.info("model endpoint reachable", extra={"model": self.conversation().model.model})
+        if stop is not None:
+            task = asyncio.create_task(health.run_rechecks(stop))
+            self.extras["model_rechecks"] = task
+        return health.status()
 
     async def submit(self, job: Job) -> Submission:
         """Dedupe, rate-limit, cap and enqueue ``job``; the result says what to tell the requester."""
@@ -143,9 +183,10 @@ class RuntimeContext:
         if await self.queue.seen(job.id):
             return Submission("duplicate")
         s = self.settings
-        user = await self.limiter.hit(f"user:{job.user_key()}", s.user_rate)
+        key, rate = self._user_window(job)
+        user = await self.limiter.hit(key, rate)
         if not user.allowed:
-            return await self._refuse(job, "limited", limit_message("You have", user, s.user_rate))
+            return await self._refuse(job, "limited", limit_message("You have", user, rate))
         chan = await self.limiter.hit(f"channel:{job.channel_key()}", s.channel_rate)
         if not chan.allowed:
             return await self._refuse(job, "limited", limit_message("This channel has", chan, s.channel_rate))
@@ -161,7 +202,8 @@ class RuntimeContext:
         """Redis: the same checks as :meth:`_submit`, in the same order, as one atomic script (one round trip
         instead of five on the front's event loop under a burst)."""
         s = self.settings
-        windows = [("You have", f"user:{job.user_key()}", s.user_rate),
+        key, rate = self._user_window(job)
+        windows = [("You have", key, rate),
                    ("This channel has", f"channel:{job.channel_key()}", s.channel_rate)]
         windows = [w for w in windows if w[2].count > 0]
         status, which, n, retry = await checked(job, [(k, r.window_s, r.count) for _, k, r in windows], s.max_pending)
@@ -173,12 +215,22 @@ class RuntimeContext:
                                       f"(the limit is {s.max_pending}); try again in a minute.")
         return Submission(status)  # type: ignore[arg-type]
 
+    def _user_window(self, job: Job) -> tuple[str, Rate]:
+        """The per-user window a job counts against: a new analysis spends ``user_rate``; a follow-up in a
+        thread or a button click (``payload["limit"] == "followup"``, set by the front) spends the
+        separate, larger ``followup_rate``, so a conversation is not cut short by the analysis limit."""
+        if job.payload.get("limit") == "followup":
+            return f"followup:{job.user_key()}", self.settings.followup_rate
+        return f"user:{job.user_key()}", self.settings.user_rate
+
     async def _refuse(self, job: Job, status: Literal["limited", "busy"], message: str) -> Submission:
-        # Remember the id so a redelivery of this same request is a duplicate, not a second refusal.
-        if not await self.queue.remember(job.id):
-            return Submission("duplicate")
+        # The id is NOT remembered: dedupe holds only accepted jobs (pending or done), so the same request
+        # sent again after a 429/503 is checked again and runs once there is room.
         return Submission(status, message)
 
     async def close(self) -> None:
+        task = self.extras.pop("model_rechecks", None)
+        if task is not None:
+            task.cancel()
         await self.queue.close()
         self.store.close()
