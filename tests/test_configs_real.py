@@ -323,7 +323,7 @@ def test_allowed_axes_per_framework() -> None:
 
 
 def test_run_yaml_command_and_startup_problems_reach_the_analysis(tmp_path: Path) -> None:
-    from bot.analysis.analyze import load_mesh
+    from bot.analysis.analyze import config_warnings, load_mesh
     from bot.runs.store import LocalRunStore
 
     folder = tmp_path / "r1"
@@ -335,8 +335,9 @@ def test_run_yaml_command_and_startup_problems_reach_the_analysis(tmp_path: Path
     )
     run = LocalRunStore(tmp_path).get("r1")
     assert run.record.command and "ici_tensor_parallelism=4" in run.record.command
-    mesh, fmt, warnings = load_mesh(run)
-    assert (mesh, fmt) == (Mesh(ici={"fsdp": 16, "tensor": 4}), "maxtext")
+    mesh, fmt, problems = load_mesh(run)
+    assert (mesh, fmt, problems) == (Mesh(ici={"fsdp": 16, "tensor": 4}), "maxtext", [])
+    warnings = config_warnings(run)
     assert any("per_device_batch_size=0.01 x 64 chips" in w and "refuses to start" in w for w in warnings)
 
 

@@ -184,19 +184,32 @@ def discount_for_damage(diagnosis: Diagnosis, unreadable: list[str]) -> Diagnosi
 
 
 def load_mesh(run: Run) -> tuple[Mesh | None, str | None, list[str]]:
-    """The run's sharding config as a mesh, its format, and warnings (a broken config is reported, not fatal)."""
+    """The run's sharding config as a mesh, its format, and problems (a broken config is reported, not fatal)."""
     if not run.record.config:
         return None, None, []
-    from bot.configs.checks import startup_problems  # lazy: the config readers are optional for analysis
+    from bot.configs.detect import load_run_config  # lazy: the config readers are optional for analysis
+
+    try:
+        config = load_run_config(run)
+        return config.mesh(run.record.num_chips, run.record.num_slices), config.format, []
+    except AsapError as exc:
+        return None, None, [f"sharding config not used: {exc.render()}"]
+
+
+def config_warnings(run: Run) -> list[str]:
+    """What the framework would refuse at start-up, a launch for another device count, and how the launch was
+    read (which place wins when a value is set twice): shown with the diagnosis (issue 13)."""
+    if not run.record.config:
+        return []
+    from bot.configs.checks import startup_problems
     from bot.configs.detect import load_run_config
 
     try:
         config = load_run_config(run)
-        problems = [p.render() for p in startup_problems(config, run.record.num_chips, run.record.num_slices,
-                                                         run.record.model) if p.rule != "note"]
-        return config.mesh(run.record.num_chips, run.record.num_slices), config.format, problems
-    except AsapError as exc:
-        return None, None, [f"sharding config not used: {exc.render()}"]
+        return [p.render() for p in startup_problems(config, run.record.num_chips, run.record.num_slices,
+                                                     run.record.model) if p.rule != "note"]
+    except AsapError:
+        return []  # load_mesh already reports an unreadable config
 
 
 def analyze_run(run: Run, profile: Profile | None = None, *, top_n: int = DEFAULT_TOP_N) -> AnalysisReport:
@@ -209,6 +222,7 @@ def analyze_run(run: Run, profile: Profile | None = None, *, top_n: int = DEFAUL
 
         profile = load_profile(run)
     mesh, config_format, notes = load_mesh(run)
+    notes = notes + (config_warnings(run) if mesh is not None else [])
     try:
         report = analyze(run.record, profile, mesh, config_format, top_n=top_n, warnings=notes)
     except UnknownChip as exc:
