@@ -121,7 +121,7 @@ def layers(text: str, source: str, root: Node, files: Files, notes: list[str], t
             return out
         path = _base_path(base, current_file, files)
         if path is None:
-            notes.append(f"base_config: {base} (in {current_file}) was not found next to it: values it would set "
+            notes.append(f"base_config: {base} (in {Path(current_file).name}) was not found next to it: values it would set "
                          "take MaxText's defaults, and the MaxText version is unknown")
             return out
         real = str(path.resolve())
@@ -244,8 +244,8 @@ def _origin(hit, text: str, file: str | None) -> ConfigKey:  # noqa: ANN001 - a 
 def _win(winners: dict[str, ConfigKey], name: str, key: ConfigKey, label: str, notes: list[str]) -> None:
     old = winners.get(name)
     if old is not None and old.value != key.value:
-        notes.append(f"{name}: {key.value} in {label} (line {key.line}) overrides {old.value} in "
-                     f"{old.file or 'the config'} (line {old.line})")
+        notes.append(f"{name}: {key.value} in {Path(label).name} (line {key.line}) overrides {old.value} in "
+                     f"{Path(old.file).name if old.file else 'the config'} (line {old.line})")
     winners[name] = key
 
 

@@ -701,7 +701,7 @@ class Evaluator:
         target = words[1].text if len(words) > 1 else None
         path = self.resolve(target, file) if target else None
         if path is None or self.depth >= MAX_DEPTH:
-            self.result.notes.append(f"{file}:{line} sources {target or 'a file'}, which ASAP could not find: "
+            self.result.notes.append(f"{Path(file).name}:{line} sources {target or 'a file'}, which ASAP could not find: "
                                      "values it sets are unknown")
             return
         self._run_file(path, pos if len(words) <= 2 else {"@": words[2:]})
@@ -716,7 +716,7 @@ class Evaluator:
             return False
         path = self.resolve(target, file)
         if path is None or self.depth >= MAX_DEPTH:
-            self.result.notes.append(f"{file}:{line} runs {target}, which ASAP could not find (not read)")
+            self.result.notes.append(f"{Path(file).name}:{line} runs {target}, which ASAP could not find (not read)")
             return True
         saved = (self.vars, self.arrays, self.funcs)
         self.vars = {k: v for k, v in self.vars.items()}  # exported or not, a child sees the same values here
