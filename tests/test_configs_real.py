@@ -45,6 +45,7 @@ def test_maxtext_recipe_override_wins_over_base_yml() -> None:
     assert any("ici_tensor_parallelism: 8" in n and "overrides 1" in n and "base.yml" in n for n in c.reading)
     shown = [p for p in startup_problems(c, 256, 1) if p.rule == "reading"]  # what why/propose/review show
     assert any("overrides 1" in p.message and not p.error for p in shown)
+    assert any("looks like MaxText of August 2026 or later" in p.message for p in shown)
 
 
 def test_maxtext_recipe_through_a_called_script_with_positional_arguments() -> None:

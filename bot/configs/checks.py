@@ -53,6 +53,9 @@ def startup_problems(config: ShardingConfig, num_chips: int, num_slices: int = 1
     out.extend(Problem(False, "note", n) for n in notes if "refuses to start" not in n)
     # how the launch was read: which place wins when a value is set twice (edits go there), defaults assumed
     out.extend(Problem(False, "reading", n) for n in config.reading)
+    if config.format == "maxtext" and config.mesh_axes is not None and config.vintage:
+        out.append(Problem(False, "reading", f"the config chain looks like {config.vintage}; mesh axes read: "
+                                             f"{', '.join(config.mesh_axes)}"))
     return out
 
 
