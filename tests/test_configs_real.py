@@ -408,3 +408,14 @@ def test_files_a_script_names_are_read_only_inside_its_folder(tmp_path: Path) ->
     assert not any("leaked" in n for n in c.reading)
     (repo / "base.yml").write_text("base_config: /etc/passwd\nici_fsdp_parallelism: -1\n")
     assert "not found" in " ".join(load_config(repo / "base.yml").reading)
+
+
+def test_review_warns_that_current_maxtext_ignores_a_sequence_key(tmp_path: Path) -> None:
+    from bot.proposals.review import review
+
+    (tmp_path / "base.yml").write_text((MT / "base.yml").read_text())
+    (tmp_path / "old.yml").write_text("base_config: base.yml\nici_tensor_parallelism: 4\n")
+    (tmp_path / "new.yml").write_text("base_config: base.yml\nici_tensor_parallelism: 4\nici_sequence_parallelism: 2\n")
+    r = review(tmp_path / "old.yml", tmp_path / "new.yml", num_chips=64, num_slices=1)
+    assert not r.mesh_changed  # MaxText builds the same mesh
+    assert any(f.severity == "warning" and "ici_sequence_parallelism=2 is ignored" in f.message for f in r.findings)

@@ -50,7 +50,10 @@ def startup_problems(config: ShardingConfig, num_chips: int, num_slices: int = 1
         out.extend(_megatron_rules(config, mesh.sizes(), model))
     elif config.format == "maxtext":
         out.extend(_maxtext_rules(config, mesh.sizes(), num_chips, model))
-    out.extend(Problem(False, "note", n) for n in notes if "refuses to start" not in n)
+    # a key this framework version does not read (current MaxText's ici_sequence_parallelism) is worth a warning
+    # everywhere: a PR that sets it changes nothing; other notes are shown where notes() already is
+    out.extend(Problem(False, "ignored" if "is ignored" in n or "has no effect" in n else "note", n)
+               for n in notes if "refuses to start" not in n)
     # how the launch was read: which place wins when a value is set twice (edits go there), defaults assumed
     out.extend(Problem(False, "reading", n) for n in config.reading)
     if config.format == "maxtext" and config.mesh_axes is not None and config.vintage:
