@@ -182,7 +182,8 @@ def load_mesh(run: Run) -> tuple[Mesh | None, str | None, list[str]]:
 def analyze_run(run: Run, profile: Profile | None = None, *, top_n: int = DEFAULT_TOP_N) -> AnalysisReport:
     """Load a stored run's profile (unless given) and config, then :func:`analyze` it.
 
-    A run with ``derived_from`` (it applied an ASAP proposal) also has its outcome recorded in the history.
+    Reading never writes: a run with ``derived_from`` (it applied an ASAP proposal) is only told how to
+    record its outcome (``asap record-outcome``, :func:`bot.proposals.outcomes.record_run_outcome`).
     """
     if profile is None:
         from bot.profiles.loader import load_profile  # lazy: keeps `asap runs` fast
@@ -196,9 +197,10 @@ def analyze_run(run: Run, profile: Profile | None = None, *, top_n: int = DEFAUL
             exc.source = str(run.folder / RUN_FILE)
             exc.args = (exc.render(),)
         raise
-    if run.record.derived_from is not None:
-        # This run applied an ASAP proposal: record predicted vs measured in the history (idempotent).
-        from bot.proposals.outcomes import record_run_outcome
-
-        report.warnings.extend(record_run_outcome(run, report))
+    d = run.record.derived_from
+    if d is not None:
+        report.warnings.append(
+            f"derived_from: this run applied proposal {d.proposal} of run {d.run}; `asap record-outcome "
+            f"{run.record.id}` records its measured outcome in the history (reading a run never writes it)"
+        )
     return report

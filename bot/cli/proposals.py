@@ -171,6 +171,43 @@ def _print_aot(labels: list[str], reports: list[Any]) -> None:
     console.print(f"[dim]{CAVEAT}[/]")
 
 
+@cli.command("record-outcome")
+@click.argument("run_id")
+@click.pass_context
+def record_outcome_cmd(ctx: click.Context, run_id: str) -> None:
+    """Record RUN_ID's measured outcome against the ASAP proposal it applied (its run.yaml derived_from).
+
+    The one command that writes the history of applied proposals ($ASAP_STATE_DIR/history.jsonl):
+    `asap why` / `propose` only read. Idempotent; exits 1 when nothing could be recorded.
+    """
+    from bot.analysis.analyze import analyze_run
+    from bot.errors import AsapError
+    from bot.proposals.outcomes import record_run_outcome
+    from knowledge.history import HistoryStore
+    from knowledge.history_sources.applied import applied_id
+
+    run = _store(ctx).get(run_id)
+    d = run.record.derived_from
+    if d is None:
+        raise AsapError(
+            f"run {run_id} has no derived_from, so it applied no ASAP proposal and has no outcome to record",
+            source=str(run.folder / "run.yaml"), field="derived_from",
+            hint="add derived_from: {run: <run id>, proposal: <rank>} when the run used a proposal",
+        )
+    store = HistoryStore()
+    warnings = record_run_outcome(run, analyze_run(run), store=store)
+    rec = store.get(applied_id(run.record.id))
+    for w in warnings:
+        console.print(f"[yellow]warning:[/] {w}", markup=True)
+    if rec is None or rec.outcome == "pending":
+        ctx.exit(1)
+        return
+    console.print(
+        f"recorded: run {run_id} applied proposal {d.proposal} of run {d.run}: outcome {rec.outcome}. {rec.summary}".strip(),
+        markup=False,
+    )
+
+
 @cli.command("review")
 @click.argument("old", type=click.Path(path_type=Path))
 @click.argument("new", type=click.Path(path_type=Path))

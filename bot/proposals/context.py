@@ -1,0 +1,114 @@
+"""What every stage of the proposal engine reads: the run, its baseline mesh and prediction, the diagnosis.
+
+:func:`prepare` builds it once per request (read the config and its training settings, calibrate the cost
+model on the baseline's measurement, predict the baseline, critique it); the stages
+(:mod:`~bot.proposals.candidates` -> :mod:`~bot.proposals.predict` -> :mod:`~bot.proposals.critique` ->
+:mod:`~bot.proposals.select` -> :mod:`~bot.proposals.explain`) only read it, except for the ``notes`` and
+``counts`` they append to, which end up in the answer.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from bot.configs.mesh import Mesh
+from bot.errors import AsapError, ConfigError
+from bot.proposals.critic import baseline_from_report, critique
+from bot.proposals.failures import FailureHistory, load_failures
+from bot.proposals.models import CriticResult
+
+if TYPE_CHECKING:
+    from bot.analysis.report import AnalysisReport
+    from bot.runs.record import RunRecord
+    from bot.runs.store import Run
+
+
+@dataclass
+class Context:
+    """One proposal request, as the stages see it."""
+
+    run: Run
+    report: AnalysisReport
+    chip: Any  # knowledge.hardware.Chip
+    base: Mesh
+    cfg: Any | None  # bot.configs.sharding.ShardingConfig
+    settings0: Any | None  # knowledge.cost_settings.TrainingSettings of the baseline
+    known: bool  # the model is known: absolute predictions, memory checks, a full search
+    measured_ms: float | None
+    calibration: Any | None
+    base_pred: Any | None  # knowledge.costmodel.Prediction of the baseline
+    history: FailureHistory | None
+    baseline_critic: CriticResult
+    notes: list[str] = field(default_factory=list)
+    counts: dict[str, int] = field(
+        default_factory=lambda: {"enumerated": 0, "scored": 0, "move_candidates": 0, "critiqued": 0, "rejected": 0}
+    )
+
+    @property
+    def record(self) -> RunRecord:
+        return self.run.record
+
+    @property
+    def bottleneck(self) -> str | None:
+        return self.report.diagnosis.bottleneck
+
+    @property
+    def diag_conf(self) -> float:
+        return float(self.report.diagnosis.confidence)
+
+    @property
+    def base_ms(self) -> float | None:
+        """The step time proposals are compared with: the calibrated baseline prediction, else the measurement."""
+        return self.base_pred.step_time_ms if self.base_pred is not None else self.measured_ms
+
+
+def baseline_mesh(run: Run, report: AnalysisReport | None) -> tuple[Mesh, Any | None]:
+    """The run's current mesh (from its config file, else the report) and the parsed config, if any."""
+    record = run.record
+    if record.config:
+        from bot.configs.detect import load_config
+
+        cfg = load_config(run.path(record.config, field="config"))
+        return cfg.mesh(record.num_chips, record.num_slices), cfg
+    mesh = baseline_from_report(report)
+    if mesh is None:
+        raise ConfigError(
+            "the run names no sharding config, so there is no current mesh to improve on",
+            source=str(run.folder / "run.yaml"),
+            field="config",
+            hint="add 'config: <file>' with the MaxText, ici_mesh or Megatron settings the job used",
+        )
+    return mesh, None
+
+
+def prepare(run: Run, report: AnalysisReport, *, history: FailureHistory | None = None) -> Context:
+    """Read the baseline, calibrate the cost model on its measurement, predict and critique it."""
+    from knowledge import costmodel
+    from knowledge.cost_settings import settings_from_config
+    from knowledge.hardware import get_chip
+
+    record = run.record
+    chip = get_chip(record.chip)
+    notes: list[str] = []
+    history = history if history is not None else load_failures(run.folder)
+    base, cfg = baseline_mesh(run, report)
+    settings0 = settings_from_config(cfg) if cfg is not None else None
+    known = costmodel.model_known(record, settings0)
+    measured_ms = report.kpis.step_time_ms or (record.measured.step_time_ms if record.measured else None)
+    calibration = None
+    base_pred = None
+    if known:
+        try:
+            calibration = costmodel.calibrate(record, base, report, settings=settings0)
+        except AsapError as exc:
+            notes.append(f"calibration failed, predictions are uncalibrated: {exc.message}")
+        base_pred = costmodel.predict(record, base, calibration=calibration, chip=chip, settings=settings0)
+    baseline_critic = critique(
+        run, base, report=report, prediction=base_pred, history=history, baseline=base, settings=settings0
+    )
+    return Context(
+        run=run, report=report, chip=chip, base=base, cfg=cfg, settings0=settings0, known=known,
+        measured_ms=measured_ms, calibration=calibration, base_pred=base_pred, history=history,
+        baseline_critic=baseline_critic, notes=notes,
+    )
