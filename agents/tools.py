@@ -184,10 +184,12 @@ class ToolBox:
         """How sure the diagnosis and the recommended proposal are, with reasons and what would raise it."""
         return self._call("assess_confidence", {"run_id": run_id}, lambda: (self.run(run_id), followups.assess_confidence(self.ws))[1], lambda r: r)
 
-    def weigh_pushback(self, run_id: str, preferred: int) -> dict[str, Any]:
-        """Compare the proposal the person prefers with the recommendation; defend or revise from the numbers."""
+    def weigh_pushback(self, run_id: str, preferred: int | None = None) -> dict[str, Any]:
+        """Compare the proposal the person prefers (omit it for "the others" / "I disagree") with the
+        recommendation; defend or revise from the numbers."""
         return self._call("weigh_pushback", {"run_id": run_id, "preferred": preferred},
-                          lambda: (self.run(run_id), followups.weigh_pushback(self.ws, int(preferred)))[1], lambda r: r)
+                          lambda: (self.run(run_id), followups.weigh_pushback(
+                              self.ws, int(preferred) if preferred is not None else None))[1], lambda r: r)
 
     # ---------------------------------------------------------------- Coordinator
     def recommend_first(self, run_id: str) -> dict[str, Any]:

@@ -185,11 +185,18 @@ def analyze_run(run: Run, profile: Profile | None = None, *, top_n: int = DEFAUL
     Reading never writes: a run with ``derived_from`` (it applied an ASAP proposal) is only told how to
     record its outcome (``asap record-outcome``, :func:`bot.proposals.outcomes.record_run_outcome`).
     """
-    if profile is None:
-        from bot.profiles.loader import load_profile  # lazy: keeps `asap runs` fast
-
-        profile = load_profile(run)
     mesh, config_format, notes = load_mesh(run)
+    if profile is None:
+        from bot.profiles.loader import NoProfileData, load_profile  # lazy: keeps `asap runs` fast
+
+        try:
+            profile = load_profile(run)
+        except NoProfileData as exc:
+            if exc.read_sources:
+                raise  # files were read but hold nothing usable: say so rather than answer without them
+            from bot.analysis.preflight import preflight_report
+
+            return _with_outcome_hint(run, preflight_report(run, mesh, config_format, warnings=notes + exc.warnings))
     try:
         report = analyze(run.record, profile, mesh, config_format, top_n=top_n, warnings=notes)
     except UnknownChip as exc:
@@ -197,6 +204,11 @@ def analyze_run(run: Run, profile: Profile | None = None, *, top_n: int = DEFAUL
             exc.source = str(run.folder / RUN_FILE)
             exc.args = (exc.render(),)
         raise
+    return _with_outcome_hint(run, report)
+
+
+def _with_outcome_hint(run: Run, report: AnalysisReport) -> AnalysisReport:
+    """A run that applied a proposal is told how to record its outcome (reading never writes it)."""
     d = run.record.derived_from
     if d is not None:
         report.warnings.append(

@@ -245,21 +245,25 @@ def review_cmd(
             click.echo(json.dumps(data, indent=2))
     else:
         console.print(f"[bold]{result.old.mesh_short}[/] -> [bold]{result.new.mesh_short or '(invalid)'}[/]"
-                      + (f"  (run {result.run_id}, {result.bottleneck}-bound)" if result.run_id else ""))
+                      + (f"  (run {result.run_id}, " + (f"{result.bottleneck}-bound" if result.bottleneck
+                                                             else "no diagnosis") + ")" if result.run_id else ""))
         if result.old.predicted and result.new.predicted and result.change:
             o, n = result.old.predicted, result.new.predicted
             console.print(
                 f"step {_ms(o.step_time_ms)} -> {_ms(n.step_time_ms)} ({result.change.step_time_percent:+.1f}%), "
                 f"memory/chip {_gb(o.memory_per_chip_bytes)} -> {_gb(n.memory_per_chip_bytes)} of {_gb(n.memory_capacity_bytes)}"
             )
-        colors = {"problem": "red", "warning": "yellow", "info": "dim"}
+        colors = {"problem": "red", "pre-existing": "magenta", "warning": "yellow", "info": "dim"}
         for f in result.findings:
             console.print(f"[{colors[f.severity]}]{f.severity}[/] {f.check}: {f.message}")
         for s in result.skipped:
             console.print(f"[dim]skipped:[/] {s}")
         if report:
             _print_aot(["new"], [report])
-        console.print("[green]OK: no problems flagged[/]" if result.ok else "[red]problems flagged[/]")
+        pre = sum(1 for f in result.findings if f.severity == "pre-existing")
+        extra = f" ({pre} pre-existing problem(s) the change did not introduce)" if pre else ""
+        console.print(f"[green]OK: no problems introduced by this change{extra}[/]" if result.ok
+                      else f"[red]problems flagged{extra}[/]")
     if not result.ok:
         # SystemExit, not ctx.exit: bot.cli.main runs click with standalone_mode=False, which turns
         # ctx.exit(code) into a discarded return value instead of the process exit status.

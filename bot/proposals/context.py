@@ -82,6 +82,57 @@ def baseline_mesh(run: Run, report: AnalysisReport | None) -> tuple[Mesh, Any | 
     return mesh, None
 
 
+def with_recorded_oom(record: RunRecord, base: Mesh, history: FailureHistory | None) -> FailureHistory | None:
+    """A run.yaml ``measured.oom: true`` is a recorded failure of the run's own configuration (a Critic fact).
+
+    It is added for the baseline mesh only: a candidate that changes the mesh or a setting is judged by the
+    memory model (calibrated so the baseline does not fit), not by this record.
+    """
+    if not (record.measured and record.measured.oom):
+        return history
+    from bot.proposals.failures import FailedConfig
+
+    failed = FailedConfig(mesh=base, outcome="oom", detail="run.yaml measured.oom: the job ran out of memory",
+                          source="run.yaml")
+    return FailureHistory(failures=[*(history.failures if history else []), failed])
+
+
+def _oom_lower_bound(record: RunRecord, base: Mesh, chip: Any, settings0: Any, calibration: Any, base_pred: Any,
+                     notes: list[str]) -> tuple[Any, Any]:
+    """A recorded OOM means the baseline needed more than the chip's HBM: when the memory model says it fits,
+    scale its activation term up to that lower bound (so candidates are judged against the fact)."""
+    if not (record.measured and record.measured.oom) or base_pred is None:
+        return calibration, base_pred
+    cap = float(chip.hbm_bytes)
+    used = float(base_pred.memory_per_chip_bytes)
+    if used > cap * (1 - _headroom()):
+        notes.append(f"the job ran out of memory (measured.oom) and the memory model agrees ({used / 1e9:.1f} GB per "
+                     f"chip of {cap / 1e9:.1f} GB)")
+        return calibration, base_pred
+    acts = float(base_pred.memory_breakdown_bytes.get("activations", 0.0))
+    if calibration is None or acts <= 0:
+        notes.append(f"the job ran out of memory (measured.oom) but the memory model predicts {used / 1e9:.1f} GB per "
+                     f"chip of {cap / 1e9:.1f} GB: it under-predicts this config, so its memory checks on other "
+                     "candidates are optimistic; a measured step time would let ASAP calibrate it on the OOM")
+        return calibration, base_pred
+    from knowledge import costmodel
+
+    factor = (1.001 * cap - (used - acts)) / acts  # just above the capacity: it did not fit
+    calibration = calibration.model_copy(update={
+        "activation_scale": calibration.activation_scale * factor, "activation_measured": True,
+        "notes": [*calibration.notes, f"measured.oom: activations scaled x{factor:.2f} so the baseline needs at "
+                  f"least the {cap / 1e9:.1f} GB it ran out of"]})
+    notes.append(f"the job ran out of memory (measured.oom); the memory model predicted {used / 1e9:.1f} GB, so its "
+                 f"activation term is scaled x{factor:.2f} to the {cap / 1e9:.1f} GB lower bound")
+    return calibration, costmodel.predict(record, base, calibration=calibration, chip=chip, settings=settings0)
+
+
+def _headroom() -> float:
+    from knowledge.costmodel import DEFAULT_HEADROOM
+
+    return float(DEFAULT_HEADROOM)
+
+
 def prepare(run: Run, report: AnalysisReport, *, history: FailureHistory | None = None) -> Context:
     """Read the baseline, calibrate the cost model on its measurement, predict and critique it."""
     from knowledge import costmodel
@@ -99,13 +150,19 @@ def prepare(run: Run, report: AnalysisReport, *, history: FailureHistory | None 
     calibration = None
     base_pred = None
     if known:
-        try:
-            calibration = costmodel.calibrate(record, base, report, settings=settings0)
-        except AsapError as exc:
-            notes.append(f"calibration failed, predictions are uncalibrated: {exc.message}")
+        if report.basis == "predicted" and not measured_ms:
+            notes.append("pre-flight: nothing measured, so predictions are absolute from public chip figures "
+                         "(uncalibrated); measured.step_time_ms, tokens_per_second or mfu_percent would calibrate them")
+        else:
+            try:
+                calibration = costmodel.calibrate(record, base, report, settings=settings0)
+            except AsapError as exc:
+                notes.append(f"calibration failed, predictions are uncalibrated: {exc.message}")
         base_pred = costmodel.predict(record, base, calibration=calibration, chip=chip, settings=settings0)
+        calibration, base_pred = _oom_lower_bound(record, base, chip, settings0, calibration, base_pred, notes)
     baseline_critic = critique(
-        run, base, report=report, prediction=base_pred, history=history, baseline=base, settings=settings0
+        run, base, report=report, prediction=base_pred, history=with_recorded_oom(record, base, history),
+        baseline=base, settings=settings0,
     )
     return Context(
         run=run, report=report, chip=chip, base=base, cfg=cfg, settings0=settings0, known=known,

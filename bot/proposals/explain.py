@@ -9,6 +9,7 @@ do) and the verdict with its one-line summary. Nothing here computes a predictio
 
 from __future__ import annotations
 
+import math
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -27,6 +28,7 @@ from bot.proposals.models import (
 )
 from bot.proposals.moves import Rule
 from bot.proposals.predict import predicted_of
+from bot.proposals.verdict import verdict_of
 from knowledge.cite import RunFacts
 
 if TYPE_CHECKING:
@@ -131,6 +133,39 @@ def _tradeoffs(baseline: Mesh, cand: Candidate, pred: Any | None, base_pred: Any
     return out
 
 
+WITHIN_NOISE_FACTOR = 0.35
+"""A gain inside the band is weak evidence: its chance of being real is scaled down (0.06-0.29 after this)."""
+RELATIVE_CAP = 0.6
+"""Profile-relative predictions (model unknown) never claim more than this."""
+
+
+def p_faster(rel_gain: float, band: float) -> float:
+    """Probability the change is faster, reading the band's half-width as one standard deviation (normal)."""
+    return 0.5 * (1.0 + math.erf(rel_gain / max(band, 1e-6) / math.sqrt(2.0)))
+
+
+def _quality(pred: Any, *, calibrated: bool, relative: bool, reasons: list[str]) -> float:
+    """How much the prediction itself can be trusted, as a factor on the probability of a gain."""
+    q = 1.0
+    if relative:
+        q *= 0.8
+        reasons.append("x0.8: model unknown, prediction relative to the profile with sizes inferred from it")
+    elif not calibrated:
+        q *= 0.85
+        reasons.append("x0.85: not calibrated on a measured step (public chip figures)")
+    n = len(pred.assumptions)
+    if n:
+        f = 1.0 - min(0.15, 0.02 * n)
+        q *= f
+        reasons.append(f"x{f:.2f}: {n} assumption(s) in the prediction (e.g. {pred.assumptions[0]})")
+    mem = getattr(pred, "memory_per_chip_bytes", None)
+    usable = pred.memory_capacity_bytes * 0.9
+    if mem is not None and usable > 0 and mem > 0.85 * usable:
+        q *= 0.9
+        reasons.append(f"x0.9: tight memory, {gb(mem)} of {gb(usable)} usable")
+    return q
+
+
 def _confidence(
     *,
     pred: Any | None,
@@ -143,52 +178,41 @@ def _confidence(
     relative: bool = False,
     history: Any | None = None,
 ) -> tuple[float, list[str]]:
+    """Confidence that the proposal helps: the chance it is faster under its band, times the prediction's and
+    the diagnosis's quality, moved by the playbook, past outcomes and the Critic's warnings; reasons say each."""
     reasons: list[str] = []
     if pred is None:
         c = 0.35
-        reasons.append("model unknown: no computed prediction, the proposal rests on the playbook rule and the profile")
+        reasons.append("0.35: model unknown, no computed prediction; the proposal rests on the playbook rule and the profile")
     else:
         pct = change.time_per_token_percent if change.time_per_token_percent is not None else change.step_time_percent
         rel_gain = -(pct or 0.0) / 100.0
         u = max(pred.uncertainty, 1e-6)
-        c = 0.5 + 0.4 * min(1.0, max(0.0, rel_gain / (2 * u)))
-        reasons.append(f"predicted gain {rel_gain:+.0%} against a +-{u:.0%} prediction band")
+        c = p_faster(rel_gain, u)
+        reasons.append(f"{c:.2f}: chance it is faster, predicted gain {rel_gain:+.0%} against a +-{u:.0%} band")
         if change.within_noise:
-            c = min(c, 0.3)
-            reasons.append("the gain is within the prediction's noise")
-        elif rel_gain < 0:
-            c = min(c, 0.2)
-            reasons.append("predicted slower than the current run")
-        if relative:
-            c = min(c - 0.15, 0.6)
-            reasons.append("model unknown: prediction relative to the profile, sizes inferred from it")
-        elif not calibrated:
-            c -= 0.1
-            reasons.append("the cost model could not be calibrated on this run's profile")
-        n = len(pred.assumptions)
-        if n:
-            c -= min(0.15, 0.03 * n)
-            reasons.append(f"{n} assumption(s) in the prediction (e.g. {pred.assumptions[0]})")
-        mem = getattr(pred, "memory_per_chip_bytes", None)
-        usable = pred.memory_capacity_bytes * 0.9
-        if mem is not None and usable > 0 and mem > 0.85 * usable:
-            c -= 0.1
-            reasons.append(f"tight memory: {gb(mem)} of {gb(usable)} usable")
-    c *= 0.6 + 0.4 * diag_conf
-    reasons.append(f"diagnosis confidence {diag_conf:.2f}")
+            c *= WITHIN_NOISE_FACTOR
+            reasons.append(f"x{WITHIN_NOISE_FACTOR}: the gain is within the prediction's noise, not evidence of one")
+        c *= _quality(pred, calibrated=calibrated, relative=relative, reasons=reasons)
+        if relative and c > RELATIVE_CAP:
+            c = RELATIVE_CAP
+            reasons.append(f"at most {RELATIVE_CAP}: a profile-relative prediction cannot rule out unmodelled terms")
+    f = 0.6 + 0.4 * diag_conf
+    c *= f
+    reasons.append(f"x{f:.2f}: diagnosis confidence {diag_conf:.2f}")
     if rule is not None:
         c += 0.05
-        reasons.append(f"matches the expert playbook move {rule.id}")
+        reasons.append(f"+0.05: matches the expert playbook move {rule.id}")
     if history is not None and history.reasons:  # knowledge.cite.ConfidenceAdjustment: similar past changes
         c += history.delta
         reasons.extend(history.reasons)
-    soft = [ch for ch in critic.checks if not ch.passed and not ch.hard]
-    for ch in soft:
-        c -= 0.1
-        reasons.append(f"critic warning ({ch.name}): {ch.reason}")
+    for ch in (ch for ch in critic.checks if not ch.passed and not ch.hard):
+        c -= 0.05
+        reasons.append(f"-0.05: critic warning ({ch.name}): {ch.reason}")
     if bottleneck == "host":
         c = min(c, 0.2)
-    return round(min(0.95, max(0.05, c)), 2), reasons
+        reasons.append("at most 0.20: the run is host-bound, the mesh does not address it")
+    return round(min(0.95, max(0.02, c)), 2), reasons
 
 
 def _unknown_model_note(bottleneck: str | None, missing: list[str], cfg: Any | None, rb: Any | None) -> str:
@@ -210,79 +234,6 @@ def _unknown_model_note(bottleneck: str | None, missing: list[str], cfg: Any | N
     if isinstance(name, str) and name:
         parts.append(f"the config names model_name: {name}; its published dimensions would do")
     return "; ".join(parts)
-
-
-def _what(p: Proposal) -> str:
-    return "; ".join([p.mesh_short] + p.settings_changes) if p.settings_changes else p.mesh_short
-
-
-def _verdict(
-    bottleneck: str | None,
-    proposals: list[Proposal],
-    measured_ms: float | None,
-    base_pred: Any | None,
-    *,
-    known: bool = True,
-) -> tuple[str, str]:
-    if bottleneck == "host":
-        return (
-            "mesh_not_the_problem",
-            "The run is host/input-bound: the devices wait for input, and no mesh or settings change fixes that. "
-            "Fix the input pipeline first (see advice); the proposals below only shorten the device part of the step.",
-        )
-    if not proposals and not known:
-        return (
-            "no_valid_proposals",
-            f"The model is unknown and no playbook move applies to this mesh for a {bottleneck}-bound run: "
-            "see the advice, and add the model to run.yaml for a full search with predictions.",
-        )
-    if not proposals:
-        return "no_valid_proposals", "No mesh passed every Critic check and beats the current one."
-    best = proposals[0]
-    pct = best.change.time_per_token_percent if best.change.time_per_token_percent is not None else best.change.step_time_percent
-    if best.predicted is not None and (best.change.within_noise or (pct or 0) > 0):
-        how = (
-            f"within the model's noise ({pct:+.1f}% vs +-{best.predicted.uncertainty:.0%})"
-            if best.change.within_noise
-            else f"slower ({pct:+.1f}%)"
-        )
-        return (
-            "near_optimal",
-            f"The run looks near-optimal: the best valid alternative ({_what(best)}) is predicted {how}. "
-            "No change recommended; the proposals below are the nearest distinct checked alternatives.",
-        )
-    if best.predicted is None:
-        return (
-            "improve",
-            f"{len(proposals)} playbook move(s) for a {bottleneck}-bound run, without computed predictions (model unknown).",
-        )
-    per_token = best.change.tokens_per_step_factor != 1.0
-    basis = " (profile-relative: model unknown)" if best.predicted.basis == "profile" else ""
-    now = (base_pred.step_time_ms if base_pred is not None else measured_ms) or float("nan")
-    mesh_only = [p for p in proposals if not p.settings_changes]
-    if best.settings_changes and "->" not in best.kind and all(
-        p.change.within_noise or (p.change.time_per_token_percent or 0) >= 0 for p in mesh_only
-    ):
-        return (
-            "improve",
-            f"The mesh looks near-optimal: no mesh change is predicted to beat it beyond noise. The lever left is a "
-            f"settings change: {'; '.join(best.settings_changes)}, predicted {best.predicted.step_time_ms:.1f} ms/step "
-            f"({pct:+.1f}% {'per token' if per_token else 'per step'}) vs {now:.1f} ms now{basis}.",
-        )
-    if per_token:
-        return (
-            "improve",
-            f"Best: {_what(best)}, predicted {best.predicted.step_time_ms:.1f} ms/step for "
-            f"x{best.change.tokens_per_step_factor:g} tokens per step ({pct:+.1f}% time per token, "
-            f"{best.change.speedup:.2f}x throughput) vs {now:.1f} ms now{basis}; it changes the global batch.",
-        )
-    return (
-        "improve",
-        f"Best: {_what(best)}, predicted {best.predicted.step_time_ms:.1f} ms/step "
-        f"({best.change.step_time_percent:+.1f}%, {best.change.speedup:.2f}x) vs {now:.1f} ms now{basis}.",
-    )
-
-
 
 
 def labels_of(ctx: Context, c: Chosen) -> list[str]:
@@ -429,7 +380,7 @@ def explain(
     facts = RunFacts.from_record(ctx.record, bottleneck=ctx.bottleneck)
     proposals = [proposal_of(ctx, rank, c, knowledge, facts) for rank, c in enumerate(sel.chosen, start=1)]
     notes = ctx.notes + set_notes(ctx, cands, sel, len(proposals), k=k, max_critiqued=max_critiqued)
-    verdict, summary = _verdict(ctx.bottleneck, proposals, ctx.measured_ms, ctx.base_pred, known=ctx.known)
+    verdict, summary, proposals = verdict_of(ctx, proposals)
     return ProposalSet(
         run_id=ctx.record.id,
         bottleneck=ctx.bottleneck,

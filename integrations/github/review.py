@@ -23,7 +23,7 @@ from integrations.github.settings import MAX_REVIEWED_FILES, SETTINGS_FILE, Repo
 
 REVIEW_MARKER = "<!-- asap:review -->"
 BODY_RUN_RE = re.compile(r"(?im)^\s*(?:asap[-_ ]?)?run\s*[:=]\s*#?([A-Za-z0-9][A-Za-z0-9._-]{0,63})\s*$")
-ICON = {"problem": "❌", "warning": "⚠️", "info": "ℹ️"}
+ICON = {"problem": "❌", "pre-existing": "🔸", "warning": "⚠️", "info": "ℹ️"}
 
 
 @dataclass
@@ -176,7 +176,7 @@ def _file_section(f: FileReview) -> list[str]:
         if r.old.predicted is not None or r.new.predicted is not None:
             lines.append(f"- predicted: {_fmt_pred(r.old)} -> {_fmt_pred(r.new)}"
                          + (f" ({r.change.step_time_percent:+.1f}% step time)" if r.change and r.change.step_time_percent is not None else ""))
-        order = {"problem": 0, "warning": 1, "info": 2}
+        order = {"problem": 0, "pre-existing": 1, "warning": 2, "info": 3}
         for finding in sorted(r.findings, key=lambda x: order[x.severity]):
             lines.append(f"- {ICON[finding.severity]} **{finding.check}**: {finding.message}")
         if r.skipped:
