@@ -237,3 +237,78 @@ def settings_for_run(run: Any) -> TrainingSettings | None:
         return settings_from_config(load_config(run.path(record.config, field="config")))
     except AsapError:
         return None
+
+
+# ------------------------------------------------------------------------------------------------------------
+# Unstated settings are uncertainty, not the worst case.
+
+
+class UnknownSetting(BaseModel):
+    """A setting that moves memory (and time) which neither the config, run.yaml nor a documented framework
+    default states: the memory band spans its options and the answer names it when it decides a verdict."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    name: str = Field(description="logical name: distributed_optimizer | sequence_parallel | remat")
+    lean: dict[str, Any] = Field(description="TrainingSettings fields of the least memory-hungry option")
+    hungry: dict[str, Any] = Field(description="TrainingSettings fields of the most memory-hungry option")
+    fix: str = Field(description="what to set for the lean option, in the config's words")
+    words: str = Field(description="the setting, as a person names it")
+
+
+def _megatron_unknowns(settings: TrainingSettings) -> list[UnknownSetting]:
+    out: list[UnknownSetting] = []
+    if settings.distributed_optimizer is None:
+        out.append(UnknownSetting(
+            name="distributed_optimizer", lean={"distributed_optimizer": True}, hungry={"distributed_optimizer": False},
+            fix="set use_distributed_optimizer: true", words="the distributed optimizer",
+        ))
+    if settings.sequence_parallel is None:
+        out.append(UnknownSetting(
+            name="sequence_parallel", lean={"sequence_parallel": True}, hungry={"sequence_parallel": False},
+            fix="set sequence_parallel: true", words="sequence parallelism",
+        ))
+    return out
+
+
+REMAT_KEY = {"megatron": "recompute_granularity"}
+
+
+def unknown_settings(settings: TrainingSettings | None, framework: str, runyaml_remat: str | None) -> list[UnknownSetting]:
+    """The memory-moving settings this run leaves unstated (module section docstring).
+
+    Stated means: the config sets it, run.yaml sets it (``training.remat``), or the framework documents a
+    default that applies to every version ASAP reads: MaxText ``remat_policy: full``, optimizer offload off
+    and weight dtype in base.yml; flash attention on in MaxText (``attention: autoselected``) and
+    Megatron-Core (Transformer Engine fused attention); sequence parallelism is how MaxText/GSPMD shard
+    activations anyway. Megatron's distributed optimizer and sequence parallelism differ between
+    Megatron-LM (off unless flagged) and the NeMo / Megatron-Bridge recipes (on), and activation recompute
+    between Megatron-LM (off) and recipes (selective or full): unstated, they are unknown.
+    """
+    s = settings or TrainingSettings()
+    out: list[UnknownSetting] = []
+    if framework == "megatron" or s.format == "megatron":
+        out.extend(_megatron_unknowns(s))
+    remat_stated = s.remat_key is not None or runyaml_remat is not None or framework == "maxtext"
+    if not remat_stated:
+        key = REMAT_KEY.get(framework, "remat_policy")
+        if framework == "megatron" or s.format == "megatron":
+            lean = {"remat_policy": "full", "remat_key": key, "recompute_method": "uniform", "recompute_num_layers": 1}
+            hungry = {"remat_policy": "none", "remat_key": key}
+            fix = "set recompute_granularity: selective (or full)"
+        else:
+            lean, hungry = {"remat_policy": "full", "remat_key": key}, {"remat_policy": "none", "remat_key": key}
+            fix = f"set {key}: full (or a policy that saves less)"
+        out.append(UnknownSetting(name="remat", lean=lean, hungry=hungry, fix=fix, words="activation recompute"))
+    return out
+
+
+def with_options(settings: TrainingSettings | None, unknowns: list[UnknownSetting], which: str,
+                 *, only: str | None = None) -> TrainingSettings:
+    """``settings`` with every unknown at its ``lean`` or ``hungry`` option (``only``: that one lean, the
+    rest hungry), leaving stated settings as they are."""
+    base = settings or TrainingSettings()
+    update: dict[str, Any] = {}
+    for u in unknowns:
+        pick = u.lean if (which == "lean" if only is None else u.name == only) else u.hungry
+        update.update(pick)
+    return base.model_copy(update=update)

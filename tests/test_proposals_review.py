@@ -116,14 +116,16 @@ def test_cli_propose_json_has_the_documented_keys(tmp_path: Path, capsys: pytest
     assert out["verdict"] in {"improve", "near_optimal", "mesh_not_the_problem", "no_valid_proposals"}
 
 
-def test_review_flags_a_move_that_contradicts_the_diagnosis(tmp_path: Path) -> None:
+def test_review_warns_on_a_move_against_the_diagnosis(tmp_path: Path) -> None:
     run = make_run(tmp_path / "runs", num_chips=64, ici={"fsdp": 32, "tensor": 2})
     old = _cfg(tmp_path, "old.yml", {"fsdp": 32, "tensor": 2})
     new = _cfg(tmp_path, "new.yml", {"fsdp": 8, "tensor": 8})
     report = make_report(run, Mesh(ici={"fsdp": 32, "tensor": 2}), "communication", collective_pct=45)
     res = review(old, new, run, report=report)
-    assert not res.ok
-    assert any(f.check == "diagnosis" and "tensor" in f.message for f in res.findings if f.severity == "problem")
+    assert res.ok  # a rule of thumb is a warning weighed against the prediction, not a failed review
+    warn = [f for f in res.findings if f.check == "diagnosis" and f.severity == "warning"]
+    assert warn and "model-parallel degree (tensor x sequence) 2->8" in warn[0].message
+    assert "weighed against the prediction" in warn[0].message
 
 
 def test_eval_runs_on_the_bundled_cases_and_prints_rates(repo_root: Path, capsys: pytest.CaptureFixture[str]) -> None:

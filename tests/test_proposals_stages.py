@@ -42,8 +42,11 @@ def test_candidates_pool_merges_rules_drops_the_baseline_and_orders_fastest_firs
     keys = set(cands.pool.items)
     assert (mesh_key(ctx.base), ()) not in keys  # the current config is not a candidate of itself
     order = cands.pool.ordered()
-    times = [c.per_token_ms for c in order if c.per_token_ms is not None]
-    assert times == sorted(times)
+    fitting = [c for c in order if c.tier <= 1]
+    assert order[: len(fitting)] == fitting  # meshes that fit come before tight ones ...
+    times = [c.per_token_ms for c in fitting if c.per_token_ms is not None]
+    assert times == sorted(times)  # ... each group fastest first
+    assert all(c.fits == (c.tier < 3) for c in order)  # only beyond HBM even at the leanest is screened out
     moved = [c for c in order if c.rules]
     assert moved and all(c.rule is not None and c.rule in c.rules for c in moved)  # playbook moves carry rules
 
@@ -127,3 +130,18 @@ def test_explain_labels_and_verdict_follow_the_predictions(tmp_path: Path) -> No
     assert [p.rank for p in ps.proposals] == [1, 2, 3]
     missing = explain.missing_model_info(ctx.record.model_copy(update={"model": None}))
     assert "model.layers" in missing and "model.d_model" in missing
+
+
+def test_select_offers_another_step_of_a_lever_only_when_no_other_kind_passes(example_runs: Path) -> None:
+    from bot.analysis.analyze import analyze_run
+    from bot.runs.store import LocalRunStore
+
+    run = LocalRunStore(example_runs).get("204")
+    ctx = prepare(run, analyze_run(run))
+    cands = candidates.build(ctx, rules_for(ctx, load_playbook()))
+    same = [c for c in cands.pool.ordered() if c.change.kind == "micro_batch+" and mesh_key(c.mesh) == mesh_key(ctx.base)]
+    assert len(same) >= 2  # micro-batch 1 -> 2 and 1 -> 4 on the current mesh
+    sel = select.select(ctx, same, k=3)
+    assert len(sel.chosen) == min(3, len(same)) and sel.filled_same_lever == len(sel.chosen) - 1
+    assert all(c.same_lever_of == 0 for c in sel.chosen[1:])
+    assert all(any("the same lever as proposal 1" in t for t in c.reviewed.extra) for c in sel.chosen[1:])

@@ -192,11 +192,11 @@ def analyze_run(run: Run, profile: Profile | None = None, *, top_n: int = DEFAUL
         try:
             profile = load_profile(run)
         except NoProfileData as exc:
-            if exc.read_sources:
-                raise  # files were read but hold nothing usable: say so rather than answer without them
+            if exc.read_sources or exc.warnings:
+                raise  # profile files exist but are broken or missing: say so rather than answer without them
             from bot.analysis.preflight import preflight_report
 
-            return _with_outcome_hint(run, preflight_report(run, mesh, config_format, warnings=notes + exc.warnings))
+            return _with_outcome_hint(run, preflight_report(run, mesh, config_format, warnings=notes))
     try:
         report = analyze(run.record, profile, mesh, config_format, top_n=top_n, warnings=notes)
     except UnknownChip as exc:

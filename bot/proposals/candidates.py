@@ -44,6 +44,7 @@ class Candidate:
     rules: list[Rule] = field(default_factory=list)
     from_search: bool = False
     relative: Any | None = None  # knowledge.cost_relative.RelativePrediction (model unknown)
+    tier: int = 0  # memory: 0 fits as assumed, 1 fits with the unstated settings lean, 2 within HBM, 3 beyond
 
     @property
     def key(self) -> tuple[Any, ...]:
@@ -82,9 +83,25 @@ class Pool:
         return sorted(self.items.values(), key=rank_key)
 
 
-def rank_key(c: Candidate) -> tuple[float, int]:
-    return (c.per_token_ms if c.per_token_ms is not None else math.inf,
+def rank_key(c: Candidate) -> tuple[int, float, int]:
+    """Candidates that fit (as assumed, or with the unstated settings at their lean option) before tight ones;
+    then fastest per token; then the playbook rule's priority."""
+    return (0 if c.tier <= 1 else 1, c.per_token_ms if c.per_token_ms is not None else math.inf,
             min((r.priority for r in c.rules), default=1000))
+
+
+def memory_tiers(ctx: Context, central: Any, lean_mem: Any) -> Any:
+    """Per mesh: 0 fits as assumed, 1 fits with every unstated setting lean, 2 within the HBM, 3 beyond it.
+
+    Only tier 3 is screened out before the Critic (memory beyond the chip even at the leanest option); the
+    Critic judges the rest against the band (:func:`bot.proposals.critic.check_memory`)."""
+    import numpy as np
+
+    from knowledge.costmodel import DEFAULT_HEADROOM
+
+    cap = float(ctx.chip.hbm_bytes)
+    usable = cap * (1 - DEFAULT_HEADROOM)
+    return np.where(central.fits_memory, 0, np.where(lean_mem <= usable, 1, np.where(lean_mem <= cap, 2, 3)))
 
 
 def neighbours(mesh: Mesh, num_slices: int) -> list[Mesh]:
@@ -174,15 +191,16 @@ def score_known(ctx: Context, moves: list[MoveCandidate], changes: list[tuple[Se
     all_d = np.concatenate([dcn, ed]) if dcn.size else ed
     meshes = meshsearch.arrays_to_meshes(all_i, all_d)
     scores = meshsearch.evaluate_mesh_arrays(record, all_i, all_d, ctx.calibration, chip=chip, settings=ctx.settings0)
+    tiers = memory_tiers(ctx, scores, _lean_memory(ctx, all_i, all_d, ctx.lean0, scores))
     ctx.counts["scored"] = int(all_i.shape[0])
     n_enum = int(ici.shape[0])
     move_rule = {mesh_key(mc.mesh): mc.rule for mc in moves}
-    for j, (m, t, fits) in enumerate(zip(meshes, scores.step_ms, scores.fits_memory, strict=True)):
+    for j, (m, t, tier) in enumerate(zip(meshes, scores.step_ms, tiers, strict=True)):
         if not math.isfinite(float(t)):
             continue
         c = pool.add(m, NO_CHANGE, move_rule.get(mesh_key(m)) if j >= n_enum else None, search=j < n_enum)
         c.time_ms = c.per_token_ms = float(t)
-        c.fits = bool(fits)
+        c.tier, c.fits = int(tier), bool(tier < 3)
     for mc in moves:  # a move that enumeration also found keeps its rule
         pool.add(mc.mesh, NO_CHANGE, mc.rule)
     if not changes:
@@ -196,19 +214,31 @@ def score_known(ctx: Context, moves: list[MoveCandidate], changes: list[tuple[Se
 
     for change, rule in changes:
         st = apply_change(ctx.settings0, change, framework=record.framework)
+        lean = apply_change(ctx.lean0, change, framework=record.framework) if ctx.lean0 is not None else None
         try:
             sc = meshsearch.evaluate_mesh_arrays(record, si, sd, ctx.calibration, chip=chip, settings=st)
+            change_tiers = memory_tiers(ctx, sc, _lean_memory(ctx, si, sd, lean, sc))
         except AsapError as exc:
             ctx.notes.append(f"settings change {', '.join(change.words)} could not be costed: {exc.message}")
             continue
         ctx.counts["scored"] += len(sub)
-        for m, t, fits in zip(sub, sc.step_ms, sc.fits_memory, strict=True):
+        for m, t, tier in zip(sub, sc.step_ms, change_tiers, strict=True):
             if not math.isfinite(float(t)):
                 continue
             c = pool.add(m, change, rule)
             c.time_ms = float(t)
             c.per_token_ms = float(t) / change.global_batch_factor
-            c.fits = bool(fits)
+            c.tier, c.fits = int(tier), bool(tier < 3)
+
+
+def _lean_memory(ctx: Context, ici: Any, dcn: Any, lean: Any | None, central: Any) -> Any:
+    """Memory per chip of each mesh with every unstated setting at its least memory-hungry option."""
+    if lean is None:
+        return central.memory_per_chip_bytes
+    from knowledge import meshsearch
+
+    return meshsearch.evaluate_mesh_arrays(ctx.record, ici, dcn, ctx.calibration, chip=ctx.chip,
+                                           settings=lean).memory_per_chip_bytes
 
 
 def _relative_baseline(ctx: Context) -> Any:

@@ -40,6 +40,8 @@ class Context:
     base_pred: Any | None  # knowledge.costmodel.Prediction of the baseline
     history: FailureHistory | None
     baseline_critic: CriticResult
+    unknowns: list[Any] = field(default_factory=list)  # knowledge.cost_settings.UnknownSetting
+    lean0: Any | None = None  # settings0 with every unknown at its least memory-hungry option
     notes: list[str] = field(default_factory=list)
     counts: dict[str, int] = field(
         default_factory=lambda: {"enumerated": 0, "scored": 0, "move_candidates": 0, "critiqued": 0, "rejected": 0}
@@ -162,10 +164,17 @@ def prepare(run: Run, report: AnalysisReport, *, history: FailureHistory | None 
         calibration, base_pred = _oom_lower_bound(record, base, chip, settings0, calibration, base_pred, notes)
     baseline_critic = critique(
         run, base, report=report, prediction=base_pred, history=with_recorded_oom(record, base, history),
-        baseline=base, settings=settings0,
+        baseline=base, settings=settings0, calibration=calibration, base_settings=settings0,
     )
+    from knowledge.cost_settings import unknown_settings, with_options
+
+    unknowns = unknown_settings(settings0, record.framework, record.training.remat if record.training else None)
+    if unknowns and known:
+        notes.append("not stated, so the memory check spans their options: " + "; ".join(
+            f"{u.words} ({u.fix.removeprefix('set ')} is the lean option)" for u in unknowns))
     return Context(
         run=run, report=report, chip=chip, base=base, cfg=cfg, settings0=settings0, known=known,
         measured_ms=measured_ms, calibration=calibration, base_pred=base_pred, history=history,
-        baseline_critic=baseline_critic, notes=notes,
+        baseline_critic=baseline_critic, notes=notes, unknowns=unknowns,
+        lean0=with_options(settings0, unknowns, "lean") if unknowns else None,
     )

@@ -69,7 +69,8 @@ def review_candidate(ctx: Context, cand: Candidate, prediction: Prediction, reje
     ctx.counts["critiqued"] += 1
     result = critique(
         ctx.run, cand.mesh, report=ctx.report, prediction=prediction.pred, history=ctx.history, baseline=ctx.base,
-        baseline_prediction=ctx.base_pred, settings=prediction.settings,
+        baseline_prediction=ctx.base_pred, settings=prediction.settings, calibration=ctx.calibration,
+        base_settings=ctx.settings0,
     )
     if not result.ok:
         ctx.counts["rejected"] += 1

@@ -135,6 +135,8 @@ def _tradeoffs(baseline: Mesh, cand: Candidate, pred: Any | None, base_pred: Any
 
 WITHIN_NOISE_FACTOR = 0.35
 """A gain inside the band is weak evidence: its chance of being real is scaled down (0.06-0.29 after this)."""
+WARNING_FACTOR = 0.8
+"""Each Critic warning (a rule of thumb, a tight or conditional memory fit) weighs the confidence down."""
 RELATIVE_CAP = 0.6
 """Profile-relative predictions (model unknown) never claim more than this."""
 
@@ -207,8 +209,8 @@ def _confidence(
         c += history.delta
         reasons.extend(history.reasons)
     for ch in (ch for ch in critic.checks if not ch.passed and not ch.hard):
-        c -= 0.05
-        reasons.append(f"-0.05: critic warning ({ch.name}): {ch.reason}")
+        c *= WARNING_FACTOR
+        reasons.append(f"x{WARNING_FACTOR}: critic warning ({ch.name}): {ch.reason}")
     if bottleneck == "host":
         c = min(c, 0.2)
         reasons.append("at most 0.20: the run is host-bound, the mesh does not address it")

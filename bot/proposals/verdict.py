@@ -192,9 +192,20 @@ def _improve_summary(ctx: Context, proposals: list[Proposal]) -> str:
     )
 
 
+def baseline_memory_condition(ctx: Context) -> str | None:
+    """The current config's conditional memory fit ("fits only with ..."), when an unstated setting decides it."""
+    m = ctx.baseline_critic.check("memory")
+    if m is not None and not m.passed and not m.hard and m.reason.startswith("fits only with"):
+        return m.reason.split(": needs", 1)[0]
+    return None
+
+
 def verdict_of(ctx: Context, proposals: list[Proposal]) -> tuple[str, str, list[Proposal]]:
     """The verdict, its summary, and the proposals in the order that verdict implies."""
     v, summary = verdict(ctx, proposals)
+    cond = baseline_memory_condition(ctx)
+    if cond:
+        summary += f" Memory: the current config {cond}."
     if v == "uncertain" and proposals and proposals[0].predicted is not None:
         proposals = _no_clear_gain(ctx, proposals)[2]
     return v, summary, proposals
