@@ -42,6 +42,7 @@ class Context:
     baseline_critic: CriticResult
     unknowns: list[Any] = field(default_factory=list)  # knowledge.cost_settings.UnknownSetting
     lean0: Any | None = None  # settings0 with every unknown at its least memory-hungry option
+    expressible: dict[Any, bool] = field(default_factory=dict)  # axis signature -> the config can carry it
     notes: list[str] = field(default_factory=list)
     counts: dict[str, int] = field(
         default_factory=lambda: {"enumerated": 0, "scored": 0, "move_candidates": 0, "critiqued": 0, "rejected": 0}

@@ -54,6 +54,36 @@ def config_diff(run: Any, cfg: Any | None, mesh: Any, settings: dict[str, Any] |
     return diff_text(cfg.text, new, run.record.config or cfg.source)
 
 
+def expressible(ctx: Context, cand: Candidate) -> bool:
+    """A cheap pre-check that the run's config format can carry this mesh's axes, before predicting it.
+
+    Megatron configs write axis totals (placement follows Megatron's rank order) and have no FSDP axis, so
+    each axis is tried once (all chips on it) and remembered: a mesh using an axis the file cannot carry
+    is dropped without editing the file again. The full edit in :func:`review_candidate` stays the
+    authority; other formats are left to it.
+    """
+    if ctx.cfg is None or getattr(ctx.cfg, "format", None) != "megatron":
+        return True
+    from bot.configs.mesh import Mesh
+
+    record = ctx.record
+    for axis, size in cand.mesh.sizes().items():
+        if size <= 1:
+            continue
+        known = ctx.expressible.get(axis)
+        if known is None:
+            probe = Mesh(ici={axis: record.chips_per_slice}, dcn={axis: record.num_slices} if record.num_slices > 1 else {})
+            try:
+                config_diff(ctx.run, ctx.cfg, probe)
+                known = True
+            except ConfigError:
+                known = False
+            ctx.expressible[axis] = known
+        if not known:
+            return False
+    return True
+
+
 def screen(ctx: Context, cand: Candidate, rejections: Rejections) -> bool:
     """False when the bulk score already puts ``cand`` out of memory (model known); it is then rejected."""
     if ctx.known and cand.fits is False:
@@ -66,6 +96,10 @@ def screen(ctx: Context, cand: Candidate, rejections: Rejections) -> bool:
 def review_candidate(ctx: Context, cand: Candidate, prediction: Prediction, rejections: Rejections) -> Reviewed | None:
     """Every Critic check on ``cand``; None (tallied in ``rejections``) when a hard check fails or the
     config cannot express its mesh."""
+    if not expressible(ctx, cand):
+        ctx.counts["rejected"] += 1
+        rejections.add(f"not expressible in the {getattr(ctx.cfg, 'format', '?')} config")
+        return None
     ctx.counts["critiqued"] += 1
     result = critique(
         ctx.run, cand.mesh, report=ctx.report, prediction=prediction.pred, history=ctx.history, baseline=ctx.base,

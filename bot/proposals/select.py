@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from bot.proposals.critique import Rejections, review_candidate, screen
+from bot.proposals.critique import Rejections, expressible, review_candidate, screen
 from bot.proposals.kinds import MIN_DISTANCE, distance, kind_of, mesh_key
 from bot.proposals.predict import Prediction, predict
 
@@ -49,6 +49,8 @@ class Selection:
     filled_with_slower: int = 0
     filled_same_lever: int = 0
     order: list[Candidate] = field(default_factory=list)
+    predictions: dict[tuple[object, ...], Prediction | None] = field(default_factory=dict)  # by candidate key
+    inexpressible: set[tuple[object, ...]] = field(default_factory=set)
 
 
 def near_duplicate(base: Mesh, a: Candidate, b: Candidate) -> bool:
@@ -89,7 +91,15 @@ def _consider(ctx: Context, sel: Selection, cand: Candidate, *, allow_slower: bo
         return False
     if not screen(ctx, cand, sel.rejections):
         return False
-    prediction = predict(ctx, cand)
+    if not expressible(ctx, cand):  # cheap, remembered per axis layout: before predicting in full
+        if cand.key not in sel.inexpressible:
+            sel.inexpressible.add(cand.key)
+            ctx.counts["rejected"] += 1
+            sel.rejections.add(f"not expressible in the {getattr(ctx.cfg, 'format', '?')} config")
+        return False
+    prediction = sel.predictions.get(cand.key)
+    if prediction is None:
+        prediction = sel.predictions[cand.key] = predict(ctx, cand)
     if prediction is None:
         return False
     if prediction.slower and not allow_slower:
