@@ -98,3 +98,19 @@ def test_band_spans_both_options(tmp_path: Path, stated: bool) -> None:
         assert not mem.passed and "fits only" not in mem.reason
     else:
         assert "GB to" in mem.reason and "per chip across the options" in mem.reason
+
+
+def test_headroom_is_stated_and_no_published_run_that_ran_contradicts_it() -> None:
+    from bot.proposals.memory import PUBLISHED_PEAKS, headroom_envelope
+    from knowledge.costmodel import DEFAULT_HEADROOM
+
+    envelope, where = headroom_envelope()
+    # every published peak that ran fits in what the Critic calls usable: the headroom is not a guess above them
+    assert all(peak <= cap * (1 - DEFAULT_HEADROOM) for _, peak, cap, _ in PUBLISHED_PEAKS)
+    assert DEFAULT_HEADROOM <= envelope and "torchtitan" in where
+
+
+def test_memory_reason_says_where_the_headroom_comes_from(tmp_path: Path) -> None:
+    run = _run(tmp_path, "  use_distributed_optimizer: true\n")
+    mem = critique(run, Mesh(ici={"tensor": 8}, dcn={"data": 8}), report=analyze_run(run)).check("memory")  # type: ignore[arg-type]
+    assert mem is not None and "published peaks that ran reach 88.4% of HBM" in mem.reason

@@ -202,8 +202,14 @@ def _memory_one(prediction: Any, usable: float, cap: float, headroom: float) -> 
     return Check(
         name="memory", passed=True,
         reason=f"fits: {gb(used)} per chip{band} ({_parts(prediction)}) of {gb(usable)} usable ({gb(cap)} HBM, "
-        f"{headroom:.0%} headroom)",
+        f"{_headroom_why(headroom)})",
     )
+
+
+def _headroom_why(headroom: float) -> str:
+    from bot.proposals.memory import headroom_words
+
+    return headroom_words(headroom)
 
 
 def _memory_options(prediction: Any, options: Any, usable: float, cap: float, headroom: float) -> Check:
@@ -213,7 +219,7 @@ def _memory_options(prediction: Any, options: Any, usable: float, cap: float, he
     lean_low = float(getattr(lean, "memory_low_bytes", None) or lean_mem)
     span = (f"{gb(lean_mem)} to {gb(hungry_mem)} per chip across the options of {options.names} (not stated in "
             "the config or run.yaml)")
-    of = f"of {gb(usable)} usable ({gb(cap)} HBM, {headroom:.0%} headroom)"
+    of = f"of {gb(usable)} usable ({gb(cap)} HBM, {_headroom_why(headroom)})"
     if lean_mem > cap and lean_low > usable:
         return Check(name="memory", passed=False,
                      reason=f"out of memory whatever the unstated settings: needs {span}; even the optimistic edge "
