@@ -114,3 +114,17 @@ def test_memory_reason_says_where_the_headroom_comes_from(tmp_path: Path) -> Non
     run = _run(tmp_path, "  use_distributed_optimizer: true\n")
     mem = critique(run, Mesh(ici={"tensor": 8}, dcn={"data": 8}), report=analyze_run(run)).check("memory")  # type: ignore[arg-type]
     assert mem is not None and "published peaks that ran reach 88.4% of HBM" in mem.reason
+
+
+def test_unstated_recompute_widens_the_uncalibrated_step_time_band(tmp_path: Path) -> None:
+    stated_run = _run(tmp_path / "a", "  use_distributed_optimizer: true\n")
+    stated = propose(stated_run, analyze_run(stated_run), knowledge=False)  # type: ignore[arg-type]
+    folder = tmp_path / "b"
+    run = _run(folder, "  use_distributed_optimizer: true\n")
+    cfg = folder / "runs" / "m1" / "megatron.yaml"
+    cfg.write_text(cfg.read_text().replace("  recompute_granularity: selective\n", ""))  # recompute not stated
+    unstated = propose(LocalRunStore(folder / "runs").get("m1"), analyze_run(run), knowledge=False)  # type: ignore[arg-type]
+    b0, b1 = stated.baseline.predicted, unstated.baseline.predicted
+    assert b0 is not None and b1 is not None
+    assert (b1.step_time_high_ms - b1.step_time_low_ms) > (b0.step_time_high_ms - b0.step_time_low_ms)
+    assert any("not stated: activation recompute; the step-time band spans their options" in a for a in b1.assumptions)

@@ -150,6 +150,9 @@ def prepare(run: Run, report: AnalysisReport, *, history: FailureHistory | None 
     settings0 = settings_from_config(cfg) if cfg is not None else None
     known = costmodel.model_known(record, settings0)
     measured_ms = report.kpis.step_time_ms or (record.measured.step_time_ms if record.measured else None)
+    from knowledge.cost_settings import unknown_settings, with_options
+
+    unknowns = unknown_settings(settings0, record.framework, record.training.remat if record.training else None)
     calibration = None
     base_pred = None
     if known:
@@ -162,14 +165,15 @@ def prepare(run: Run, report: AnalysisReport, *, history: FailureHistory | None 
             except AsapError as exc:
                 notes.append(f"calibration failed, predictions are uncalibrated: {exc.message}")
         base_pred = costmodel.predict(record, base, calibration=calibration, chip=chip, settings=settings0)
+        if calibration is None:  # a measured step fixes the baseline's time whatever the unstated settings are
+            from bot.proposals.predict import widen_for_unknowns
+
+            base_pred = widen_for_unknowns(record, chip, calibration, unknowns, base, settings0, base_pred)
         calibration, base_pred = _oom_lower_bound(record, base, chip, settings0, calibration, base_pred, notes)
     baseline_critic = critique(
         run, base, report=report, prediction=base_pred, history=with_recorded_oom(record, base, history),
         baseline=base, settings=settings0, calibration=calibration, base_settings=settings0,
     )
-    from knowledge.cost_settings import unknown_settings, with_options
-
-    unknowns = unknown_settings(settings0, record.framework, record.training.remat if record.training else None)
     if unknowns and known:
         notes.append("not stated, so the memory check spans their options: " + "; ".join(
             f"{u.words} ({u.fix.removeprefix('set ')} is the lean option)" for u in unknowns))

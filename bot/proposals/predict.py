@@ -109,9 +109,41 @@ def predict(ctx: Context, cand: Candidate) -> Prediction | None:
         try:
             pred = costmodel.predict(ctx.record, cand.mesh, calibration=ctx.calibration, chip=ctx.chip,
                                      settings=settings_c)
+            if ctx.calibration is None:  # calibrated: the measured step already pins the unstated settings' time
+                pred = widen_for_unknowns(ctx.record, ctx.chip, None, ctx.unknowns, cand.mesh, settings_c, pred)
         except AsapError:
             return None
     elif cand.relative is not None:
         pred = predicted_relative(cand.relative, ctx.chip.hbm_bytes)
     change = compare(ctx.base_pred, pred, baseline_ms=ctx.base_ms, tokens_factor=cand.change.global_batch_factor)
     return Prediction(pred=pred, settings=settings_c, change=change)
+
+
+def widen_for_unknowns(record: Any, chip: Any, calibration: Any, unknowns: list[Any], mesh: Any, settings: Any,
+                       pred: Any) -> Any:
+    """Widen the step-time band of ``pred`` to span the options of the settings the run leaves unstated.
+
+    An unstated setting (recompute, the distributed optimizer, sequence parallelism; see
+    :func:`knowledge.cost_settings.unknown_settings`) is not assumed at either end: the band covers the step
+    time with every one at its leanest (most recompute) and at its most memory-hungry option, and an
+    assumption line says so. Memory is judged across the same options by the Critic.
+    """
+    if not unknowns:
+        return pred
+    from knowledge import costmodel
+    from knowledge.cost_settings import with_options
+
+    ends = [costmodel.predict(record, mesh, calibration=calibration, chip=chip,
+                              settings=with_options(settings, unknowns, which)) for which in ("lean", "hungry")]
+    low = min([pred.step_time_low_ms] + [e.step_time_low_ms for e in ends])
+    high = max([pred.step_time_high_ms] + [e.step_time_high_ms for e in ends])
+    if low >= pred.step_time_low_ms and high <= pred.step_time_high_ms:
+        return pred
+    names = ", ".join(u.words for u in unknowns)
+    return pred.model_copy(update={
+        "step_time_low_ms": low, "step_time_high_ms": high,
+        "uncertainty": max(pred.uncertainty, (high - low) / 2.0 / pred.step_time_ms),
+        "assumptions": [*pred.assumptions, f"not stated: {names}; the step-time band spans their options "
+                        f"({ends[0].step_time_ms:.1f} ms at the leanest, {ends[1].step_time_ms:.1f} ms at the most "
+                        "memory-hungry)"],
+    })
