@@ -13,7 +13,8 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from bot.errors import AsapError
-from bot.runs.store import LocalRunStore, Run
+from bot.runs.open import open_runs
+from bot.runs.store import Run
 
 
 class AnalysisBackend(Protocol):
@@ -62,12 +63,12 @@ class RealBackend:
     _originals: dict[str, Run] = field(default_factory=dict)
 
     def load_run(self, query: str) -> Run:
-        run = LocalRunStore(self.runs_root).get(query)
+        run = open_runs(runs_dir=self.runs_root).get(query)
         self._originals.setdefault(run.id, run)
         return run
 
     def list_ids(self) -> list[str]:
-        return LocalRunStore(self.runs_root).list_ids()
+        return open_runs(runs_dir=self.runs_root).list_ids()
 
     def _original(self, run: Run) -> Run:
         return self._originals.get(run.id) or self.load_run(run.id)

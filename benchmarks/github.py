@@ -36,7 +36,9 @@ sys.path.insert(0, str(ROOT))
 
 from integrations.github.review import REVIEW_MARKER  # noqa: E402
 from integrations.github.webhook import sign  # noqa: E402
-from tests.doubles.github_rest_double import GitHubRestDouble, WebhookHarness, comment_event, pull_event  # noqa: E402
+from tests.doubles.github_rest_double import GitHubRestDouble, WebhookHarness  # noqa: E402
+from tests.doubles.github_rest_double import example_comment_event as comment_event  # noqa: E402  (octokit/webhooks)
+from tests.doubles.github_rest_double import example_pull_event as pull_event  # noqa: E402
 
 GOAL_P99_MS = 100.0
 REPO = "acme/llm"
@@ -212,8 +214,12 @@ async def main_async(n: int, repeat: int, rounds: int = 3, redis_url: str = "") 
             stop.set()
             await worker
             body = d.comments_on(REPO, pr)[-1]["body"]
-            mode = "compatible" if "[compatible mode" in body else "analyst (fallback)" if "analyst" in body else "?"
+            mode = "model" if "words by" in body else "analyst (fallback)" if "no language model" in body else "?"
             print(f"time to a posted answer with a scripted model: {answer_s * 1000:.0f} ms ({mode} mode)")
+            screen = body.split("<details>", 1)[0]
+            rows = [line for line in screen.splitlines() if line.startswith("| ") and line[2].isdigit()]
+            print(f"the answer's first screen: {len(screen.splitlines())} lines, {len(screen)} chars, "
+                  f"{len(rows)} proposal rows; details folded {body.count('<details>')}x, {len(body)} chars in all")
     return 0 if max(p99s) < GOAL_P99_MS else 1
 
 

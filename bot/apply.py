@@ -269,10 +269,23 @@ gb_text = fmt.gb
 
 def render_pr_body(run_id: str, index: int, path: str, report: AnalysisReport, pset: ProposalSet,
                    proposal: Proposal, requester: Any, diff: str) -> str:
-    """The change request's description: diagnosis, proposal, predicted impact, confidence, citations, diff."""
+    """The change request's description: predicted impact first (what a reviewer decides on), then diagnosis,
+    proposal, confidence, citations and the diff. Text ASAP did not write (past PR titles in citations, the
+    config's own lines in the diff) is made inert for GitHub markdown: no mention notifies, no HTML renders,
+    no line closes the diff's fence."""
+    from integrations.github.markdown import fenced, plain
+
     d = report.diagnosis
     lines = [marker(run_id, index, path), f"## Apply ASAP proposal {index} of run {run_id} to `{path}`", ""]
-    lines += [f"**Diagnosis** ({d.bottleneck}-bound, confidence {d.confidence:.2f}): {d.summary}", ""]
+    c = proposal.change
+    lines.append("**Predicted impact**")  # first: what a reviewer decides on
+    lines += impact_lines(pset, proposal)
+    if abs(c.tokens_per_step_factor - 1.0) > 1e-9:
+        lines.append(f"- tokens per step x{c.tokens_per_step_factor:.2f} (the global batch changes): time per token "
+                     f"{pct_text(c.time_per_token_percent)}")
+    if proposal.labels:
+        lines.append(f"- labels: {', '.join(proposal.labels)}")
+    lines += ["", f"**Diagnosis** ({d.bottleneck}-bound, confidence {d.confidence:.2f}): {plain(d.summary)}", ""]
     lines += [f"**Proposal {index}** ({proposal.kind}, from {proposal.origin}):"]
     if mesh_changes(pset, proposal):
         lines.append(f"- mesh `{pset.baseline.mesh_short}` -> `{proposal.mesh_short}`")
@@ -280,26 +293,18 @@ def render_pr_body(run_id: str, index: int, path: str, report: AnalysisReport, p
         lines.append(f"- mesh unchanged: `{proposal.mesh_short}`")
     described = list(proposal.settings_changes) or [f"{k} -> {v}" for k, v in proposal.settings.items()]
     lines += [f"- setting `{text}`" for text in described]
-    lines += ["", proposal.rationale, "", scope_sentence(pset, proposal), ""]
-    c = proposal.change
-    lines.append("**Predicted impact**")
-    lines += impact_lines(pset, proposal)
-    if abs(c.tokens_per_step_factor - 1.0) > 1e-9:
-        lines.append(f"- tokens per step x{c.tokens_per_step_factor:.2f} (the global batch changes): time per token "
-                     f"{pct_text(c.time_per_token_percent)}")
-    if proposal.labels:
-        lines.append(f"- labels: {', '.join(proposal.labels)}")
+    lines += ["", plain(proposal.rationale), "", scope_sentence(pset, proposal)]
     lines += ["", f"**Confidence**: {proposal.confidence:.2f}"]
-    lines += [f"- {r}" for r in proposal.confidence_reasons]
+    lines += [f"- {plain(r)}" for r in proposal.confidence_reasons]
     if proposal.tradeoffs:
-        lines += ["", "**Trade-offs**"] + [f"- {t}" for t in proposal.tradeoffs]
+        lines += ["", "**Trade-offs**"] + [f"- {plain(t)}" for t in proposal.tradeoffs]
     lines += ["", "**Citations**"]
     if proposal.move is not None:
         where = f" (`{proposal.move.citation}`)" if proposal.move.citation else ""
-        lines.append(f"- playbook `{proposal.move.id}`{where} — {proposal.move.source}")
+        lines.append(f"- playbook `{proposal.move.id}`{where} — {plain(proposal.move.source)}")
     cited = {proposal.move.citation} if proposal.move is not None else set()
-    lines += [f"- {c.kind} `{c.ref}` — {c.title}: {c.why}" for c in proposal.citations if c.ref not in cited]
-    lines += [f"- advice `{a.id}` — {a.source}" for a in pset.advice]
+    lines += [f"- {c.kind} `{c.ref}` — {plain(c.title)}: {plain(c.why)}" for c in proposal.citations if c.ref not in cited]
+    lines += [f"- advice `{a.id}` — {plain(a.source)}" for a in pset.advice]
     if proposal.move is None and not pset.advice and not proposal.citations:
         lines.append("- mesh search over the calibrated cost model (no playbook rule matched)")
     passed = [ch.name for ch in proposal.critic if ch.passed]
@@ -313,6 +318,8 @@ def render_pr_body(run_id: str, index: int, path: str, report: AnalysisReport, p
     who = getattr(requester, "display", None) or getattr(requester, "user_id", None)
     src = getattr(requester, "source", None)
     if who:
+        if src != "github":  # a Slack or CLI name is not a GitHub login: quoted, it notifies nobody there
+            who = "`" + str(who).replace("`", "'") + "`"
         lines += ["", f"Requested by {who}" + (f" via {src}" if src else "") + "."]
-    lines += ["", "<details><summary>Diff</summary>", "", "```diff", diff.rstrip("\n"), "```", "", "</details>"]
+    lines += ["", "<details><summary>Diff</summary>", "", fenced(diff, "diff"), "", "</details>"]
     return "\n".join(lines) + "\n"

@@ -62,3 +62,7 @@ class RunNotFound(AsapError):
 
 class UnknownChip(AsapError):
     """A chip name that is not in the hardware catalog."""
+
+
+class StoreUnavailable(AsapError):
+    """A run store (object storage, MLflow) that is down or refuses access; other stores still answer."""

@@ -12,6 +12,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
+from store_servers import mlflow_server, moto_s3  # noqa: F401  (real S3 and MLflow servers, started on demand)
 
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLE_RUNS = REPO / "examples" / "runs"
@@ -20,7 +21,7 @@ EXAMPLE_RUNS = REPO / "examples" / "runs"
 def pytest_configure(config: pytest.Config) -> None:
     state = tempfile.mkdtemp(prefix="asap-test-state-")
     os.environ["ASAP_STATE_DIR"] = state
-    for var in ("OPENAI_API_KEY", "ASAP_MODEL_BASE_URL", "ASAP_RUNS_DIR"):
+    for var in ("OPENAI_API_KEY", "ASAP_MODEL_BASE_URL", "ASAP_RUNS_DIR", "ASAP_RUNS"):
         os.environ.pop(var, None)
 
 

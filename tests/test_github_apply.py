@@ -9,8 +9,11 @@ import difflib
 import functools
 from pathlib import Path
 
+import pytest
+
 from bot.configs.detect import parse_config
-from tests.doubles.github_rest_double import GitHubRestDouble, WebhookHarness, comment_event
+from integrations.github import markdown as md
+from tests.doubles.github_rest_double import GitHubRestDouble, WebhookHarness, example_comment_event
 
 REPO = "acme/llm"
 CFG = (Path(__file__).resolve().parents[1] / "examples" / "runs" / "123" / "maxtext.yml").read_text()
@@ -52,7 +55,7 @@ def make_double() -> GitHubRestDouble:
 
 
 async def say(h: WebhookHarness, text: str, login: str, cid: int, number: int = 1) -> None:
-    status, _ = await h.deliver("issue_comment", comment_event(REPO, number, text, login=login, comment_id=cid))
+    status, _ = await h.deliver("issue_comment", example_comment_event(REPO, number, text, login=login, comment_id=cid))
     assert status == 202
     await h.drain()
 
@@ -151,7 +154,7 @@ def test_settings_proposal_opens_a_pr_that_changes_only_its_settings_lines(tmp_p
         assert ("Only the lines this proposal changes are edited (" + ", ".join(f"`{k}`" for k in setting_keys)) in body
         assert "the mesh lines" not in body
         reply = d.comments_on(REPO, 1)[-1]["body"]
-        assert "opened https://github.example/acme/llm/pull/" in reply and p.settings_changes[0] in reply
+        assert "opened https://github.example/acme/llm/pull/" in reply and md.plain(p.settings_changes[0]) in reply
     finally:
         d.__exit__()
 
@@ -241,5 +244,84 @@ def test_apply_without_a_number_or_with_a_bad_one_does_nothing(tmp_path):
         replies = [c["body"] for c in d.comments_on(REPO, 1)]
         assert "say which proposal" in replies[0]
         assert "there is no proposal 7" in replies[1]
+    finally:
+        d.__exit__()
+
+
+# ------------------------------------------------------------------------ issue 16, items 13 and 16
+BOT_EMAIL = "asap-bot@users.noreply.github.com"
+
+
+def test_pr_body_leads_with_the_predicted_impact(tmp_path):
+    p = mesh_proposal()
+    d = make_double()
+    try:
+        async def go():
+            async with WebhookHarness(d, tmp_path) as h:
+                await say(h, f"@asap apply {p.rank} of run 123", "alice", 1)
+
+        asyncio.run(go())
+        body = apply_pulls(d)[0]["body"]
+        sections = [line for line in body.splitlines() if line.startswith("**")]
+        assert sections[0] == "**Predicted impact**", sections[:3]
+        impact = body.split("**Predicted impact**", 1)[1].split("\n\n", 1)[0]
+        assert "step time" in impact and "ms" in impact and "memory per chip" in impact
+        assert body.index("**Predicted impact**") < body.index("**Diagnosis**") < body.index("**Confidence**")
+    finally:
+        d.__exit__()
+
+
+@pytest.mark.parametrize("moment", ["POST /repos/acme/llm/git/refs", "POST /repos/acme/llm/pulls"])
+def test_simultaneous_apply_loses_the_race_and_answers_with_the_winners_pr(tmp_path, moment):
+    """The other apply creates the branch (-> 422 Reference already exists) or the PR (-> 422 A pull request
+    already exists) just before this one: one PR, and this request answers with it instead of an error."""
+    p = mesh_proposal()
+    branch = f"asap/123-p{p.rank}"
+    d = make_double()
+    fired: list[int] = []
+
+    def other_apply(method: str, path: str, body: object) -> None:
+        if f"{method} {path}" != moment or fired:
+            return
+        fired.append(1)
+        if branch not in {r.split("heads/", 1)[-1] for r in d.repos[REPO].refs}:
+            d.commit(REPO, branch, {"configs/llama3-8b.yml": CFG.replace("\n", "\n", 1)}, email=BOT_EMAIL,
+                     parent_branch="main", message="asap: the other apply")
+        d.open_pull(REPO, branch, title="ASAP: the other apply", user="asap-bot",
+                    body=f"<!-- asap:apply run=123 proposal={p.rank} config=configs/llama3-8b.yml -->")
+
+    d.before.append(other_apply)
+    try:
+        async def go():
+            async with WebhookHarness(d, tmp_path) as h:
+                await say(h, f"@asap apply {p.rank} of run 123", "alice", 1)
+
+        asyncio.run(go())
+        assert fired == [1]
+        pulls = apply_pulls(d)
+        assert len(pulls) == 1 and pulls[0]["title"] == "ASAP: the other apply"
+        reply = d.comments_on(REPO, 1)[-1]["body"]
+        assert "got there first" in reply and f"/pull/{pulls[0]['number']}" in reply
+        assert "422" not in reply and "⚠️" not in reply
+    finally:
+        d.__exit__()
+
+
+def test_a_config_line_cannot_break_out_of_the_pr_bodys_diff_fence(tmp_path):
+    """The diff shows the config's own lines: a comment holding ``` and a mention stays inside the code block."""
+    p = mesh_proposal()
+    d = make_double()
+    hostile = CFG.replace("ici_fsdp_parallelism: -1", "# see ``` then @octocat <b>x</b>\nici_fsdp_parallelism: -1", 1)
+    d.commit(REPO, "main", {"configs/llama3-8b.yml": hostile})
+    try:
+        async def go():
+            async with WebhookHarness(d, tmp_path) as h:
+                await say(h, f"@asap apply {p.rank} of run 123", "alice", 1)
+
+        asyncio.run(go())
+        body = apply_pulls(d)[0]["body"]
+        diff_block = body.split("<summary>Diff</summary>", 1)[1]
+        assert diff_block.lstrip().startswith("````diff") and "# see ``` then @octocat" in diff_block
+        assert diff_block.rstrip().endswith("````\n\n</details>".rstrip())
     finally:
         d.__exit__()

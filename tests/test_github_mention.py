@@ -6,15 +6,16 @@ from __future__ import annotations
 import asyncio
 
 from integrations.github.commands import parse_command
-from tests.doubles.github_rest_double import GitHubRestDouble, WebhookHarness, comment_event
+from tests.doubles.github_rest_double import GitHubRestDouble, WebhookHarness
+from tests.doubles.github_rest_double import example_comment_event as comment_event  # octokit/webhooks examples
 
 REPO = "acme/llm"
 WORD = "infra-bot"
 
 
 def test_parse_errors_show_the_configured_word():
-    assert parse_command("apply", WORD).error == f"say which proposal, e.g. '@{WORD} apply 2'"
-    assert parse_command("explain", WORD).error == f"say which proposal, e.g. '@{WORD} explain 2'"
+    assert parse_command("apply", WORD).error == f"say which proposal, e.g. `@{WORD} apply 2`"
+    assert parse_command("explain", WORD).error == f"say which proposal, e.g. `@{WORD} explain 2`"
     assert "@asap explain 2" in (parse_command("explain").error or "")  # the default word stays asap
 
 
@@ -41,7 +42,7 @@ def test_replies_name_the_configured_mention_word(tmp_path):
         replies = [c["body"] for c in d.comments_on(REPO, 1)] + [c["body"] for c in d.comments_on(REPO, 2)]
         assert len(replies) == 3, replies
         apply_reply, explain_reply, which_run = replies
-        assert f"@{WORD} apply 2" in apply_reply and "Nothing was changed" in apply_reply
+        assert f"`@{WORD} apply 2`" in apply_reply and "Nothing was changed" in apply_reply
         assert f"Apply it with `@{WORD} apply 1`" in explain_reply and "Proposal 1 for run 311" in explain_reply
-        assert f"@{WORD} why is run 123 slow?" in which_run
+        assert f"`@{WORD} why is run 123 slow?`" in which_run
         assert not any("@asap" in r for r in replies), replies

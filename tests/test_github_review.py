@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from integrations.github.review import REVIEW_MARKER
-from tests.doubles.github_rest_double import GitHubRestDouble, WebhookHarness, pull_event
+from tests.doubles.github_rest_double import GitHubRestDouble, WebhookHarness, example_pull_event, pull_event
 
 REPO = "acme/llm"
 RUNS = Path(__file__).resolve().parents[1] / "examples" / "runs"
@@ -33,7 +33,7 @@ async def _push_and_review(h: WebhookHarness, d: GitHubRestDouble, files: dict[s
     sha = d.commit(REPO, "change", files, parent_branch="main" if number is None else "change")
     if number is None:
         number = d.open_pull(REPO, "change", title="mesh change", body=body)
-    status, _ = await h.deliver("pull_request", pull_event(REPO, number, sha, action))
+    status, _ = await h.deliver("pull_request", example_pull_event(REPO, number, sha, action))
     assert status == 202
     await h.drain()
     return number, sha
@@ -149,3 +149,77 @@ def test_other_pull_request_actions_are_ignored(tmp_path, action):
 
         status, body = asyncio.run(go())
         assert status == 200 and "not reviewed" in body["ignored"]
+
+
+# ------------------------------------------------------------------------ issue 16, items 11 and 12
+NEW = "configs/new-13b.yml"
+
+
+def _new_file_review(d: GitHubRestDouble, tmp_path, settings: str | None, text: str) -> tuple[str, list[str]]:
+    setup_repo(d, settings=settings)
+
+    async def go():
+        async with WebhookHarness(d, tmp_path) as h:
+            sha = d.commit(REPO, "change", {NEW: text}, parent_branch="main")
+            n = d.open_pull(REPO, "change", title="a new config")
+            status, _ = await h.deliver("pull_request", example_pull_event(REPO, n, sha, "opened"))
+            assert status == 202
+            await h.drain()
+            return n, sha
+
+    n, sha = asyncio.run(go())
+    body = review_comments(d, n)[0]["body"]
+    return body, [s["state"] for s in d.repos[REPO].statuses if s["sha"] == sha]
+
+
+def test_new_config_without_run_or_declared_chips_is_not_a_green_review(tmp_path):
+    """fsdp=16 tensor=8 multiplies to 128: checked against itself it would always pass."""
+    with GitHubRestDouble() as d:
+        body, states = _new_file_review(d, tmp_path, None, mesh(CFG_311, 16, 8))
+    assert states == ["pending"]  # commit statuses have no neutral state; never "success"
+    assert "chip count unknown" in body and "❔" in body and "chips:" in body
+    assert "product" not in body.split("chip count unknown", 1)[0]  # no product check is claimed
+
+
+def test_new_config_is_checked_against_the_chips_declared_in_asap_yml(tmp_path):
+    with GitHubRestDouble() as d:
+        body, states = _new_file_review(d, tmp_path, f"chips:\n  {NEW}: 256\n", mesh(CFG_311, 16, 8))
+    assert states == ["failure"]
+    assert "256 chips declared in .asap.yml" in body and "128" in body
+    assert "/tmp" not in body and "asap-review" not in body and "/new/" not in body  # repository paths only
+    assert f"`{NEW}`" in body
+    with GitHubRestDouble() as d:
+        body, states = _new_file_review(d, tmp_path, 'chips:\n  "configs/*.yml": {chips: 128}\n', mesh(CFG_311, 16, 8))
+    assert states == ["success"] and "128 chips declared in .asap.yml" in body
+
+
+def test_review_findings_name_repository_paths_only(tmp_path):
+    with GitHubRestDouble() as d:
+        setup_repo(d)
+
+        async def go():
+            async with WebhookHarness(d, tmp_path) as h:
+                return await _push_and_review(h, d, {"configs/llama.yml": mesh(CFG_311, 16, 3)}, "opened")
+
+        n, _ = asyncio.run(go())
+        body = review_comments(d, n)[0]["body"]
+    assert "product" in body and "configs/llama.yml" in body
+    assert "/tmp" not in body and "asap-review" not in body and "examples/runs" not in body
+
+
+def test_a_review_comment_from_an_older_asap_is_updated_not_duplicated(tmp_path):
+    with GitHubRestDouble() as d:
+        setup_repo(d)
+        d.commit(REPO, "change", {"configs/llama.yml": mesh(CFG_311, 32, 8)}, parent_branch="main")
+        n = d.open_pull(REPO, "change", title="mesh change")
+        old = d.add_comment(REPO, n, "<!-- asap:review -->\n### ASAP sharding review (old)", user="asap-bot")
+        fake = d.add_comment(REPO, n, "<!-- asap:review -->\nnot the bot", user="mallory")
+
+        async def go():
+            async with WebhookHarness(d, tmp_path) as h:
+                await _push_and_review(h, d, {"configs/llama.yml": mesh(CFG_311, 8, 32)}, "synchronize", n)
+
+        asyncio.run(go())
+        comments = d.comments_on(REPO, n)
+        assert len(comments) == 2 and d.repos[REPO].comments[fake]["body"].endswith("not the bot")
+        assert d.repos[REPO].comments[old]["body"].startswith("<!-- asap:review=") and "tensor=32" in d.repos[REPO].comments[old]["body"]

@@ -10,7 +10,8 @@ import pytest
 from bot.auth import ApplyPolicy
 from bot.errors import AsapError, ConfigError
 from integrations.codehost.base import safe_repo_path
-from integrations.codehost.github import GitHubAuthSettings, GitHubClients
+from integrations.codehost.github import GitHubAuthSettings, GitHubClients, check_api_url
+from integrations.github import markdown as md
 from integrations.github.commands import find_mention, parse_command
 from integrations.github.config import GitHubIntegration
 from integrations.github.events import job_from_event
@@ -179,3 +180,62 @@ def test_explain_mention_renders_the_computed_proposal(tmp_path: Path):
         asyncio.run(go())
         body = d.comments_on("acme/llm", 1)[0]["body"]
         assert "Proposal 1 for run 311" in body and "check product: passed" in body and "```diff" in body
+
+
+# ------------------------------------------------------------------------ issue 16, items 10 and 15
+@pytest.mark.parametrize("url", [
+    "http://localhost@evil.com/api/v3",  # user info: the host is evil.com
+    "http://127.0.0.1@evil.com", "https://user:pw@api.github.com", "http://localhost.evil.com/api/v3",
+    "http://127.0.0.1.nip.io/api", "http://evil.example", "ftp://api.github.com", "https://", "api.github.com",
+    "https://api.github.com/?x=1", "https://api.github.com:99999",
+])
+def test_api_url_is_parsed_and_refused(url):
+    with pytest.raises(AsapError) as exc:
+        GitHubAuthSettings.from_env({"GITHUB_TOKEN": "t", "GITHUB_API_URL": url})
+    assert exc.value.field == "GITHUB_API_URL"
+
+
+@pytest.mark.parametrize("url", ["https://api.github.com", "https://ghe.example.com/api/v3/", "http://localhost:8080/api/v3",
+                                 "http://127.0.0.1:9", "http://[::1]:9/api", "http://127.1.2.3"])
+def test_api_url_https_or_loopback_http_is_accepted(url):
+    assert check_api_url(url) == url.rstrip("/")
+    assert GitHubAuthSettings.from_env({"GITHUB_TOKEN": "t", "GITHUB_API_URL": url}).api_url == url.rstrip("/")
+
+
+def test_markdown_escaping_neutralises_mentions_html_and_markers():
+    evil = "cc @octocat, x.@acme/ml-infra <img src=x> <!-- asap:reply=a/b#1/comment/2 sig=" + "0" * 32 + " --> [l](u) | *b*"
+    out = md.text(evil)
+    assert "@octocat" not in out.replace("@&#8203;octocat", "") and "@&#8203;acme/ml-infra" in out
+    assert "<" not in out and ">" not in out and "<!--" not in out
+    assert "\\|" in out and "\\*b\\*" in out and "\\[l\\]" in out
+    assert md.text("mail alice@acme.dev") == "mail alice@acme.dev"  # an e-mail address is not a mention
+    assert md.text("try `@asap apply 2`") == "try `@asap apply 2`"  # a code span stays one (inert)
+    assert md.code("a`b") == "``a`b``" and "<!--" not in md.code("<!-- asap:x -->")
+    assert md.fenced("```\nx").startswith("````")
+
+
+def test_signed_markers_cannot_be_forged_or_moved_to_another_key():
+    secret = b"server-secret"
+    mark = md.marker(secret, "reply", "a/b#1/comment/2")
+    assert md.has_valid_marker(secret, f"{mark}\nbody")
+    assert not md.has_valid_marker(b"other", f"{mark}\nbody")
+    moved = mark.replace("comment/2", "comment/3")
+    assert not md.has_valid_marker(secret, moved)
+    assert not md.has_valid_marker(secret, "<!-- asap:job=x -->")
+    assert md.marker(secret, "reply", "a/b#1/comment/2") == mark  # stable: the same reply is found again
+
+
+def test_a_spoofed_api_url_never_gets_the_token_and_a_loopback_one_does():
+    """Against the REST double: ``http://localhost@127.0.0.1:<port>`` looks like localhost but is a request to
+    the host after the ``@`` (here the double, in production anyone): refused before any request is made."""
+    with GitHubRestDouble() as d:
+        d.add_repo("acme/llm", {"a.yml": "ici_data_parallelism: 2\n"})
+        port = d.base_url.rsplit(":", 1)[1]
+        env = {"GITHUB_WEBHOOK_SECRET": "w", "GITHUB_TOKEN": "bot-token", "GITHUB_BOT_LOGIN": "asap-bot"}
+        with pytest.raises(AsapError, match="user info"):
+            GitHubIntegration.from_env({**env, "GITHUB_API_URL": f"http://localhost@127.0.0.1:{port}"})
+        assert d.requests == []
+        gi = GitHubIntegration.from_env({**env, "GITHUB_API_URL": f"http://localhost:{port}"})
+        host = gi.clients.host("acme/llm")
+        assert host.read_file("a.yml", "main") == "ici_data_parallelism: 2\n"
+        assert {login for _, _, login in d.requests} == {"asap-bot"}

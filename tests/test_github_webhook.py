@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from integrations.github.handlers import job_marker
-from tests.doubles.github_rest_double import GitHubRestDouble, WebhookHarness, comment_event
+from integrations.github import markdown as md
+from tests.doubles.github_rest_double import GitHubRestDouble, WebhookHarness
+from tests.doubles.github_rest_double import example_comment_event as comment_event  # octokit/webhooks examples
 
 REPO = "acme/llm"
 CONFIG = (Path(__file__).resolve().parents[1] / "examples" / "runs" / "123" / "maxtext.yml").read_text()
@@ -73,23 +74,29 @@ def test_mention_gets_one_answer_and_a_redelivery_posts_nothing_more(double, tmp
     comments = double.comments_on(REPO, 1)
     assert len(comments) == 1
     body = comments[0]["body"]
-    assert job_marker("github:abc-123") in body
+    assert body.startswith(md.marker(b"whsec-test", "reply", f"{REPO}#1/comment/1"))  # keyed by the comment
     assert comments[0]["user"] == "asap-bot"
     assert "compute" in body.lower() and "123" in body  # the run's diagnosis, not the progress note
     assert "looking into it" not in body
-    assert "<details>" in body  # the long analysis is folded
+    assert body.count("<details>") == 1  # the details are folded once
 
 
-def test_bot_own_comments_are_ignored(double, tmp_path):
+def test_bot_own_comments_are_ignored_but_a_typed_marker_is_not_a_pass(double, tmp_path):
+    signed = md.marker(b"whsec-test", "reply", f"{REPO}#1/comment/9")
+
     async def go():
         async with WebhookHarness(double, tmp_path) as h:
             own = await h.deliver("issue_comment", comment_event(REPO, 1, "@asap why is run 123 slow?", login="asap-bot"))
-            marked = await h.deliver("issue_comment", comment_event(REPO, 1, "<!-- asap:job=x --> @asap why 123", login="bob"))
-            return own, marked
+            marked = await h.deliver("issue_comment", comment_event(REPO, 1, f"{signed}\n@asap why is run 123 slow?",
+                                                                    login="someone-else"))
+            typed = await h.deliver("issue_comment", comment_event(REPO, 1, "<!-- asap:job=x --> @asap why is run 123 slow?",
+                                                                   login="bob", comment_id=5))
+            return own, marked, typed
 
-    own, marked = run(go())
+    own, marked, typed = run(go())
     assert own[1]["ignored"] == "the bot's own comment"
-    assert marked[1]["ignored"] == "the bot's own comment"
+    assert marked[1]["ignored"] == "the bot's own comment"  # a marker signed with the server secret
+    assert typed[0] == 202 and typed[1]["status"] == "queued"  # an unsigned marker makes a person's comment nothing special
 
 
 def test_injection_in_a_comment_changes_nothing(double, tmp_path):

@@ -6,6 +6,7 @@ Each command group lives in its own module and registers itself on :data:`cli`; 
 
 from __future__ import annotations
 
+import os
 import sys
 
 import click
@@ -24,11 +25,20 @@ err_console = Console(stderr=True, highlight=False)
     default=None,
     help="Folder of runs (<runs dir>/<run id>/run.yaml). Default: the bundled examples/runs.",
 )
+@click.option(
+    "--runs",
+    envvar="ASAP_RUNS",
+    default=None,
+    help="Run stores searched in order, comma-separated: DIR, gs://bucket/prefix, s3://bucket/prefix, "
+    "mlflow+http://host:port[/experiment], tb:LOGDIR (docs/run-stores.md). Overrides --runs-dir.",
+)
 @click.pass_context
-def cli(ctx: click.Context, runs_dir: str | None) -> None:
+def cli(ctx: click.Context, runs_dir: str | None, runs: str | None) -> None:
     """ASAP: why is this training run slow, and what sharding should it use instead?"""
     ctx.ensure_object(dict)
     ctx.obj["runs_dir"] = runs_dir
+    if runs:  # every front end below (agents, serve, workers) opens stores through bot.runs.open
+        os.environ["ASAP_RUNS"] = runs
 
 
 def _register() -> None:

@@ -20,14 +20,15 @@ from bot.analysis.diagnosis import LABEL
 from bot.analysis.report import AnalysisReport
 from bot.cli import cli
 from bot.errors import AsapError
-from bot.runs.store import RUN_FILE, LocalRunStore, Run
+from bot.runs.open import ChainStore, open_runs
+from bot.runs.store import RUN_FILE, Run
 
 _MAX_LISTED_FILES = 200
 
 
-def _store(ctx: click.Context) -> LocalRunStore:
+def _store(ctx: click.Context) -> ChainStore:
     obj = ctx.find_root().obj or {}
-    return LocalRunStore(obj.get("runs_dir"))
+    return open_runs(runs_dir=obj.get("runs_dir"))
 
 
 def _console() -> Console:
@@ -55,12 +56,21 @@ def _model_label(run: Run) -> str:
 # --------------------------------------------------------------------------------------------- runs
 @cli.command("runs")
 @click.option("--json", "as_json", is_flag=True, help="Print the list as JSON.")
+@click.option("--limit", type=click.IntRange(1, 1000), default=100, show_default=True, help="Runs per page.")
+@click.option("--page-token", default=None, help="Go on from where the previous page ended (printed below it).")
 @click.pass_context
-def runs_cmd(ctx: click.Context, as_json: bool) -> None:
-    """List the runs in the runs folder: ID, name, chips, mesh, model."""
+def runs_cmd(ctx: click.Context, as_json: bool, limit: int, page_token: str | None) -> None:
+    """List the runs in the configured stores, a page at a time: ID, name, chips, mesh, model."""
     store = _store(ctx)
     rows: list[dict[str, str | int | None]] = []
-    for run_id in store.list_ids():
+    page, next_token = store.list_page(limit, page_token)
+    for entry in page:
+        run_id = str(entry["id"])
+        if not entry.get("local"):  # remote stores: list without downloading every run's files
+            rows.append({"id": run_id, "name": entry.get("name"), "chip": entry.get("chip"),
+                         "num_chips": entry.get("num_chips"), "num_slices": None, "mesh": None,
+                         "model": "", "error": None, "where": entry.get("where")})
+            continue
         try:
             run = store.get(run_id)
         except AsapError as exc:  # a broken run.yaml is shown, never silently skipped
@@ -80,26 +90,32 @@ def runs_cmd(ctx: click.Context, as_json: bool) -> None:
                 "error": problems[0] if problems else None,
             }
         )
+    where = ", ".join(store.describe())
     if as_json:
-        click.echo(json.dumps({"runs_dir": str(store.root), "runs": rows}, indent=2))
+        click.echo(json.dumps({"runs_dir": where, "stores": store.describe(), "runs": rows,
+                               "next_page_token": next_token, "warnings": store.warnings}, indent=2))
         return
     console = _console()
+    for warning in store.warnings:
+        console.print(f"[yellow]warning:[/] {escape(warning)}")
     if not rows:
-        console.print(f"No runs in {escape(str(store.root))} (each run is <run id>/{RUN_FILE}).")
+        console.print(f"No runs in {escape(where)} (each run is <run id>/{RUN_FILE}).")
         return
-    table = Table(title=f"Runs in {escape(str(store.root))}", title_justify="left")
+    table = Table(title=f"Runs in {escape(where)}", title_justify="left")
     for col in ("ID", "Name", "Chips", "Mesh", "Model"):
         table.add_column(col, overflow="fold")
     for row in rows:
         if "chip" not in row:
             table.add_row(escape(str(row["id"])), f"[red]unreadable: {escape(str(row['error']))}[/]", "", "", "")
             continue
-        chips = f"{row['chip']} x {row['num_chips']}"
+        chips = f"{row['chip']} x {row['num_chips']}" if row["chip"] else "-"
         if row["num_slices"] and int(row["num_slices"]) > 1:
             chips += f" ({row['num_slices']} slices)"
         mesh = escape(str(row["mesh"])) if row["mesh"] else ("[red]config error[/]" if row["error"] else "-")
         table.add_row(escape(str(row["id"])), escape(str(row["name"] or "")), escape(chips), mesh, escape(str(row["model"])))
     console.print(table)
+    if next_token:
+        console.print(f"more: asap runs --limit {limit} --page-token {next_token}")
 
 
 # --------------------------------------------------------------------------------------------- show
@@ -154,11 +170,15 @@ def show_cmd(ctx: click.Context, run_id: str, as_json: bool) -> None:
         }
     files = _run_files(run)
     if as_json:
-        click.echo(json.dumps({"folder": str(run.folder), "record": record, "config": config, "profile_files": files}, indent=2))
+        click.echo(json.dumps({"folder": str(run.folder), "found_in": run.where, "record": record, "config": config, "profile_files": files}, indent=2))
         return
     console = _console()
     console.print(f"[bold]Run {escape(rec.id)}[/]" + (f" — {escape(rec.name)}" if rec.name else ""))
-    console.print(f"folder: {escape(str(run.folder))}")
+    console.print(f"found in: {escape(run.where)}")
+    if run.origin:
+        console.print(f"cached at: {escape(str(run.folder))}")
+    else:
+        console.print(f"folder: {escape(str(run.folder))}")
     console.print()
     console.print(f"[bold]{RUN_FILE}[/]")
     console.print(escape(yaml.safe_dump(record, sort_keys=False, width=100, allow_unicode=True).rstrip()), soft_wrap=True)
@@ -281,11 +301,19 @@ def render_report(report: AnalysisReport, console: Console) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print the AnalysisReport JSON only (docs/json-output.md).")
 @click.option("--top", "top_n", type=click.IntRange(0, 1000), default=DEFAULT_TOP_N, show_default=True,
               help="How many top ops to list.")
+@click.option("--session", default=None, help="Profile session to read (plugins/profile/<session>); default: newest.")
+@click.option("--write-back", is_flag=True,
+              help="Record the diagnosis on the run in its store (MLflow tags and note; needs ASAP_MLFLOW_WRITE_BACK=1).")
 @click.pass_context
-def why_cmd(ctx: click.Context, run_id: str, as_json: bool, top_n: int) -> None:
+def why_cmd(ctx: click.Context, run_id: str, as_json: bool, top_n: int, session: str | None, write_back: bool) -> None:
     """Diagnose why RUN is slow: bottleneck, KPIs, top ops on the roofline, evidence, confidence."""
-    run = _store(ctx).get(run_id)
+    store = _store(ctx)
+    run = store.get(run_id, session=session)
     report = analyze_run(run, top_n=top_n)
+    if write_back:
+        d = report.diagnosis
+        store.write_back(run, {"asap.bottleneck": str(d.bottleneck.value if hasattr(d.bottleneck, "value") else d.bottleneck),
+                               "asap.confidence": f"{d.confidence:.2f}"}, f"ASAP: {d.summary}")
     if as_json:
         click.echo(report.model_dump_json(indent=2))
         return

@@ -34,10 +34,10 @@ def apply_cmd(ctx: click.Context, run_id: str, index: int, repo: str, config_pat
               github_repo: str | None) -> None:
     """Apply proposal INDEX of RUN_ID: a bot-owned branch with one commit that edits only the lines it changes."""
     from bot.apply import apply_proposal
-    from bot.runs.store import LocalRunStore
+    from bot.runs.open import open_runs
     from bot.runtime.jobs import Requester
 
-    runs = LocalRunStore((ctx.obj or {}).get("runs_dir"))
+    runs = open_runs(runs_dir=(ctx.obj or {}).get("runs_dir"))
     requester = Requester(source="cli", user_id=getpass.getuser() or "local")
     if github_repo:
         from integrations.codehost.github import GitHubAuthSettings, GitHubClients

@@ -12,19 +12,21 @@ from pathlib import Path
 from typing import Any
 
 import click
+import yaml
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from bot import fmt
-from bot.cli import cli
+from bot.cli import cli, err_console
 
 console = Console(highlight=False, soft_wrap=True)
 
 
 def _store(ctx: click.Context):  # noqa: ANN202 - LocalRunStore
-    from bot.runs.store import LocalRunStore
+    from bot.runs.open import open_runs
 
-    return LocalRunStore((ctx.obj or {}).get("runs_dir"))
+    return open_runs(runs_dir=(ctx.obj or {}).get("runs_dir"))
 
 
 _ms = fmt.ms
@@ -311,14 +313,47 @@ def _aot_for_review(run: Any, new_path: Path, result: Any, timeout_s: float) -> 
 @cli.command("eval")
 @click.argument("cases_dir", type=click.Path(path_type=Path))
 @click.option("--json", "as_json", is_flag=True, help="Print the eval report as JSON.")
-def eval_cmd(cases_dir: Path, as_json: bool) -> None:
-    """Run the proposal engine over eval case folders and report match rates and errors."""
+@click.option(
+    "--floor", "floor_path", type=click.Path(path_type=Path), default=None,
+    help="Compare the published-case figures with this floor file (e.g. examples/eval/floor.yaml); exit 1 on a regression.",
+)
+@click.option(
+    "--write-floor", "write_floor", type=click.Path(path_type=Path), default=None,
+    help="Write the figures measured now as the new floor file.",
+)
+def eval_cmd(cases_dir: Path, as_json: bool, floor_path: Path | None, write_floor: Path | None) -> None:
+    """Run the proposal engine over eval case folders and report match rates and errors.
+
+    Published cases (every folder not named sample-*) give the headline figures: adopted-config top-1/top-3,
+    OOM recall and false-OOM rate, Critic false rejections, step-time error after one calibration per
+    hardware family, memory error, and the Spearman of predicted vs measured throughput within each table.
+    """
+    from bot.proposals.eval_floor import floor_from, load_floor, regressions
     from bot.proposals.evaluate import run_eval
 
     report = run_eval(cases_dir)
+    floor = load_floor(floor_path) if floor_path is not None else None
+    if write_floor is not None:
+        write_floor.write_text(
+            yaml.safe_dump(floor_from(report, measured_on="asap eval --write-floor").model_dump(), sort_keys=False),
+            encoding="utf-8",
+        )
     if as_json:
         click.echo(report.model_dump_json(indent=2))
-        return
+    else:
+        _print_eval(cases_dir, report)
+    if floor is not None:
+        missed = regressions(report, floor)
+        for line in missed:
+            err_console.print(f"[red]regression[/red]: {escape(line)}")
+        if missed:
+            raise SystemExit(1)
+        if not as_json:
+            console.print(f"floor {escape(str(floor_path))}: no figure regressed")
+
+
+def _print_eval(cases_dir: Path, report) -> None:  # type: ignore[no-untyped-def]
+    """The eval report as tables: one row per case, then the published figures and one row per table."""
     table = Table(title=f"asap eval {cases_dir}")
     for col in ("case", "kind", "top-1", "top-3", "kind/verdict", "failing", "step err", "s", "notes"):
         table.add_column(col, overflow="fold")
@@ -345,9 +380,33 @@ def eval_cmd(cases_dir: Path, as_json: bool) -> None:
         return "-" if x is None else f"{x:.0%}"
 
     console.print(
-        f"top-1 {pct(report.top1_rate)}  top-3 {pct(report.top3_rate)}  verdict {pct(report.verdict_match_rate)}  "
+        f"(published cases) top-1 {pct(report.top1_rate)}  top-3 {pct(report.top3_rate)}  verdict {pct(report.verdict_match_rate)}  "
         f"kind top-3 {pct(report.kind_top3_rate)}  proposals failing a check "
         f"{pct(report.failing_check_rate)}  step-time error mean {pct(report.step_time_error_mean)} "
         f"max {pct(report.step_time_error_max)}  "
         f"time/case {report.seconds_per_case or 0:.2f} s"
     )
+    figs = report.published
+    if figs is not None:
+        cal = ", ".join(f"{k} x{v:.2f}" for k, v in figs.calibration.items()) or "none"
+        console.print(
+            f"published: {figs.cases} cases; adopted config top-1 {pct(figs.top1_rate)} top-3 {pct(figs.top3_rate)} "
+            f"(of {figs.adopted_cases}); OOM recall {pct(figs.oom_recall)} (of {figs.oom_cases}); false OOM "
+            f"{pct(figs.false_oom_rate)} (of {figs.ran_cases}); Critic false rejections {figs.critic_false_rejections} "
+            f"({pct(figs.critic_false_rejection_rate)}); step-time |error| median {pct(figs.step_time_error_median_uncalibrated)} "
+            f"raw, {pct(figs.step_time_error_median)} after calibration ({cal}); memory |error| median "
+            f"{pct(figs.memory_error_median)} over {figs.memory_points}"
+        )
+        tables = Table(title="published tables")
+        for col in ("table", "rows", "metric", "Spearman", "step err (cal.)", "memory pred/meas"):
+            tables.add_column(col, overflow="fold")
+        for t in figs.tables:
+            mem = "-" if t.memory_ratio_min is None else f"{t.memory_ratio_min:.2f}-{t.memory_ratio_max:.2f}"
+            rho = "-" if t.spearman is None else f"{t.spearman:+.2f}"
+            tables.add_row(t.table, str(t.rows), t.metric or "-", rho, pct(t.step_time_error_median), mem)
+        console.print(tables)
+    if report.samples is not None:
+        console.print(
+            f"sample-* cases (ASAP's own physics model, not counted): {report.samples.cases}, "
+            f"top-1 {pct(report.samples.top1_rate)} top-3 {pct(report.samples.top3_rate)}"
+        )

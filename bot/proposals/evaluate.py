@@ -32,22 +32,39 @@ from pathlib import Path
 from typing import Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, ValidationError, model_validator
 
 from bot.configs.mesh import Mesh
 from bot.errors import AsapError
+from bot.proposals.eval_figures import figures, measured_points
 from bot.proposals.kinds import MIN_DISTANCE, distance, kind_of, mesh_key
-from bot.proposals.models import CaseResult, EvalReport
+from bot.proposals.models import CaseResult, EvalReport, MeasuredPoint
 
 EXPECTED_FILE = "expected.yaml"
 CONFIG_ONLY_MAX_CRITIQUED = 200
 
 
 class MeasuredOutcome(BaseModel):
+    """One measured outcome of a configuration, as the source states it (at least one figure, or ``oom``)."""
+
     model_config = ConfigDict(extra="forbid")
-    mesh: Mesh
-    step_time_ms: PositiveFloat
-    source: str | None = None
+    mesh: Mesh | None = Field(default=None, description="the measured mesh; default: the case config's mesh")
+    step_time_ms: PositiveFloat | None = Field(default=None, description="stated step time, milliseconds")
+    tokens_per_second_per_chip: PositiveFloat | None = Field(default=None, description="stated tokens/s per chip (GPU)")
+    tflops_per_chip: PositiveFloat | None = Field(default=None, description="stated model TFLOP/s per chip (GPU)")
+    mfu_percent: float | None = Field(default=None, gt=0, le=100, description="stated model FLOPs utilization")
+    peak_memory_gib: PositiveFloat | None = Field(default=None, description="stated peak memory per chip, GiB")
+    oom: bool = Field(default=False, description="the source states this configuration ran out of memory")
+    source: str | None = Field(default=None, description="where in the source (table, row, footnote)")
+
+    @model_validator(mode="after")
+    def _something_measured(self) -> MeasuredOutcome:
+        figures = (self.step_time_ms, self.tokens_per_second_per_chip, self.tflops_per_chip, self.mfu_percent,
+                   self.peak_memory_gib)
+        if not self.oom and all(v is None for v in figures):
+            raise ValueError("a measured outcome needs a figure (step_time_ms, tokens_per_second_per_chip, "
+                             "tflops_per_chip, mfu_percent, peak_memory_gib) or oom: true")
+        return self
 
 
 class Expected(BaseModel):
@@ -57,8 +74,26 @@ class Expected(BaseModel):
     schema_version: Literal[1] = 1
     kind: Literal["profiled", "config_only"]
     source: str = Field(min_length=1, description="citation: file/URL of the expert config or measurement")
+    url: str | None = Field(default=None, description="link to the source at a fixed revision")
+    table: str | None = Field(
+        default=None, description="the published table this case is a row of; rank correlation is computed per table"
+    )
+    row: str | None = Field(default=None, description="the row as the source labels it")
+    stated: list[str] = Field(default_factory=list, description="what the source states, quoted or closely paraphrased")
+    assumed: list[str] = Field(default_factory=list, description="what the case assumes beyond the source, and why")
+    memory_capacity_matches: bool = Field(
+        default=True,
+        description="false when the measured hardware's memory differs from the catalog chip: OOM is then not scored",
+    )
+    hardware_variant: str | None = Field(
+        default=None,
+        description="the measured hardware is a variant of the catalog chip (e.g. '96gb-hbm2e-500w'): its points are "
+        "calibrated as a family of their own",
+    )
     adopted_mesh: Mesh | None = None
-    expected_verdict: Literal["improve", "near_optimal", "mesh_not_the_problem", "no_valid_proposals"] | None = Field(
+    expected_verdict: Literal[
+        "improve", "near_optimal", "uncertain", "current_fails", "mesh_not_the_problem", "no_valid_proposals"
+    ] | None = Field(
         default=None, description="profiled: the verdict an expert would give (e.g. mesh_not_the_problem for host-bound)"
     )
     expected_kinds: list[str] = Field(
@@ -115,18 +150,12 @@ def _recheck_failures(run, report, proposals) -> int:  # type: ignore[no-untyped
     return bad
 
 
-def _step_errors(run, expected: Expected, calibration) -> list[float]:  # type: ignore[no-untyped-def]
-    from knowledge import costmodel
-    from knowledge.cost_settings import settings_for_run
-
-    settings = settings_for_run(run)
-    if not expected.measured or not costmodel.model_known(run.record, settings):
-        return []
-    out = []
-    for m in expected.measured:
-        pred = costmodel.predict(run.record, m.mesh, calibration=calibration, settings=settings)
-        out.append(abs(pred.step_time_ms - m.step_time_ms) / m.step_time_ms)
-    return out
+def _step_errors(points: list[MeasuredPoint]) -> list[float]:
+    """|predicted - measured| / measured step time of each measured outcome that has both."""
+    return [
+        abs(p.predicted_step_ms - p.measured_step_ms) / p.measured_step_ms
+        for p in points if p.predicted_step_ms and p.measured_step_ms
+    ]
 
 
 def _pmesh(p) -> Mesh:  # type: ignore[no-untyped-def]
@@ -169,6 +198,7 @@ def eval_profiled(run, expected: Expected) -> CaseResult:  # type: ignore[no-unt
     if expected.adopted_mesh is None and verdict_ok is not None:
         top1 = top3 = verdict_ok
     calibration = Calibration.model_validate(ps.calibration) if ps.calibration else None
+    points = measured_points(run, expected, base, calibration)
     return CaseResult(
         verdict=ps.verdict,
         verdict_match=verdict_ok,
@@ -183,7 +213,8 @@ def eval_profiled(run, expected: Expected) -> CaseResult:  # type: ignore[no-unt
         adopted=expected.adopted_mesh.short() if expected.adopted_mesh else None,
         proposals_failing_check=_recheck_failures(run, report, ps.proposals),
         proposals_total=len(meshes),
-        step_time_errors=_step_errors(run, expected, calibration),
+        step_time_errors=_step_errors(points),
+        points=points,
         seconds=0.0,
         notes=notes,
     )
@@ -205,6 +236,7 @@ def eval_config_only(run, expected: Expected) -> CaseResult:  # type: ignore[no-
             field="adopted_mesh",
         )
     notes: list[str] = []
+    points = measured_points(run, expected, expert)
     expert_check = critique(run, expert, settings=settings)
     if not expert_check.ok:
         notes.append("the expert mesh FAILS the Critic: " + "; ".join(c.reason for c in expert_check.failures if c.hard))
@@ -216,14 +248,15 @@ def eval_config_only(run, expected: Expected) -> CaseResult:  # type: ignore[no-
         return CaseResult(
             verdict=None, verdict_match=None, case=record.id, kind="config_only", source=expected.source, top1=None, top3=None, kind_top3=None,
             expert_rank=None, expert_passes_critic=expert_check.ok, proposals=[], adopted=expert.short(),
-            proposals_failing_check=0, proposals_total=0, step_time_errors=[], seconds=0.0, notes=notes,
+            proposals_failing_check=0, proposals_total=0, step_time_errors=[], seconds=0.0, notes=notes, points=points,
         )
     expert_pred = costmodel.predict(record, expert, settings=settings)
     noise = expert_pred.uncertainty * expert_pred.step_time_ms
     meshes = meshsearch.enumerate_meshes(record)
     scores = meshsearch.score_meshes(record, meshes, None, settings=settings)
     order = sorted(
-        (float(t), m) for t, m in zip(scores, meshes, strict=True) if float(t) < expert_pred.step_time_ms - noise
+        ((float(t), m) for t, m in zip(scores, meshes, strict=True) if float(t) < expert_pred.step_time_ms - noise),
+        key=lambda tm: tm[0],  # equal predicted times keep enumeration order (meshes do not compare)
     ) if meshes else []
     better: list[Mesh] = []
     critiqued = 0
@@ -247,63 +280,89 @@ def eval_config_only(run, expected: Expected) -> CaseResult:  # type: ignore[no-
         f"{expert_pred.memory_per_chip_bytes / 1e9:.1f} GB per chip (band {(expert_pred.memory_low_bytes or 0) / 1e9:.1f}-"
         f"{(expert_pred.memory_high_bytes or 0) / 1e9:.1f}) of {expert_pred.memory_capacity_bytes / 1e9:.0f} GB"
     )
+    scored = expected.adopted_mesh is not None  # a config that ran out of memory was never adopted
     return CaseResult(
         verdict=None,
         verdict_match=None,
         case=record.id,
         kind="config_only",
         source=expected.source,
-        top1=rank == 1 and expert_check.ok,
-        top3=rank <= 3 and expert_check.ok,
+        top1=(rank == 1 and expert_check.ok) if scored else None,
+        top3=(rank <= 3 and expert_check.ok) if scored else None,
         kind_top3=None,
         expert_rank=rank,
         expert_passes_critic=expert_check.ok,
         proposals=[b.short() for b in better],
-        adopted=expert.short(),
+        adopted=expert.short() if scored else None,
         proposals_failing_check=0,
         proposals_total=0,
-        step_time_errors=_step_errors(run, expected, None),
+        step_time_errors=_step_errors(points),
+        points=points,
         seconds=0.0,
         notes=notes,
     )
 
 
+SAMPLE_PREFIX = "sample-"
+
+
+def _broken(folder: Path, error: str) -> CaseResult:
+    return CaseResult(
+        verdict=None, verdict_match=None, case=folder.name, kind="profiled", source="-", top1=None, top3=None,
+        kind_top3=None, expert_rank=None, proposals=[], adopted=None, proposals_failing_check=0, proposals_total=0,
+        step_time_errors=[], seconds=0.0, error=error,
+    )
+
+
+def _eval_case(store, folder: Path) -> CaseResult:  # type: ignore[no-untyped-def]
+    """One case folder; a broken case is a result with its error, not an exception."""
+    t0 = time.perf_counter()
+    table = None
+    try:
+        expected = load_expected(folder / EXPECTED_FILE)
+        table = expected.table
+        run = store.get(folder.name)
+        res = eval_profiled(run, expected) if expected.kind == "profiled" else eval_config_only(run, expected)
+    except AsapError as exc:
+        res = _broken(folder, exc.render())
+    except Exception as exc:  # noqa: BLE001 - one case's crash is reported (and fails the floor), not fatal to the eval
+        res = _broken(folder, f"internal error: {type(exc).__name__}: {exc}")
+    res.seconds = round(time.perf_counter() - t0, 3)
+    res.sample = folder.name.startswith(SAMPLE_PREFIX)
+    res.table = table
+    return res
+
+
 def run_eval(cases_dir: Path | str) -> EvalReport:
-    """Evaluate every case folder under ``cases_dir``; a broken case is reported, not fatal."""
+    """Evaluate every case folder under ``cases_dir``; a broken case is reported, not fatal.
+
+    The headline rates count only cases that are not ``sample-*`` (those come from ASAP's own physics model
+    and cannot show where it is wrong); the samples get their own figures in ``samples``.
+    """
     from bot.runs.store import LocalRunStore
 
     cases_dir = Path(cases_dir)
     store = LocalRunStore(cases_dir)
-    results: list[CaseResult] = []
-    for folder in case_folders(cases_dir):
-        t0 = time.perf_counter()
-        try:
-            expected = load_expected(folder / EXPECTED_FILE)
-            run = store.get(folder.name)
-            res = eval_profiled(run, expected) if expected.kind == "profiled" else eval_config_only(run, expected)
-        except AsapError as exc:
-            res = CaseResult(
-                verdict=None, verdict_match=None, case=folder.name, kind="profiled", source="-", top1=None, top3=None, kind_top3=None, expert_rank=None,
-                proposals=[], adopted=None, proposals_failing_check=0, proposals_total=0, step_time_errors=[],
-                seconds=0.0, error=exc.render(),
-            )
-        res.seconds = round(time.perf_counter() - t0, 3)
-        results.append(res)
+    results = [_eval_case(store, folder) for folder in case_folders(cases_dir)]
+    counted = [r for r in results if not r.sample]
+    samples = [r for r in results if r.sample]
 
     def rate(vals: list[bool | None]) -> float | None:
         xs = [v for v in vals if v is not None]
         return sum(xs) / len(xs) if xs else None
 
-    total = sum(r.proposals_total for r in results)
-    errors = [e for r in results for e in r.step_time_errors]
+    total = sum(r.proposals_total for r in counted)
+    errors = [e for r in counted for e in r.step_time_errors]
     return EvalReport(
         cases=results,
-        top1_rate=rate([r.top1 for r in results]),
-        top3_rate=rate([r.top3 for r in results]),
-        verdict_match_rate=rate([r.verdict_match for r in results]),
-        kind_top3_rate=rate([r.kind_top3 for r in results]),
-        failing_check_rate=(sum(r.proposals_failing_check for r in results) / total) if total else None,
+        top1_rate=rate([r.top1 for r in counted]),
+        top3_rate=rate([r.top3 for r in counted]),
+        verdict_match_rate=rate([r.verdict_match for r in counted]),
+        kind_top3_rate=rate([r.kind_top3 for r in counted]),
+        failing_check_rate=(sum(r.proposals_failing_check for r in counted) / total) if total else None,
         step_time_error_mean=statistics.fmean(errors) if errors else None,
         step_time_error_max=max(errors) if errors else None,
         seconds_per_case=statistics.fmean([r.seconds for r in results]) if results else None,
+        published=figures(counted),
+        samples=figures(samples) if samples else None,
     )

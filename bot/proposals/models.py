@@ -238,6 +238,67 @@ class CaseResult(_Out):
     seconds: float
     error: str | None = None
     notes: list[str] = Field(default_factory=list)
+    sample: bool = Field(default=False, description="generated from ASAP's own physics model (sample-*): reported apart")
+    table: str | None = Field(default=None, description="the published table the case is a row of")
+    points: list[MeasuredPoint] = Field(default_factory=list, description="each measured outcome vs ASAP's prediction")
+
+
+class MeasuredPoint(_Out):
+    """One measured outcome of an eval case next to what ASAP predicts for the same configuration."""
+
+    mesh: str
+    family: str = Field(description="hardware family one calibration is fitted over: chip, plus '-fp8' for fp8 runs")
+    measured_step_ms: float | None = Field(description="stated, or derived from the stated throughput (see step_from)")
+    step_from: str | None = Field(description="step_time_ms | tokens_per_second_per_chip | tflops_per_chip | mfu_percent")
+    predicted_step_ms: float | None = Field(description="ASAP's uncalibrated prediction")
+    metrics: dict[str, list[float]] = Field(
+        default_factory=dict, description="throughput metric -> [measured, predicted], for ranking within a table"
+    )
+    measured_memory_gib: float | None = None
+    predicted_memory_gib: float | None = None
+    measured_oom: bool = False
+    predicted_oom: bool | None = Field(description="the Critic's memory check fails hard (out of memory)")
+    oom_scored: bool = Field(description="false when the catalog chip's memory differs from the measured hardware")
+    critic_rejects: bool | None = Field(description="some hard Critic check fails this configuration")
+    critic_reasons: list[str] = Field(default_factory=list)
+
+
+class TableFigures(_Out):
+    """Rank agreement and error within one published table."""
+
+    table: str
+    metric: str | None = Field(description="the throughput metric every row of the table states")
+    rows: int
+    spearman: float | None = Field(description="Spearman rank correlation of predicted vs measured metric (>= 3 rows)")
+    step_time_error_median: float | None = Field(description="median |error| of step time after per-family calibration")
+    memory_ratio_min: float | None = None
+    memory_ratio_max: float | None = None
+
+
+class EvalFigures(_Out):
+    """The headline eval figures over one group of cases (published, or sample-*)."""
+
+    cases: int
+    adopted_cases: int = Field(description="cases that record an adopted configuration")
+    top1_rate: float | None
+    top3_rate: float | None
+    oom_cases: int
+    oom_recall: float | None = Field(description="measured OOMs the Critic calls out of memory")
+    ran_cases: int = Field(description="measured configurations that ran, with the catalog chip's memory")
+    false_oom_rate: float | None = Field(description="configurations that ran but are called out of memory")
+    critic_false_rejections: int = Field(description="configurations that ran but fail a hard Critic check")
+    critic_false_rejection_rate: float | None
+    calibration: dict[str, float] = Field(
+        default_factory=dict, description="hardware family -> measured/predicted step time (median; >= 3 points)"
+    )
+    step_time_points: int
+    step_time_error_median_uncalibrated: float | None
+    step_time_error_median: float | None = Field(description="after one calibration per hardware family")
+    memory_points: int
+    memory_error_median: float | None = Field(description="median |predicted/measured - 1| of peak memory")
+    memory_ratio_min: float | None
+    memory_ratio_max: float | None
+    tables: list[TableFigures] = Field(default_factory=list)
 
 
 class EvalReport(_Out):
@@ -251,3 +312,5 @@ class EvalReport(_Out):
     step_time_error_mean: float | None
     step_time_error_max: float | None
     seconds_per_case: float | None
+    published: EvalFigures | None = Field(default=None, description="figures over the cases that are not sample-*")
+    samples: EvalFigures | None = Field(default=None, description="sample-* cases (ASAP's own physics model), apart")

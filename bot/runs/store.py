@@ -31,10 +31,16 @@ class Run:
 
     record: RunRecord
     folder: Path
+    origin: str | None = None  # where the run was found (a store URL); None = the local folder itself
 
     @property
     def id(self) -> str:
         return self.record.id
+
+    @property
+    def where(self) -> str:
+        """Where the run was found, for people: the store URL it came from, or its local folder."""
+        return self.origin or str(self.folder)
 
     def path(self, relative: str, *, field: str) -> Path:
         """Resolve a file named in run.yaml, refusing anything outside the run folder."""
@@ -52,7 +58,7 @@ class RunStore(Protocol):
 
     def list_ids(self) -> list[str]: ...
 
-    def get(self, query: str) -> Run: ...
+    def get(self, query: str, *, session: str | None = None) -> Run: ...
 
 
 _PREFIX = re.compile(r"^\s*(?:(?:job|run|training\s+run|experiment)\s*[-_:#]?\s*|#)", re.IGNORECASE)
@@ -91,6 +97,15 @@ def load_run_file(path: Path) -> RunRecord:
         raise AsapError(f"{err['msg']}{got}", source=str(path), field=loc) from None
 
 
+def _is_output_folder(folder: Path) -> bool:
+    """A MaxText output folder or JAX logdir without run.yaml (read by :mod:`bot.runs.maxtext_output`)."""
+    return folder.is_dir() and (
+        (folder / "config.yml").is_file()
+        or (folder / "tensorboard" / "plugins" / "profile").is_dir()
+        or (folder / "plugins" / "profile").is_dir()
+    )
+
+
 class LocalRunStore:
     """Runs stored as folders: ``<root>/<run id>/run.yaml`` plus profile files."""
 
@@ -103,7 +118,7 @@ class LocalRunStore:
             raise AsapError("runs directory does not exist", source=str(self.root), hint="set --runs-dir or ASAP_RUNS_DIR")
         found: dict[str, Path] = {}
         for child in sorted(self.root.iterdir()):
-            if (child / RUN_FILE).is_file():
+            if (child / RUN_FILE).is_file() or _is_output_folder(child):
                 found[child.name] = child
         return found
 
@@ -115,7 +130,11 @@ class LocalRunStore:
         """Every readable run; unreadable ones raise so a broken file is never silently skipped."""
         return [self._load(folder) for folder in self._folders().values()]
 
-    def _load(self, folder: Path) -> Run:
+    def _load(self, folder: Path, session: str | None = None) -> Run:
+        if not (folder / RUN_FILE).is_file():
+            from bot.runs.maxtext_output import record_from_output
+
+            return Run(record=record_from_output(folder, folder.name, origin=str(folder), session=session), folder=folder)
         record = load_run_file(folder / RUN_FILE)
         if record.id != folder.name:
             raise AsapError(
@@ -125,20 +144,20 @@ class LocalRunStore:
             )
         return Run(record=record, folder=folder)
 
-    def get(self, query: str) -> Run:
+    def get(self, query: str, *, session: str | None = None) -> Run:
         """Find a run by a forgiving ID; unknown IDs raise :class:`RunNotFound` with the nearest ones."""
         folders = self._folders()
         wanted = normalize_run_query(query)
         for candidate in (wanted, query.strip()):
             if candidate in folders:
-                return self._load(folders[candidate])
+                return self._load(folders[candidate], session)
         lowered = {k.lower(): k for k in folders}
         if wanted.lower() in lowered:
-            return self._load(folders[lowered[wanted.lower()]])
+            return self._load(folders[lowered[wanted.lower()]], session)
         # "123" also finds "run-123" / "job_123" folders.
         suffix = [k for k in folders if normalize_run_query(k).lower() == wanted.lower()]
         if len(suffix) == 1:
-            return self._load(folders[suffix[0]])
+            return self._load(folders[suffix[0]], session)
         near = difflib.get_close_matches(wanted, list(folders), n=3, cutoff=0.3)
         hint = f"nearest known runs: {', '.join(near)}" if near else f"known runs: {', '.join(list(folders)[:10])}"
         raise RunNotFound(f"no run {wanted!r} in {self.root}", field="run", hint=hint)

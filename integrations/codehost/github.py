@@ -10,13 +10,18 @@ Authentication (:class:`GitHubAuthSettings`, from the environment; never from co
   :class:`github.Auth.AppInstallationAuth` per installation, which PyGithub refreshes before the
   installation token expires. One client per installation is cached.
 
-The API base URL comes only from ``GITHUB_API_URL`` (GitHub Enterprise, or the test double).
+The API base URL comes only from ``GITHUB_API_URL`` (GitHub Enterprise, or the test double), parsed by
+:func:`check_api_url`: ``https`` to any host, plain ``http`` only to a loopback host, and never with a
+user-info part (``http://localhost@evil.com`` is a request to evil.com).
 """
 
 from __future__ import annotations
 
+import ipaddress
+import logging
 import os
 import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -26,6 +31,46 @@ from integrations.codehost.base import BotIdentity, CommitInfo, CommitResult, Pu
 
 DEFAULT_API_URL = "https://api.github.com"
 WRITE_PERMISSIONS = frozenset({"admin", "maintain", "write"})
+LOGIN_RETRY_S = 60.0
+log = logging.getLogger("asap.github")
+
+
+def _loopback(host: str) -> bool:
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def check_api_url(url: str) -> str:
+    """``GITHUB_API_URL`` as a base URL PyGithub may send the token to, or an AsapError saying why not.
+
+    The URL is parsed (scheme, user info, host, port), not prefix-matched: ``https`` to any host; ``http``
+    only to ``localhost`` or a loopback address (a local GitHub double or a port-forward); no user info
+    (``user@host``), query or fragment, since each can make the real host differ from what the prefix shows.
+    """
+    from urllib.parse import urlsplit
+
+    raw = (url or "").strip().rstrip("/")
+    try:
+        parts = urlsplit(raw)
+        host, _port = parts.hostname, parts.port  # .port raises ValueError for a malformed port
+    except ValueError:
+        raise AsapError(f"GITHUB_API_URL {raw!r} is not a valid URL", field="GITHUB_API_URL") from None
+    if parts.scheme not in ("https", "http") or not host:
+        raise AsapError(f"GITHUB_API_URL must be an https URL with a host (got {raw!r})", field="GITHUB_API_URL",
+                        hint="e.g. https://api.github.com or https://github.example.com/api/v3")
+    if "@" in parts.netloc:
+        raise AsapError(f"GITHUB_API_URL must not carry user info before the host (got {raw!r}): the request "
+                        f"would go to {host!r}", field="GITHUB_API_URL")
+    if parts.query or parts.fragment:
+        raise AsapError(f"GITHUB_API_URL must not have a query or fragment (got {raw!r})", field="GITHUB_API_URL")
+    if parts.scheme == "http" and not _loopback(host):
+        raise AsapError(f"GITHUB_API_URL must be https (got {raw!r}); plain http is allowed only to localhost "
+                        "or a loopback address, since the token is sent with every request", field="GITHUB_API_URL")
+    return raw
 
 
 @dataclass(frozen=True)
@@ -71,8 +116,7 @@ class GitHubAuthSettings:
         if not self.token and not self.app_id:
             raise AsapError("no GitHub credentials", field="GITHUB_TOKEN",
                             hint="set GITHUB_TOKEN, or GITHUB_APP_ID and GITHUB_PRIVATE_KEY for a GitHub App")
-        if not self.api_url.startswith(("https://", "http://127.0.0.1", "http://localhost")):
-            raise AsapError(f"GITHUB_API_URL must be https (got {self.api_url!r})", field="GITHUB_API_URL")
+        check_api_url(self.api_url)
 
 
 class GitHubClients:
@@ -81,8 +125,10 @@ class GitHubClients:
     def __init__(self, settings: GitHubAuthSettings) -> None:
         self.settings = settings
         self._lock = threading.Lock()
+        self._login_lock = threading.Lock()
         self._clients: dict[int | None, Any] = {}
         self._login: str | None = settings.bot_login
+        self._login_failed_at: float | None = None
 
     def _kwargs(self) -> dict[str, Any]:
         kw: dict[str, Any] = {"base_url": self.settings.api_url, "lazy": True, "timeout": 30}
@@ -129,20 +175,34 @@ class GitHubClients:
             raise AsapError(f"the GitHub App {self.settings.app_id} cannot reach {repo}: HTTP {exc.status}",
                             field="GITHUB_APP_ID", hint="install the App on the repository; check the app id and key") from None
 
+    @property
+    def known_login(self) -> str | None:
+        """The login if already known (configured or looked up); never makes a request."""
+        return self._login
+
     def bot_login(self) -> str | None:
-        """The login ASAP comments as: configured, else the token's user, else ``<app slug>[bot]``."""
+        """The login ASAP comments as: configured, else the token's user (``GET /user``, once), else
+        ``<app slug>[bot]`` (``GET /app``, once). A failed look-up is retried at most once a minute; meanwhile
+        own comments are still recognised by their signed marker."""
         if self._login:
             return self._login
+        if self._login_failed_at is not None and time.monotonic() - self._login_failed_at < LOGIN_RETRY_S:
+            return None
         from github import GithubIntegration
 
-        try:
-            if self.settings.token:
-                self._login = self.client().get_user().login
-            else:
-                kw = {k: v for k, v in self._kwargs().items() if k not in ("lazy",)}
-                self._login = f"{GithubIntegration(auth=self._app_auth(), **kw).get_app().slug}[bot]"
-        except Exception:  # unknown login: own comments are still recognised by their hidden marker
-            return None
+        with self._login_lock:  # concurrent jobs: one look-up, the others wait for its answer
+            if self._login:
+                return self._login
+            try:
+                if self.settings.token:
+                    self._login = str(self.client().get_user().login)
+                else:
+                    kw = {k: v for k, v in self._kwargs().items() if k not in ("lazy",)}
+                    self._login = f"{GithubIntegration(auth=self._app_auth(), **kw).get_app().slug}[bot]"
+            except Exception as exc:  # noqa: BLE001 - any failure: unknown for now, retried later
+                self._login_failed_at = time.monotonic()
+                log.warning("could not look up the bot's GitHub login: %s", exc)
+                return None
         return self._login
 
     def host(self, repo: str, installation_id: int | None = None) -> GitHubHost:
@@ -150,6 +210,15 @@ class GitHubClients:
             installation_id = self.installation_for(repo)
         bot = BotIdentity(name=self.settings.bot.name, email=self.settings.bot.email, login=self.bot_login())
         return GitHubHost(self.client(installation_id), repo, bot=bot)
+
+
+class ApplyRaceLost(AsapError):
+    """Another apply created the same bot branch (HTTP 422 "Reference already exists") or its pull request
+    ("A pull request already exists") between this apply's checks and its write: that apply won."""
+
+    def __init__(self, branch: str, repo: str) -> None:
+        self.branch = branch
+        super().__init__(f"another apply is writing {branch} at the same moment", source=repo, field="branch")
 
 
 @dataclass(frozen=True)
@@ -263,7 +332,12 @@ class GitHubHost:
         commit = self._call("creating the commit", self.repo.create_git_commit, message, tree, [base_commit],
                             author=who, committer=who)
         if ref is None:
-            self._call("creating the branch", self.repo.create_git_ref, f"refs/heads/{branch}", commit.sha)
+            try:
+                self.repo.create_git_ref(f"refs/heads/{branch}", commit.sha)
+            except self._exc as exc:
+                if exc.status == 422 and "already exists" in str(exc.data):
+                    raise ApplyRaceLost(branch, self.full_name) from None
+                raise AsapError(f"GitHub creating the branch failed: HTTP {exc.status}", source=self.full_name) from None
         else:
             self._call("moving the branch", ref.edit, commit.sha, force=True)
         return CommitResult(sha=commit.sha, changed=True)
@@ -277,8 +351,22 @@ class GitHubHost:
         return [self._pull(p) for p in pulls if (p.head.ref or "").startswith("asap/")]
 
     def create_pull(self, branch: str, base: str, title: str, body: str) -> PullRequest:
-        pr = self._call("opening the pull request", self.repo.create_pull, base=base, head=branch, title=title, body=body)
+        try:
+            pr = self.repo.create_pull(base=base, head=branch, title=title, body=body)
+        except self._exc as exc:
+            if exc.status == 422 and "already exists" in str(exc.data):
+                raise ApplyRaceLost(branch, self.full_name) from None
+            raise AsapError(f"GitHub opening the pull request failed: HTTP {exc.status}", source=self.full_name) from None
         return self._pull(pr)
+
+    def wait_for_pull(self, branch: str, *, timeout_s: float = 10.0, every_s: float = 0.5) -> PullRequest | None:
+        """The open ``asap/`` pull request from ``branch``, waiting a little for one another apply is opening."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            found = next((p for p in self.open_pulls() if p.head_branch == branch), None)
+            if found is not None or time.monotonic() >= deadline:
+                return found
+            time.sleep(every_s)
 
     def update_pull(self, pull: PullRequest, title: str, body: str) -> PullRequest:
         pr = self._call("reading the pull request", self.repo.get_pull, pull.number)
@@ -299,22 +387,38 @@ class GitHubHost:
             out.append(PRFileChange(path=f.filename, status=f.status, previous_path=f.previous_filename))
         return out
 
+    def _own(self, c: Any, marker: str) -> bool:
+        """ASAP's comment for ``marker``: it starts with the (signed) marker AND is by the bot's login.
+
+        The login is known (``GITHUB_BOT_LOGIN``, or looked up once); when the look-up failed, the signed
+        marker alone decides (a person can copy it, but then editing their comment is refused by GitHub).
+        """
+        if not (c.body or "").startswith(marker):
+            return False
+        login = self._bot.login
+        return login is None or bool(c.user and c.user.login.lower() == login.lower())
+
     def find_comment(self, number: int, marker: str) -> int | None:
         """The id of the bot's comment carrying ``marker`` on issue/PR ``number``, if any."""
         issue = self.repo.get_issue(int(number))
-        login = self._bot.login
         for c in self._call("listing comments", lambda: list(issue.get_comments())):
-            if marker in (c.body or "") and (login is None or (c.user and c.user.login == login)):
+            if self._own(c, marker):
                 return int(c.id)
         return None
 
-    def upsert_comment(self, number: int, marker: str, body: str) -> tuple[int, bool]:
-        """Edit the bot's comment carrying ``marker`` on issue/PR ``number``, or create it. -> (id, created)."""
+    def upsert_comment(self, number: int, marker: str, body: str, *, legacy: str | None = None) -> tuple[int, bool]:
+        """Edit the bot's comment carrying ``marker`` on issue/PR ``number``, or create it. -> (id, created).
+
+        ``legacy`` is the unsigned marker an older ASAP wrote (``<!-- asap:review -->``): a comment starting
+        with it is adopted only when its author is the bot's known login.
+        """
         issue = self.repo.get_issue(int(number))
         comments = self._call("listing comments", lambda: list(issue.get_comments()))
         login = self._bot.login
         for c in comments:
-            if marker in (c.body or "") and (login is None or (c.user and c.user.login == login)):
+            adopt = bool(legacy and login and (c.body or "").startswith(legacy) and c.user
+                         and c.user.login.lower() == login.lower())
+            if self._own(c, marker) or adopt:
                 if c.body != body:
                     self._call("editing the comment", c.edit, body)
                 return c.id, False

@@ -1,6 +1,7 @@
 """The GitHub integration's settings and shared clients, from the environment only.
 
-``GITHUB_WEBHOOK_SECRET`` (required: enables ``POST /github/webhook``), ``GITHUB_TOKEN`` or
+``GITHUB_WEBHOOK_SECRET`` (required: enables ``POST /github/webhook``; also keys the signed markers of
+ASAP's own comments unless ``ASAP_GITHUB_MARKER_SECRET`` is set), ``GITHUB_TOKEN`` or
 ``GITHUB_APP_ID`` + ``GITHUB_PRIVATE_KEY``/``GITHUB_PRIVATE_KEY_PATH`` (see
 :mod:`integrations.codehost.github`), ``GITHUB_API_URL``, ``GITHUB_BOT_LOGIN``, ``ASAP_GITHUB_MENTION``
 (default ``asap``), ``ASAP_APPLY_GITHUB_TEAMS`` (comma-separated ``org/slug``, besides writers and the
@@ -33,6 +34,7 @@ class GitHubIntegration:
     mention: str = "asap"
     apply_teams: tuple[str, ...] = ()
     runs_dir: str | None = None
+    marker_key: bytes = b""  # keys comment markers (integrations.github.markdown); the webhook secret if empty
     _clients: GitHubClients | None = field(default=None, repr=False)
 
     @classmethod
@@ -48,7 +50,13 @@ class GitHubIntegration:
         teams = ApplyPolicy.from_env(env).github_teams  # the shared apply settings (bot.auth)
         auth = GitHubAuthSettings.from_env(env) if (env.get("GITHUB_TOKEN") or env.get("GITHUB_APP_ID")) else None
         return cls(webhook_secret=secret.encode(), auth=auth, mention=mention, apply_teams=teams,
-                   runs_dir=env.get("ASAP_RUNS_DIR") or None)
+                   runs_dir=env.get("ASAP_RUNS_DIR") or None,
+                   marker_key=(env.get("ASAP_GITHUB_MARKER_SECRET") or "").encode())
+
+    @property
+    def marker_secret(self) -> bytes:
+        """The server secret that signs ASAP's comment markers (never sent anywhere)."""
+        return self.marker_key or self.webhook_secret
 
     @property
     def clients(self) -> GitHubClients:
@@ -61,16 +69,28 @@ class GitHubIntegration:
 
     @property
     def bot_login(self) -> str | None:
-        return self.auth.bot_login if self.auth else None
+        """The login ASAP comments as, when known without a network call: ``GITHUB_BOT_LOGIN``, else the one
+        looked up once (``GET /user`` in token mode, the App's slug) by :meth:`lookup_login`."""
+        if self.auth is None:
+            return None
+        if self.auth.bot_login:
+            return self.auth.bot_login
+        return self._clients.known_login if self._clients is not None else None
+
+    def lookup_login(self) -> str | None:
+        """Look the bot's login up once (blocking; run it in a thread). None when it cannot be learned."""
+        if self.auth is None:
+            return None
+        return self.clients.bot_login()
 
     @property
     def app_id(self) -> str | None:
         return self.auth.app_id if self.auth else None
 
     def runs(self) -> Any:
-        from bot.runs.store import LocalRunStore
+        from bot.runs.open import open_runs
 
-        return LocalRunStore(self.runs_dir)
+        return open_runs(runs_dir=self.runs_dir)
 
 
 def integration(ctx: RuntimeContext) -> GitHubIntegration:

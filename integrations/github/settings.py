@@ -8,6 +8,9 @@ itself to a different run, or add itself to the apply allow-list. Format (every 
     exclude: [".github/**"]   # globs never reviewed
     runs:                     # config path -> the run it is measured by (latest analysed run)
       configs/llama3-8b.yml: "123"
+    chips:                    # config path or glob -> chips it runs on (checked when no run is linked)
+      configs/new-13b.yml: 256
+      "configs/multislice/**": {chips: 512, slices: 2}
     review:
       enabled: true
       fail_on: problem        # problem | warning: which findings turn the commit status red
@@ -54,6 +57,14 @@ class ApplySettings(BaseModel):
         return v
 
 
+class ChipCount(BaseModel):
+    """How many chips (and slices) a config runs on, declared for configs no run measures yet."""
+
+    model_config = ConfigDict(extra="forbid")
+    chips: int = Field(ge=1, le=1_000_000, description="total chips (devices)")
+    slices: int = Field(default=1, ge=1, le=10_000, description="slices (DCN groups)")
+
+
 class RepoSettings(BaseModel):
     """The ``.asap.yml`` file (see module docstring)."""
 
@@ -61,8 +72,18 @@ class RepoSettings(BaseModel):
     configs: list[str] = Field(default_factory=lambda: list(DEFAULT_GLOBS), description="globs of reviewed files")
     exclude: list[str] = Field(default_factory=lambda: list(DEFAULT_EXCLUDE), description="globs never reviewed")
     runs: dict[str, str | int] = Field(default_factory=dict, description="config path -> run ID that measures it")
+    chips: dict[str, ChipCount] = Field(default_factory=dict,
+                                        description="config path or glob -> chips (or {chips, slices})")
     review: ReviewSettings = Field(default_factory=ReviewSettings)
     apply: ApplySettings = Field(default_factory=ApplySettings)
+
+    @field_validator("chips", mode="before")
+    @classmethod
+    def _chips(cls, v: object) -> object:
+        """``path: 256`` is short for ``path: {chips: 256}``."""
+        if isinstance(v, dict):
+            return {k: ({"chips": n} if isinstance(n, int) and not isinstance(n, bool) else n) for k, n in v.items()}
+        return v
 
     @field_validator("runs")
     @classmethod
@@ -78,6 +99,13 @@ class RepoSettings(BaseModel):
     def matches(self, path: str) -> bool:
         """True when ``path`` is a file the auto-review should look at."""
         return any(glob_match(g, path) for g in self.configs) and not any(glob_match(g, path) for g in self.exclude)
+
+    def chips_for(self, path: str) -> ChipCount | None:
+        """The chip count declared for ``path`` (exact path first, then the first matching glob)."""
+        got = self.chips.get(path)
+        if got is None:
+            got = next((v for g, v in self.chips.items() if glob_match(g, path)), None)
+        return got
 
     def run_for(self, path: str) -> str | None:
         got = self.runs.get(path)
@@ -107,7 +135,7 @@ def parse_settings(text: str | None, source: str = SETTINGS_FILE) -> RepoSetting
         err = exc.errors()[0]
         loc = ".".join(str(p) for p in err["loc"]) or "(top level)"
         raise ConfigError(err["msg"], source=source, field=loc,
-                          hint="keys: configs, exclude, runs, review (enabled, fail_on, status_context), apply (teams)") from None
+                          hint="keys: configs, exclude, runs, chips, review (enabled, fail_on, status_context), apply (teams)") from None
 
 
 @lru_cache(maxsize=256)

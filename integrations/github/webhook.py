@@ -8,7 +8,10 @@
    job's one comment, posted in the background. PR reviews are not a person's request and skip the
    per-user limits (dedupe and the queue still apply).
 
-No GitHub API call is made on the request path, so the answer takes milliseconds.
+No GitHub API call is made on the request path, so the answer takes milliseconds. In token mode without
+``GITHUB_BOT_LOGIN``, the bot's login is looked up once (``GET /user``) in the background at start-up, so
+the own-comment check knows the login; until then (or if that fails) own comments are recognised by their
+signed marker.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ import asyncio
 import hashlib
 import hmac
 import logging
+from typing import Any
 
 import orjson
 from aiohttp import web
@@ -31,7 +35,7 @@ log = logging.getLogger("asap.github.webhook")
 
 PATH = "/github/webhook"
 CTX: web.AppKey[RuntimeContext] = web.AppKey("asap_github_ctx", RuntimeContext)
-_background: set[asyncio.Task[None]] = set()
+_background: set[asyncio.Task[Any]] = set()
 
 
 def sign(secret: bytes, body: bytes) -> str:
@@ -106,3 +110,14 @@ def setup_routes(app: web.Application, ctx: RuntimeContext) -> None:
 
     app[CTX] = ctx
     app.router.add_post(PATH, github_webhook)
+    app.on_startup.append(_learn_login)
+
+
+async def _learn_login(app: web.Application) -> None:
+    """Start the one look-up of the bot's login (token mode, ``GITHUB_BOT_LOGIN`` unset) without waiting."""
+    gi: GitHubIntegration = app[CTX].extras[EXTRAS_KEY]
+    if gi.auth is None or gi.bot_login:
+        return
+    task = asyncio.get_running_loop().create_task(asyncio.to_thread(gi.lookup_login))
+    _background.add(task)
+    task.add_done_callback(_background.discard)

@@ -15,7 +15,11 @@ Served (shapes as GitHub's, only fields PyGithub and ASAP read):
   the App's public key), ``GET /repos/{o}/{r}/installation``.
 
 Requests authenticate with ``Authorization: token <t>`` (tokens map to logins); each request is logged in
-:attr:`GitHubRestDouble.requests` as ``(method, path, login)``. :class:`tests.doubles.github_double.GitHubDouble`
+:attr:`GitHubRestDouble.requests` as ``(method, path, login)``. :attr:`GitHubRestDouble.before` holds
+callables ``(method, path, body)`` run before a request is served (outside the state lock), to let a test
+act at an exact moment (another apply creating the same branch). Webhook payloads for the tests come from
+octokit/webhooks' published examples (``tests/data/github/webhooks``, see the README there) via
+:func:`example_comment_event` / :func:`example_pull_event`. :class:`tests.doubles.github_double.GitHubDouble`
 (closed-PR history) stays a separate server; this one composes its ``_sha`` helper for object ids.
 """
 
@@ -28,6 +32,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 from aiohttp import web
@@ -66,6 +71,7 @@ class GitHubRestDouble:
         self.app: dict[str, Any] | None = None  # {"id", "slug", "public_key", "installations": {id: repo}}
         self.issued_tokens: list[tuple[str, float]] = []
         self.token_ttl_s = 3600.0  # lower it to make PyGithub refresh installation tokens
+        self.before: list[Any] = []  # callables (method, path, body) run before serving a request
         self._next_id = 1000
         self._lock = threading.Lock()
         self._loop = asyncio.new_event_loop()
@@ -174,6 +180,14 @@ class GitHubRestDouble:
         blob = repo.trees[commit["tree"]].get(path)
         return None if blob is None else repo.blobs[blob].decode()
 
+    def add_comment(self, name: str, number: int, body: str, user: str) -> int:
+        """A comment someone (a person, or the bot) wrote on issue/PR ``number``; returns its id."""
+        with self._lock:
+            cid = self._id()
+            self.repos[name].comments[cid] = {"issue": number, "body": body, "user": user,
+                                              "created_at": _now(), "updated_at": _now(), "edits": 0}
+            return cid
+
     def comments_on(self, name: str, number: int) -> list[dict[str, Any]]:
         return [c for c in self.repos[name].comments.values() if c["issue"] == number]
 
@@ -251,6 +265,8 @@ class GitHubRestDouble:
         path = request.path
         login = self._login(request)
         self.requests.append((request.method, path, login))
+        for hook in list(self.before):
+            hook(request.method, path, body)
         for key, status in list(self.fail.items()):
             method, _, prefix = key.partition(" ")
             if method == request.method and path.startswith(prefix):
@@ -486,8 +502,9 @@ class WebhookHarness:
     """
 
     def __init__(self, double: GitHubRestDouble, tmp: Any, *, secret: bytes = b"whsec-test", runs_dir: str | None = None,
-                 user_rate: tuple[int, float] = (1000, 60.0), apply_teams: tuple[str, ...] = ()) -> None:
-        self.double, self.tmp, self.secret = double, tmp, secret
+                 user_rate: tuple[int, float] = (1000, 60.0), apply_teams: tuple[str, ...] = (),
+                 bot_login: str | None = "asap-bot") -> None:
+        self.double, self.tmp, self.secret, self.bot_login = double, tmp, secret, bot_login
         self.runs_dir, self.user_rate, self.apply_teams = runs_dir, user_rate, apply_teams
         self.url = ""
         self.backlog = 1024  # a burst of connections must not overflow the accept queue (SYN retry = 1 s)
@@ -506,7 +523,7 @@ class WebhookHarness:
         queue = InProcessQueue(store, settings=QueueSettings(block_ms=20, max_attempts=1))
         settings = RuntimeSettings(user_rate=Rate(*self.user_rate), channel_rate=Rate(10000, 60.0), max_pending=10000)
         self.ctx = RuntimeContext(settings=settings, store=store, queue=queue)
-        auth = GitHubAuthSettings(api_url=self.double.base_url, token="bot-token", bot_login="asap-bot", retry=False)
+        auth = GitHubAuthSettings(api_url=self.double.base_url, token="bot-token", bot_login=self.bot_login, retry=False)
         self.ctx.extras["github"] = GitHubIntegration(webhook_secret=self.secret, auth=auth, runs_dir=self.runs_dir,
                                                       apply_teams=self.apply_teams)
         app = build_app(self.ctx, env={"GITHUB_WEBHOOK_SECRET": self.secret.decode()})
@@ -567,3 +584,51 @@ def comment_event(repo: str, number: int, body: str, login: str = "alice", *, is
 def pull_event(repo: str, number: int, head_sha: str, action: str = "opened", sender: str = "dev") -> dict[str, Any]:
     return {"action": action, "number": number, "pull_request": {"number": number, "head": {"sha": head_sha}},
             "repository": {"full_name": repo}, "sender": {"login": sender}}
+
+
+# ------------------------------------------------------------------------------ published webhook examples
+EXAMPLES = Path(__file__).resolve().parents[1] / "data" / "github" / "webhooks"
+
+
+def _example(name: str) -> dict[str, Any]:
+    import json as _json
+
+    return _json.loads((EXAMPLES / f"{name}.json").read_text(encoding="utf-8"))
+
+
+def _retarget(payload: dict[str, Any], repo: str) -> None:
+    """Point an example payload at ``repo`` (owner and name, as GitHub would send them)."""
+    owner, name = repo.split("/")
+    payload["repository"].update(full_name=repo, name=name)
+    payload["repository"]["owner"]["login"] = owner
+
+
+def example_comment_event(repo: str, number: int, body: str, login: str = "alice", *, action: str = "created",
+                          comment_id: int = 1, before: str | None = None, is_pull: bool = True,
+                          installation: int | None = None) -> dict[str, Any]:
+    """octokit/webhooks' ``issue_comment.<action>`` example, re-aimed: repository, issue number, comment id,
+    body and author; ``before`` is the body before an edit (``changes.body.from``)."""
+    payload = _example(f"issue_comment.{action}")
+    _retarget(payload, repo)
+    payload["issue"]["number"] = number
+    if is_pull:
+        payload["issue"]["pull_request"] = {"url": f"https://api.github.com/repos/{repo}/pulls/{number}"}
+    payload["comment"].update(id=comment_id, body=body)
+    payload["comment"]["user"]["login"] = login
+    payload["sender"]["login"] = login
+    if action == "edited":
+        payload["changes"] = {"body": {"from": before if before is not None else payload["changes"]["body"]["from"]}}
+    if installation is not None:
+        payload["installation"] = {"id": installation}
+    return payload
+
+
+def example_pull_event(repo: str, number: int, head_sha: str, action: str = "opened", sender: str = "dev") -> dict[str, Any]:
+    """octokit/webhooks' ``pull_request.<action>`` example (opened or synchronize), re-aimed at ``repo``."""
+    payload = _example(f"pull_request.{action}")
+    _retarget(payload, repo)
+    payload["number"] = number
+    payload["pull_request"]["number"] = number
+    payload["pull_request"]["head"]["sha"] = head_sha
+    payload["sender"]["login"] = sender
+    return payload

@@ -1,0 +1,131 @@
+"""Benchmark: ASAP's cost model against published measurements, one row per published table.
+
+Run: ``.venv/bin/python benchmarks/accuracy.py`` (``--json`` for machine-readable output, ``--cases DIR``
+for another corpus; default ``examples/eval``).
+
+For every published table of the eval corpus (the cases that are not ``sample-*``, grouped by their
+``table:`` key; sources and citations in ``docs/eval.md``):
+
+* **throughput**: the median |error| of the predicted step time, raw and after calibration. The
+  calibration is ONE factor per hardware family (chip, split by fp8), the median measured/predicted step
+  time over every published point of that family across all tables, never fitted per table or per case;
+  a family with fewer than 3 points stays uncalibrated and its rows show ``-``. The measured step time is
+  the stated one, or derived from the stated throughput (tokens/s per chip exactly; TFLOP/s per chip or MFU
+  through ASAP's model-FLOP count).
+* **Spearman** of the predicted vs the measured throughput metric that every row of the table states
+  (TFLOP/s per chip, then MFU, then tokens/s per chip), within the table.
+* **memory**: predicted / measured peak memory per chip, min-max over the rows that publish it.
+
+Targets (issue 12): median throughput error <= 10% after calibration, Spearman >= 0.85 within each table,
+memory within +-10% of measured peaks.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+from collections import defaultdict
+from pathlib import Path
+
+from bot.proposals.eval_figures import calibrations
+from bot.proposals.evaluate import run_eval
+from bot.proposals.models import MeasuredPoint
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _errs(points: list[MeasuredPoint], cal: dict[str, float] | None) -> list[float]:
+    out = []
+    for p in points:
+        if not (p.measured_step_ms and p.predicted_step_ms):
+            continue
+        factor = 1.0 if cal is None else cal.get(p.family)
+        if factor is not None:
+            out.append(abs(factor * p.predicted_step_ms - p.measured_step_ms) / p.measured_step_ms)
+    return out
+
+
+def accuracy(cases_dir: Path) -> dict[str, object]:
+    """Per-table and overall accuracy figures of the current model on the published cases."""
+    report = run_eval(cases_dir)
+    published = [c for c in report.cases if not c.sample and not c.error]
+    points = [p for c in published for p in c.points if not p.measured_oom]
+    cal = calibrations(points)
+    rho = {t.table: (t.metric, t.spearman) for t in (report.published.tables if report.published else [])}
+    by_table: dict[str, list[MeasuredPoint]] = defaultdict(list)
+    for c in published:
+        if c.table:
+            by_table[c.table].extend(p for p in c.points if not p.measured_oom)
+    rows = []
+    for table, pts in sorted(by_table.items()):
+        raw, calibrated = _errs(pts, None), _errs(pts, cal)
+        ratios = [p.predicted_memory_gib / p.measured_memory_gib for p in pts if p.measured_memory_gib and p.predicted_memory_gib]
+        metric, spearman = rho.get(table, (None, None))
+        rows.append({
+            "table": table,
+            "families": sorted({p.family for p in pts}),
+            "rows": len(pts),
+            "metric": metric,
+            "spearman": spearman,
+            "step_error_median_raw": statistics.median(raw) if raw else None,
+            "step_error_median_calibrated": statistics.median(calibrated) if calibrated else None,
+            "step_error_max_calibrated": max(calibrated) if calibrated else None,
+            "memory_ratio_min": min(ratios) if ratios else None,
+            "memory_ratio_max": max(ratios) if ratios else None,
+            "memory_rows": len(ratios),
+        })
+    all_cal = _errs(points, cal)
+    all_ratios = [p.predicted_memory_gib / p.measured_memory_gib for p in points if p.measured_memory_gib and p.predicted_memory_gib]
+    return {
+        "cases": len(published),
+        "calibration": cal,
+        "tables": rows,
+        "overall": {
+            "step_error_median_raw": statistics.median(_errs(points, None)) if points else None,
+            "step_error_median_calibrated": statistics.median(all_cal) if all_cal else None,
+            "memory_error_median": statistics.median([abs(r - 1) for r in all_ratios]) if all_ratios else None,
+            "memory_ratio_min": min(all_ratios) if all_ratios else None,
+            "memory_ratio_max": max(all_ratios) if all_ratios else None,
+        },
+    }
+
+
+def _pct(x: float | None) -> str:
+    return "-" if x is None else f"{x:.1%}"
+
+
+def _print(result: dict) -> None:  # type: ignore[type-arg]
+    head = f"{'table':34} {'family':26} {'rows':>4} {'metric':>12} {'Spearman':>8} {'err raw':>8} {'err cal':>8} {'max cal':>8} {'mem pred/meas':>14}"
+    print(head)
+    print("-" * len(head))
+    for r in result["tables"]:
+        rho = "-" if r["spearman"] is None else f"{r['spearman']:+.2f}"
+        mem = "-" if r["memory_ratio_min"] is None else f"{r['memory_ratio_min']:.2f}-{r['memory_ratio_max']:.2f}"
+        metric = {"tflops_per_chip": "TFLOP/s/chip", "mfu_percent": "MFU", "tokens_per_second_per_chip": "tokens/s/chip"}.get(
+            r["metric"], "-")
+        print(f"{r['table']:34} {','.join(r['families']):26} {r['rows']:>4} {metric:>12} {rho:>8} "
+              f"{_pct(r['step_error_median_raw']):>8} {_pct(r['step_error_median_calibrated']):>8} "
+              f"{_pct(r['step_error_max_calibrated']):>8} {mem:>14}")
+    o = result["overall"]
+    cal = ", ".join(f"{k} x{v:.3f}" for k, v in result["calibration"].items())
+    print(f"\n{result['cases']} published cases. Calibration (measured/predicted step time, one per family): {cal}")
+    print(f"overall median |step-time error|: {_pct(o['step_error_median_raw'])} raw, {_pct(o['step_error_median_calibrated'])} "
+          f"after calibration; memory |error| median {_pct(o['memory_error_median'])}, "
+          f"pred/meas {o['memory_ratio_min'] or 0:.2f}-{o['memory_ratio_max'] or 0:.2f}")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--cases", type=Path, default=REPO / "examples" / "eval")
+    ap.add_argument("--json", action="store_true")
+    args = ap.parse_args()
+    result = accuracy(args.cases)
+    if args.json:
+        print(json.dumps(result, indent=2))
+    else:
+        _print(result)
+
+
+if __name__ == "__main__":
+    main()
