@@ -39,8 +39,15 @@ NAMES: tuple[str, ...] = (
     "param_dtype", "optimizer_memory_host_offload", "parameter_memory_host_offload", "sequence_parallel",
     "use_flash_attention", "attention", "attention_kernel", "cross_entropy_loss_fusion", "hidden_dropout",
     "attention_dropout", "num_pipeline_microbatches", "name", "main_grads_dtype", "main_params_dtype",
-    "exp_avg_dtype", "exp_avg_sq_dtype",
+    "exp_avg_dtype", "exp_avg_sq_dtype", "account_for_embedding_in_pipeline_split",
+    "account_for_loss_in_pipeline_split", "num_layers_in_first_pipeline_stage", "num_layers_in_last_pipeline_stage",
+    "decoder_first_pipeline_num_layers", "decoder_last_pipeline_num_layers",
 )
+
+UNEVEN_PIPELINE_KEYS = ("account_for_embedding_in_pipeline_split", "account_for_loss_in_pipeline_split",
+                        "num_layers_in_first_pipeline_stage", "num_layers_in_last_pipeline_stage",
+                        "decoder_first_pipeline_num_layers", "decoder_last_pipeline_num_layers")
+"""Megatron-Core settings that let pipeline stages hold unequal layer counts."""
 
 # Logical setting -> the keys that hold it, by config format, first match wins (also the key an edit writes).
 KEYS: dict[str, dict[str, tuple[str, ...]]] = {
@@ -85,6 +92,9 @@ class TrainingSettings(BaseModel):
     optimizer_offload: bool | None = None
     dropout: bool | None = None
     pipeline_microbatches: int | None = None
+    uneven_pipeline: dict[str, Any] | None = Field(
+        default=None, description="Megatron uneven pipeline-stage settings the config states (key -> value); "
+        "None when it states none")
     global_batch_factor: float = Field(
         default=1.0, description="a proposal that raises the per-device batch or accumulation scales the global batch"
     )
@@ -205,6 +215,8 @@ def settings_from_config(config: ShardingConfig) -> TrainingSettings:
     present = [_lookup(v, k)[0] is not None for k in ("hidden_dropout", "attention_dropout")]
     out["dropout"] = any(d for d in drops) if any(present) else None
     out["pipeline_microbatches"] = _int(_lookup(v, "num_pipeline_microbatches")[1])
+    uneven = {k: _lookup(v, k)[1] for k in UNEVEN_PIPELINE_KEYS if _lookup(v, k)[0] is not None}
+    out["uneven_pipeline"] = uneven or None
     return TrainingSettings(**out)
 
 

@@ -161,3 +161,25 @@ def test_malformed_failures_file_names_the_field(tmp_path: Path) -> None:
     (run.folder / "failures.yaml").write_text("- just a list\n")
     with pytest.raises(AsapError, match="expected a mapping"):
         load_failures(run.folder)
+
+
+def test_uneven_pipeline_is_a_fact_only_where_the_framework_refuses_it(tmp_path: Path) -> None:
+    # Llama 3.1 405B has 126 layers; torchtitan ran it on PP8 (benchmarks/llama3_h100_202412_torchtitan.md
+    # @31a17bf, Table 5). MaxText and Megatron-LM would refuse to start.
+    import yaml
+
+    model = {"layers": 126, "d_model": 16384, "d_ff": 53248, "heads": 128, "kv_heads": 8, "vocab": 128256}
+    run = make_run(tmp_path / "a", chip="h100", num_chips=512, num_slices=64, ici={"tensor": 8},
+                   dcn={"fsdp": 8, "pipeline": 8}, model=model,
+                   training={"global_batch": 64, "seq_len": 8192, "remat": "full"})
+    c = _check(critique(run, Mesh(ici={"tensor": 8}, dcn={"fsdp": 8, "pipeline": 8})), "divisibility")  # type: ignore[arg-type]
+    assert not c.passed and not c.hard and "torchtitan" in c.reason  # framework 'other': a warning
+    path = run.folder / "run.yaml"  # type: ignore[attr-defined]
+    rec = yaml.safe_load(path.read_text())
+    rec["framework"] = "maxtext"
+    path.write_text(yaml.safe_dump(rec))
+    from bot.runs.store import LocalRunStore
+
+    run2 = LocalRunStore(tmp_path / "a").get("r1")
+    c2 = _check(critique(run2, Mesh(ici={"tensor": 8}, dcn={"fsdp": 8, "pipeline": 8})), "divisibility")  # type: ignore[arg-type]
+    assert not c2.passed and c2.hard and "pipeline=8 does not divide layers=126" in c2.reason

@@ -128,3 +128,31 @@ def test_unstated_recompute_widens_the_uncalibrated_step_time_band(tmp_path: Pat
     assert b0 is not None and b1 is not None
     assert (b1.step_time_high_ms - b1.step_time_low_ms) > (b0.step_time_high_ms - b0.step_time_low_ms)
     assert any("not stated: activation recompute; the step-time band spans their options" in a for a in b1.assumptions)
+
+
+@pytest.mark.parametrize("extra", ["", "  account_for_embedding_in_pipeline_split: true\n"
+                                       "  account_for_loss_in_pipeline_split: true\n"])
+def test_megatron_uneven_pipeline_is_a_warning_naming_the_settings_that_allow_it(tmp_path: Path, extra: str) -> None:
+    # Megatron-Bridge runs Llama 3.1 405B (126 layers) on PP8 with the embedding and loss counted as stages
+    # (performance summary 25.11, DGX-H100 row LLAMA3.1_405B): not a start-up refusal.
+    folder = tmp_path / "runs" / "p8"
+    folder.mkdir(parents=True)
+    (folder / "megatron.yaml").write_text(
+        "trainer: {devices: 8, num_nodes: 128}\nmodel:\n  tensor_model_parallel_size: 8\n"
+        "  pipeline_model_parallel_size: 8\n  context_parallel_size: 2\n  micro_batch_size: 1\n"
+        "  global_batch_size: 512\n  seq_length: 8192\n" + extra)
+    (folder / "run.yaml").write_text(yaml.safe_dump({
+        "id": "p8", "framework": "megatron", "chip": "h100", "num_chips": 1024, "num_slices": 128,
+        "config": "megatron.yaml", "profile": [],
+        "model": {"layers": 126, "d_model": 16384, "d_ff": 53248, "heads": 128, "kv_heads": 8, "vocab": 128256},
+        "training": {"global_batch": 512, "seq_len": 8192, "micro_batch": 1}}))
+    run = LocalRunStore(tmp_path / "runs").get("p8")
+    from bot.proposals.context import baseline_mesh
+
+    base, _ = baseline_mesh(run, None)
+    c = critique(run, base).check("divisibility")
+    assert c is not None and not c.passed and not c.hard
+    if extra:
+        assert "as the config's account_for_embedding_in_pipeline_split, account_for_loss_in_pipeline_split allow" in c.reason
+    else:
+        assert "126 layers + embedding + loss = 128 = 8 x 16: set account_for_embedding_in_pipeline_split" in c.reason

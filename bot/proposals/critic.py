@@ -44,6 +44,12 @@ HEAVY_ON_DCN = ("tensor", "sequence", "fsdp", "expert")
 """Axes whose collectives run every layer; on the slow DCN they stall the step (MaxText's Sharding guide
 recommends only data, and pipeline, across slices)."""
 
+EVEN_PIPELINE_FRAMEWORKS = ("maxtext",)
+"""Frameworks that refuse to start when pipeline stages do not divide the layers (MaxText). Megatron-Core starts
+with unequal stages when its uneven-stage settings are set (account_for_embedding/loss_in_pipeline_split,
+num_layers_in_first/last_pipeline_stage: Megatron-Bridge runs Llama 3.1 405B, 126 layers, on PP8 that way), so
+unstated they are a warning naming the fix; torchtitan splits stages unevenly by itself."""
+
 HBM_TERM_TOLERANCE = 0.10
 """A predicted rise of the HBM term beyond this share counts as working against an HBM-bound run."""
 
@@ -118,10 +124,37 @@ def batch_split_problems(record: RunRecord, mesh: Mesh, settings: Any | None) ->
     return out
 
 
+def _uneven_pipeline_allowed(record: RunRecord, mesh: Mesh, settings: Any | None) -> str | None:
+    """Why pipeline stages that do not divide the layers may still start, or None when the framework refuses."""
+    pp = mesh.size("pipeline")
+    layers = record.model.layers if record.model else None
+    if record.framework == "megatron" or getattr(settings, "format", None) == "megatron":
+        stated = getattr(settings, "uneven_pipeline", None)
+        fix = ""
+        if layers and (layers + 2) % pp == 0:
+            fix = (f" ({layers} layers + embedding + loss = {layers + 2} = {pp} x {(layers + 2) // pp}: set "
+                   "account_for_embedding_in_pipeline_split and account_for_loss_in_pipeline_split)")
+        if stated:
+            return (f"stages get unequal layer counts, as the config's {', '.join(sorted(stated))} allow; the slowest "
+                    "stage sets the step")
+        return ("Megatron-LM refuses to start with unequal stages unless the uneven-stage settings are set, which this "
+                f"config does not state{fix}: starts only with them")
+    if record.framework not in EVEN_PIPELINE_FRAMEWORKS:
+        return (f"stages get unequal layer counts; MaxText refuses to start, but a {record.framework!r} trainer may "
+                "split them unevenly (torchtitan does), so the slowest stage sets the step")
+    return None
+
+
 def check_divisibility(record: RunRecord, mesh: Mesh, settings: Any | None = None) -> Check:
     from knowledge.meshsearch import divisibility_problems
 
     problems = divisibility_problems(record, mesh) + batch_split_problems(record, mesh, settings)
+    uneven = [p for p in problems if p.startswith("pipeline=") and "does not divide layers" in p]
+    why = _uneven_pipeline_allowed(record, mesh, settings) if uneven else None
+    if why is not None:
+        problems = [p for p in problems if p not in uneven]
+        if not problems:  # not a fact for this framework/config: stages may hold unequal layer counts
+            return Check(name="divisibility", passed=False, hard=False, reason=f"{'; '.join(uneven)}: {why}")
     if problems:
         return Check(name="divisibility", passed=False, reason="; ".join(problems))
     known = []
