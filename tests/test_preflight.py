@@ -133,3 +133,43 @@ def test_ask_shows_chips_mesh_and_the_predicted_diagnosis(runs: Path, tmp_path: 
     a = asyncio.run(conv.ask("why is run llama3-8b-h100 slow?", thread_id="t"))
     assert "8 x NVIDIA H100" in a.text and "mesh fsdp=8" in a.text
     assert "predicted — no profile" in a.text and "Proposals" in a.text
+
+
+def test_slack_mention_answers_a_pre_flight_run(runs: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from tests.doubles.slack_double import SlackRig, mention_body
+
+    async def go() -> str:
+        async with SlackRig(tmp_path, monkeypatch, extra_env={"ASAP_RUNS_DIR": str(runs)}) as rig:
+            status, _ = await rig.post_event(mention_body("<@UASAPBOT> is run llama3-8b-h100 sensible?", event_id="Ev1"))
+            assert status == 200
+            await rig.idle()
+            assert rig.double.violations == []
+            msgs = [m for m in rig.double.thread("C0DATA", "1710000000.000100") if m.ts != "1710000000.000100"]
+            return " ".join(str(m.blocks) + (m.text or "") for m in msgs)
+
+    body = asyncio.run(go())
+    assert "predicted — no profile" in body and "no usable profile data" not in body
+    assert "fsdp=8" in body
+
+
+def test_github_mention_answers_a_pre_flight_run(runs: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from tests.doubles.github_rest_double import GitHubRestDouble, WebhookHarness
+    from tests.doubles.github_rest_double import example_comment_event as comment_event
+
+    repo = "acme/llm"
+    monkeypatch.setenv("ASAP_RUNS_DIR", str(runs))
+    with GitHubRestDouble() as d:
+        d.add_repo(repo, {"README.md": "hi\n"}, collaborators={"alice": "write"})
+        d.commit(repo, "f", {"README.md": "x\n"}, parent_branch="main")
+        d.open_pull(repo, "f")
+
+        async def go() -> None:
+            async with WebhookHarness(d, tmp_path, runs_dir=str(runs)) as h:
+                status, _ = await h.deliver("issue_comment", comment_event(
+                    repo, 1, "@asap why is run llama3-8b-h100 slow?", comment_id=1))
+                assert status in (200, 202)
+                await h.drain()
+
+        asyncio.run(go())
+        replies = [c["body"] for c in d.comments_on(repo, 1)]
+    assert replies and "predicted — no profile" in replies[-1] and "no usable profile data" not in replies[-1]
