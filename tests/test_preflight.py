@@ -173,3 +173,17 @@ def test_github_mention_answers_a_pre_flight_run(runs: Path, tmp_path: Path, mon
         asyncio.run(go())
         replies = [c["body"] for c in d.comments_on(repo, 1)]
     assert replies and "predicted — no profile" in replies[-1] and "no usable profile data" not in replies[-1]
+
+
+def test_ask_shows_chips_and_mesh_even_when_nothing_can_be_analysed(runs: Path, tmp_path: Path) -> None:
+    from agents.backend import RealBackend
+    from agents.conversation import Conversation
+    from agents.models import build_model
+    from bot.store.sqlite_store import SQLiteStore
+
+    _edit(runs, "llama3-8b-h100", model=None)  # no profile and no model: nothing to analyse or predict
+    conv = Conversation(store=SQLiteStore(tmp_path / "s.db"), model=build_model({}),
+                        backend=RealBackend(runs_root=str(runs)))
+    a = asyncio.run(conv.ask("why is run llama3-8b-h100 slow?", thread_id="t"))
+    assert "8 x h100" in a.text and "mesh fsdp=8" in a.text and "? x ?" not in a.text
+    assert "Diagnosis: not available: no profile, and the model is unknown" in a.text
