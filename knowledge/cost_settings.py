@@ -292,7 +292,7 @@ def unknown_settings(settings: TrainingSettings | None, framework: str, runyaml_
     default that applies to every version ASAP reads: MaxText ``remat_policy: full``, optimizer offload off
     and weight dtype in base.yml; flash attention on in MaxText (``attention: autoselected``) and
     Megatron-Core (Transformer Engine fused attention); sequence parallelism is how MaxText/GSPMD shard
-    activations anyway. Megatron's distributed optimizer and sequence parallelism differ between
+    activations anyway. For other trainers (plain JAX, PyTorch) the attention kernel is unknown unless stated. Megatron's distributed optimizer and sequence parallelism differ between
     Megatron-LM (off unless flagged) and the NeMo / Megatron-Bridge recipes (on), and activation recompute
     between Megatron-LM (off) and recipes (selective or full): unstated, they are unknown.
     """
@@ -300,6 +300,14 @@ def unknown_settings(settings: TrainingSettings | None, framework: str, runyaml_
     out: list[UnknownSetting] = []
     if framework == "megatron" or s.format == "megatron":
         out.extend(_megatron_unknowns(s))
+    if s.flash_attention is None and framework in ("jax", "other") and s.format not in ("maxtext", "megatron"):
+        # No documented default: plain JAX attention materialises the scores unless a flash/splash kernel is
+        # used; PyTorch trainers (torchtitan) default to SDPA's flash kernel. MaxText ('autoselected') and
+        # Megatron-Core (Transformer Engine fused attention) document a fused default.
+        out.append(UnknownSetting(
+            name="flash_attention", lean={"flash_attention": True}, hungry={"flash_attention": False},
+            fix="use a fused/flash attention kernel (e.g. attention: flash)", words="a flash attention kernel",
+        ))
     remat_stated = s.remat_key is not None or runyaml_remat is not None or framework == "maxtext"
     if not remat_stated:
         key = REMAT_KEY.get(framework, "remat_policy")

@@ -53,6 +53,10 @@ def test_unstated_settings_are_named_and_stated_ones_are_not() -> None:
         "distributed_optimizer", "sequence_parallel", "remat"}
     assert unknown_settings(TrainingSettings(format="megatron"), "megatron", "full")[-1].name != "remat"  # run.yaml
     assert unknown_settings(TrainingSettings(format="maxtext"), "maxtext", None) == []  # documented defaults
+    plain = [u.name for u in unknown_settings(TrainingSettings(format="ici_mesh"), "other", None)]
+    assert plain == ["flash_attention", "remat"]  # a plain-JAX / PyTorch trainer documents neither
+    assert [u.name for u in unknown_settings(TrainingSettings(format="ici_mesh", flash_attention=True), "jax",
+                                             "full")] == []
     lean = with_options(TrainingSettings(format="megatron"), unknown_settings(TrainingSettings(format="megatron"),
                                                                               "megatron", None), "lean")
     assert lean.distributed_optimizer is True and lean.sequence_parallel is True and lean.remat_policy == "full"
