@@ -31,6 +31,10 @@ if TYPE_CHECKING:
 SETTINGS_MESHES = 48
 """Settings changes are scored on the baseline mesh, the move meshes and this many best enumerated meshes."""
 
+MATERIALIZED = 1000
+"""At most this many enumerated meshes (the best by memory tier, then step time) become candidates; the
+selection critiques at most ``MAX_CRITIQUED`` (400) of them, so the rest could never be shown."""
+
 
 @dataclass
 class Candidate:
@@ -189,13 +193,19 @@ def score_known(ctx: Context, moves: list[MoveCandidate], changes: list[tuple[Se
     ei, ed = mesh_arrays([ctx.base] + [mc.mesh for mc in moves])
     all_i = np.concatenate([ici, ei]) if ici.size else ei
     all_d = np.concatenate([dcn, ed]) if dcn.size else ed
-    meshes = meshsearch.arrays_to_meshes(all_i, all_d)
     scores = meshsearch.evaluate_mesh_arrays(record, all_i, all_d, ctx.calibration, chip=chip, settings=ctx.settings0)
     tiers = memory_tiers(ctx, scores, _lean_memory(ctx, all_i, all_d, ctx.lean0, scores))
     ctx.counts["scored"] = int(all_i.shape[0])
     n_enum = int(ici.shape[0])
+    # Only the best enumerated meshes become Python objects (thousands on multi-slice jobs): the selection walks
+    # at most MAX_CRITIQUED of them; every move mesh is kept.
+    rank = np.lexsort((scores.step_ms[:n_enum], tiers[:n_enum] > 1))[:MATERIALIZED]
+    settings_rows = np.argsort(np.where(scores.fits_memory, scores.step_ms, np.inf))[:SETTINGS_MESHES]
+    keep = sorted(set(rank.tolist()) | set(settings_rows.tolist()) | set(range(n_enum, all_i.shape[0])))
+    meshes = dict(zip(keep, meshsearch.arrays_to_meshes(all_i[keep], all_d[keep]), strict=True))
     move_rule = {mesh_key(mc.mesh): mc.rule for mc in moves}
-    for j, (m, t, tier) in enumerate(zip(meshes, scores.step_ms, tiers, strict=True)):
+    for j in keep:
+        m, t, tier = meshes[j], scores.step_ms[j], tiers[j]
         if not math.isfinite(float(t)):
             continue
         c = pool.add(m, NO_CHANGE, move_rule.get(mesh_key(m)) if j >= n_enum else None, search=j < n_enum)
@@ -206,8 +216,7 @@ def score_known(ctx: Context, moves: list[MoveCandidate], changes: list[tuple[Se
     if not changes:
         return
     # Settings changes: on the baseline mesh, the move meshes and the best enumerated meshes that fit.
-    order = np.argsort(np.where(scores.fits_memory, scores.step_ms, np.inf))[:SETTINGS_MESHES]
-    idx = sorted(set(order.tolist()) | set(range(n_enum, all_i.shape[0])))
+    idx = sorted(set(settings_rows.tolist()) | set(range(n_enum, all_i.shape[0])))
     si, sd = all_i[idx], all_d[idx]
     sub = [meshes[j] for j in idx]
     from bot.proposals.settings import apply as apply_change
