@@ -21,11 +21,25 @@ from bot.errors import AsapError
 
 
 class ModelFailure(AsapError):
-    """The model did not give a usable reply (timeout, HTTP 5xx, malformed output)."""
+    """The model did not give a usable reply (timeout, HTTP 5xx, malformed output).
+
+    ``unreachable`` is set when the endpoint could not be reached at all (connection refused, DNS): the
+    conversation then marks the model down until the next successful probe (:mod:`agents.health`).
+    """
+
+    unreachable: bool = False
 
 
 class TokenBudgetExceeded(ModelFailure):
     """The request used up its token budget."""
+
+
+def _connection_error(exc: BaseException) -> bool:
+    """True for "could not reach the endpoint" (openai.APIConnectionError, httpx.ConnectError), not for timeouts."""
+    names = {t.__name__ for t in type(exc).__mro__}
+    if "APITimeoutError" in names:
+        return False
+    return bool(names & {"APIConnectionError", "ConnectError", "ConnectionError"})
 
 
 class Meter:
@@ -37,6 +51,7 @@ class Meter:
         self.prompt_tokens = 0
         self.completion_tokens = 0
         self.calls = 0
+        self.unreachable: str | None = None  # set when a call could not reach the endpoint at all
 
     @property
     def used(self) -> int:
@@ -76,7 +91,11 @@ class MeteredClient(ChatCompletionClient):
             raise
         except Exception as exc:  # openai.APIStatusError (5xx), connection errors, malformed responses
             self._log({"kind": "model_error", "agent": self.agent, "error": f"{type(exc).__name__}: {exc}"})
-            raise ModelFailure(f"the model request failed: {type(exc).__name__}: {str(exc)[:300]}") from None
+            failure = ModelFailure(f"the model request failed: {type(exc).__name__}: {str(exc)[:300]}")
+            failure.unreachable = _connection_error(exc)
+            if failure.unreachable:
+                self.meter.unreachable = failure.message
+            raise failure from None
         m.calls += 1
         m.prompt_tokens += result.usage.prompt_tokens
         m.completion_tokens += result.usage.completion_tokens

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -25,6 +26,7 @@ from urllib.parse import urlparse
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from agents.health import ModelHealth
 from bot.errors import AsapError
 
 DEFAULT_OPENAI_MODEL = "gpt-4o-mini"
@@ -74,6 +76,7 @@ class ModelSettings(BaseModel):
     token_budget: int = Field(default=DEFAULT_TOKEN_BUDGET, gt=0, description="tokens allowed per request")
     price: PriceSettings | None = None
     check_endpoint: bool = Field(default=True, description="probe <base_url>/models at start-up")
+    recheck_s: float = Field(default=30.0, gt=0, description="serve/worker: seconds between endpoint re-checks")
 
 
 @dataclass
@@ -89,6 +92,7 @@ class ModelSetup:
     notes: list[str] = field(default_factory=list)
     factory: Any = None  # rebuilds the client; HTTP clients are bound to the event loop that first used them
     _loop: Any = None
+    health: ModelHealth | None = None  # reachability of the endpoint (None in analyst mode)
 
     def client_for_loop(self) -> Any:
         """The client, rebuilt when called from a different event loop than last time (asyncio.run per event)."""
@@ -141,6 +145,8 @@ def load_settings(env: dict[str, str] | None = None) -> tuple[ModelSettings, str
         except json.JSONDecodeError as exc:
             raise AsapError(f"not JSON: {exc.msg}", field="ASAP_MODEL_INFO",
                             hint='e.g. {"function_calling": true, "family": "unknown"}') from None
+    if env.get("ASAP_MODEL_RECHECK_S"):
+        raw["recheck_s"] = env["ASAP_MODEL_RECHECK_S"]
     if env.get("ASAP_TOKEN_BUDGET"):
         try:
             raw["token_budget"] = int(env["ASAP_TOKEN_BUDGET"])
@@ -258,8 +264,12 @@ def _compatible(settings: ModelSettings, env: dict[str, str], where: str, check:
     key_env = settings.api_key_env or "ASAP_MODEL_API_KEY"
     api_key = env.get(key_env) or env.get("OPENAI_API_KEY") or "not-needed"
     notes = []
+    model = settings.model
+    health = ModelHealth(lambda: probe_endpoint(base_url, model, api_key, timeout_s=min(settings.timeout_s, 5.0)),
+                         recheck_s=settings.recheck_s)
     if check and settings.check_endpoint:
         probe_endpoint(base_url, settings.model, api_key, timeout_s=min(settings.timeout_s, 5.0))
+        health.state, health.checked_at = "ok", time.monotonic()
     else:
         notes.append("endpoint not probed at start-up")
     def factory() -> Any:
@@ -269,7 +279,8 @@ def _compatible(settings: ModelSettings, env: dict[str, str], where: str, check:
         )
 
     return ModelSetup(client=factory(), mode="compatible", model=settings.model, token_budget=settings.token_budget,
-                      price=_price(settings, settings.model), timeout_s=settings.timeout_s, notes=notes, factory=factory)
+                      price=_price(settings, settings.model), timeout_s=settings.timeout_s, notes=notes, factory=factory,
+                      health=health)
 
 
 def _openai(settings: ModelSettings, env: dict[str, str], where: str) -> ModelSetup:
@@ -292,5 +303,9 @@ def _openai(settings: ModelSettings, env: dict[str, str], where: str) -> ModelSe
                         hint="give model_info (function_calling: true, family) in .asap/model.yaml for models autogen does not know") from None
     if not client.model_info.get("function_calling"):
         raise AsapError(f"OpenAI model {model!r} does not support tool calling", source=where, field="model")
+    base_url = (env.get("OPENAI_BASE_URL") or "https://api.openai.com/v1").rstrip("/")  # the openai SDK's own variable
+    api_key = env["OPENAI_API_KEY"]
+    health = ModelHealth(lambda: probe_endpoint(base_url, model, api_key, timeout_s=min(settings.timeout_s, 5.0)),
+                         recheck_s=settings.recheck_s)
     return ModelSetup(client=client, mode="openai", model=model, token_budget=settings.token_budget,
-                      price=_price(settings, model), timeout_s=settings.timeout_s, factory=factory)
+                      price=_price(settings, model), timeout_s=settings.timeout_s, factory=factory, health=health)

@@ -6,6 +6,9 @@
   reloads the thread from SQLite, restores the team state and answers; goal < 200 ms.
 * Tokens per answer with a scripted model (autogen's ReplayChatCompletionClient driving the same
   tool calls a model would make): prompt/completion tokens as counted by the client, and model calls.
+* With that scripted model, the first answer's time: the analyst pass (computed first, so a slow model
+  never means no answer) plus the model pass, which reuses the analyst pass's tool results; and the
+  time the model-text check (agents/verify.py) takes on the answer.
 
     .venv/bin/python benchmarks/agents.py [--runs ID ...] [--repeat 3]
 """
@@ -83,8 +86,18 @@ async def bench_run(run_id: str, state: Path, repeat: int) -> dict[str, float]:
     replay = ScriptedModel(_script(run_id), model_info=INFO)
     setup = ModelSetup(client=replay, mode="compatible", model="scripted", token_budget=10**9, price=None, timeout_s=30)
     conv = Conversation(store=SQLiteStore(state / f"{run_id}-replay.db"), model=setup, backend=RealBackend())
+    t0 = time.perf_counter()
     ans = await conv.ask(f"why is run {run_id} slow?", thread_id="r")
-    return {"first_s": statistics.median(firsts), "first_max_s": max(firsts),
+    model_first = time.perf_counter() - t0
+    from agents.verify import check_reply
+    from agents.workspace import Workspace
+
+    ws = Workspace.from_dict((conv.store.get_thread("r") or {})["workspace"])
+    t0 = time.perf_counter()
+    for _ in range(20):
+        check_reply(ans.computed, ws, ans.computed)  # the whole computed answer as if a model had written it
+    check_ms = (time.perf_counter() - t0) / 20 * 1000
+    return {"model_first_s": model_first, "check_ms": check_ms,"first_s": statistics.median(firsts), "first_max_s": max(firsts),
             "follow_ms": statistics.median(follows), "follow_max_ms": max(follows),
             "tokens": ans.usage["total_tokens"], "prompt": ans.usage["prompt_tokens"],
             "completion": ans.usage["completion_tokens"], "calls": ans.usage["model_calls"],
@@ -98,14 +111,16 @@ def main() -> None:
     args = ap.parse_args()
     runs = args.runs or LocalRunStore().list_ids()
     with tempfile.TemporaryDirectory() as tmp:
-        print(f"{'run':28} {'first (s)':>10} {'max':>6} {'follow-up (ms)':>15} {'max':>7} {'tokens/answer':>14} {'calls':>6}")
+        print(f"{'run':28} {'first (s)':>10} {'max':>6} {'follow-up (ms)':>15} {'max':>7} {'tokens/answer':>14} {'calls':>6}"
+              f" {'model first (s)':>16} {'text check (ms)':>16}")
         worst_first, worst_follow = 0.0, 0.0
         for run_id in runs:
             r = asyncio.run(bench_run(run_id, Path(tmp), args.repeat))
             worst_first, worst_follow = max(worst_first, r["first_s"]), max(worst_follow, r["follow_ms"])
             flag = " (scripted model fell back!)" if r["fallback"] else ""
             print(f"{run_id:28} {r['first_s']:10.3f} {r['first_max_s']:6.2f} {r['follow_ms']:15.1f} {r['follow_max_ms']:7.1f} "
-                  f"{r['tokens']:>8.0f} ({r['prompt']:.0f}+{r['completion']:.0f}) {r['calls']:>3.0f}{flag}")
+                  f"{r['tokens']:>8.0f} ({r['prompt']:.0f}+{r['completion']:.0f}) {r['calls']:>3.0f}"
+                  f" {r['model_first_s']:16.3f} {r['check_ms']:16.1f}{flag}")
     print(f"worst median first answer {worst_first:.3f} s (goal < {GOAL_FIRST_S} s): {'OK' if worst_first < GOAL_FIRST_S else 'MISSED'}")
     print(f"worst median follow-up {worst_follow:.1f} ms (goal < {GOAL_FOLLOWUP_MS:.0f} ms): "
           f"{'OK' if worst_follow < GOAL_FOLLOWUP_MS else 'MISSED'}")

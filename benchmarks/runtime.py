@@ -5,9 +5,13 @@
   (Slack wants an answer within 3 s, GitHub retries slow webhooks).
 * Throughput: jobs per second through the queue to ``--workers`` worker processes running a scripted
   handler (no model: it records its reply in Redis), and the enqueue-to-reply latency of each job.
+* ``--blip SECONDS``: a private ``redis-server`` (AOF on) is stopped for that long while jobs arrive at
+  ``--rate`` per second and ``--workers`` worker processes run them; prints accepted, refused (the front's
+  503), lost and doubled jobs and the worst enqueue-to-reply time.
 
     .venv/bin/python benchmarks/runtime.py [--redis-url redis://127.0.0.1:6379/0] [--requests 2000]
                                            [--jobs 5000] [--workers 4] [--concurrency 8]
+    .venv/bin/python benchmarks/runtime.py --blip 10 [--rate 20] [--workers 2]
 
 Keys live under a fresh prefix and are deleted afterwards.
 """
@@ -42,7 +46,18 @@ async def scripted(job: Job, ctx) -> None:  # type: ignore[no-untyped-def]
     await ctx.queue.client.hset(f"{p}bench:replies", job.id, f"{time.time() - job.created_at:.6f}")
 
 
+async def blip_job(job: Job, ctx) -> None:  # type: ignore[no-untyped-def]
+    """The --blip job: a little work, store the reply (the job's result), then count it (an increment, so a
+    job answered twice shows up as 2)."""
+    p = ctx.settings.queue.prefix
+    await asyncio.sleep(0.2)
+    await ctx.queue.set_result(job.id, {"status": "ok"})
+    await ctx.queue.client.hincrby(f"{p}blip:replies", job.id, 1)
+    await ctx.queue.client.hset(f"{p}blip:at", job.id, f"{time.time() - job.created_at:.3f}")
+
+
 register_handler("cli", "review", scripted)  # when imported by a worker via --handlers runtime
+register_handler("cli", "explain", blip_job)
 
 
 def pct(values: list[float], q: float) -> float:
@@ -171,6 +186,83 @@ async def throughput(env: dict[str, str], n: int, workers: int, concurrency: int
             "e2e_p50": statistics.median(lat), "e2e_p99": pct(lat, 99), "depth_after": depth, "replies": len(lat)}
 
 
+def _redis_server(folder: str, port: int) -> subprocess.Popen[bytes]:
+    import shutil
+
+    binary = shutil.which("redis-server")
+    if not binary:
+        raise SystemExit("--blip needs a redis-server binary (it starts and stops a private one)")
+    proc = subprocess.Popen([binary, "--port", str(port), "--bind", "127.0.0.1", "--dir", folder, "--save", "",
+                             "--appendonly", "yes", "--appendfsync", "always"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    for _ in range(200):
+        with socket.socket() as sock:
+            if sock.connect_ex(("127.0.0.1", port)) == 0:
+                return proc
+        time.sleep(0.025)
+    raise SystemExit("redis-server did not start")
+
+
+async def blip(outage_s: float, rate: float, workers: int, concurrency: int) -> dict[str, float]:
+    """Stop a private Redis for ``outage_s`` while jobs arrive; count what was lost or answered twice."""
+    import tempfile
+
+    from bot.runtime.context import RuntimeContext
+
+    folder, port = tempfile.mkdtemp(prefix="asap-blip-"), free_port()
+    server = _redis_server(folder, port)
+    env = {"REDIS_URL": f"redis://127.0.0.1:{port}/0", "ASAP_QUEUE_PREFIX": "blip:", "ASAP_USER_RATE": "off",
+           "ASAP_CHANNEL_RATE": "off", "ASAP_LOG_LEVEL": "CRITICAL", "ASAP_QUEUE_BLOCK_MS": "100",
+           "ASAP_STATE_DIR": folder}
+    procs = [subprocess.Popen(asap("worker", "--concurrency", str(concurrency), "--consumer", f"blip{i}"),
+                              env=child_env({**env, "ASAP_HANDLER_MODULES": "runtime"}),
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for i in range(workers)]
+    ctx = RuntimeContext.from_env(env)
+    accepted: list[str] = []
+    refused = 0
+    try:
+        t0, n, phase = time.monotonic(), 0, 0
+        before = after = 3.0
+        while (now := time.monotonic() - t0) < before + outage_s + after:
+            if phase == 0 and now >= before:
+                server.terminate()
+                server.wait()
+                phase = 1
+            elif phase == 1 and now >= before + outage_s:
+                server = _redis_server(folder, port)
+                phase = 2
+            job = Job(id=f"cli:blip-{n}", source="cli", kind="explain", thread=f"blip:{n}",
+                      requester=Requester(source="cli", user_id=f"u{n}"))
+            n += 1
+            try:
+                if (await asyncio.wait_for(ctx.submit(job), timeout=2.0)).accepted:
+                    accepted.append(job.id)
+            except Exception:  # QueueUnavailable or a timeout: the front would answer 503
+                refused += 1
+            await asyncio.sleep(1 / rate)
+        r = ctx.queue.client  # type: ignore[attr-defined]
+        end = time.monotonic() + 120
+        while time.monotonic() < end:
+            if await r.hlen("blip:blip:replies") >= len(accepted):
+                break
+            await asyncio.sleep(0.2)
+        await asyncio.sleep(2.0)  # a job that would run twice has had the time to
+        replies = {k.decode(): int(v) for k, v in (await r.hgetall("blip:blip:replies")).items()}
+        waits = [float(v) for v in (await r.hgetall("blip:blip:at")).values()]
+        dead = len(await ctx.queue.dead_letters())
+    finally:
+        for proc in procs:
+            proc.terminate()
+        for proc in procs:
+            proc.wait(timeout=30)
+        await ctx.close()
+        server.terminate()
+        server.wait()
+    return {"accepted": len(accepted), "refused": refused, "lost": sum(1 for i in accepted if not replies.get(i)),
+            "doubled": sum(1 for c in replies.values() if c > 1), "dead": dead,
+            "worst_wait_s": max(waits) if waits else 0.0}
+
+
 def cleanup(url: str, prefix: str) -> None:
     import redis
 
@@ -189,7 +281,17 @@ def main() -> None:
     ap.add_argument("--jobs", type=int, default=5000, help="jobs pushed through the queue")
     ap.add_argument("--workers", type=int, default=4, help="worker processes")
     ap.add_argument("--concurrency", type=int, default=8, help="jobs per worker at once")
+    ap.add_argument("--blip", type=float, default=0.0, metavar="SECONDS",
+                    help="instead: stop a private redis-server this long under load (needs redis-server)")
+    ap.add_argument("--rate", type=float, default=20.0, help="--blip: jobs submitted per second")
     args = ap.parse_args()
+    if args.blip:
+        b = asyncio.run(blip(args.blip, args.rate, args.workers, args.concurrency))
+        print(f"Redis stopped {args.blip:g} s under {args.rate:g} jobs/s, {args.workers} worker processes x "
+              f"{args.concurrency}: {b['accepted']} accepted, {b['refused']} refused (503 at the front), "
+              f"{b['lost']} lost, {b['doubled']} doubled, {b['dead']} dead letters; "
+              f"worst enqueue->reply {b['worst_wait_s']:.1f} s")
+        return
     prefix = f"asapbench:{uuid.uuid4().hex[:8]}:"
     env = {"REDIS_URL": args.redis_url, "ASAP_QUEUE_PREFIX": prefix, "ASAP_API_TOKEN": TOKEN,
            "ASAP_USER_RATE": "off", "ASAP_CHANNEL_RATE": "off", "ASAP_MAX_PENDING": "1000000",

@@ -41,7 +41,10 @@ AXIS_KEYS = ("data", "fsdp", "tensor", "sequence", "expert", "pipeline")
 BF16 = 2.0  # bytes per bf16 value
 
 # Uncalibrated defaults; calibration on the run's own profile replaces them.
-DEFAULT_EFFICIENCY = 0.55  # achieved / peak FLOP/s of well-shaped matmul work in a training step
+# Achieved / peak FLOP/s (and HBM B/s) of large, well-shaped work, before the per-chip shape factor
+# (shape_factor) and elementwise HBM traffic (EW_BYTES); a chip's fitted ``matmul_efficiency`` replaces it.
+# 0.75 keeps a typical training step (shape factor ~0.75) near the 55% the model assumed before shapes counted.
+DEFAULT_EFFICIENCY = 0.75
 # Share of the overlappable-but-not-forced-exposed collective time that still shows up in the step:
 # 0 = perfect overlap (the lower bound), 1 = none (the upper bound). A middle-low guess; calibrated.
 DEFAULT_OVERLAP_MISS = 0.25
@@ -67,6 +70,7 @@ class Terms:
     memory: dict[str, np.ndarray]  # bytes per chip: weights, gradients, optimizer, activations
     model_flops_per_chip: np.ndarray
     notes: tuple[str, ...]
+    stages: dict[str, np.ndarray] | None = None  # first/last stage memory (bytes), slowest / mean stage time
 
     def step_s(
         self, compute_scale: float = 1.0, comm_scale: float = 1.0, fixed_s: float = 0.0
@@ -157,29 +161,145 @@ def _stored_transient(shape: Shape, spec, nt: np.ndarray, local_layers: np.ndarr
     return saved, transient
 
 
-def evaluate(
-    shape: Shape,
-    chip: Chip,
-    chips_per_slice: int,
-    ici: np.ndarray,
-    dcn: np.ndarray,
-    *,
-    efficiency: float = DEFAULT_EFFICIENCY,
-    overlap_miss: float = DEFAULT_OVERLAP_MISS,
-) -> Terms:
-    """Every cost term for each mesh in ``ici``/``dcn`` (int arrays [M, 6] in AXES order)."""
-    ici = np.atleast_2d(np.asarray(ici, dtype=np.int64))
-    dcn = np.atleast_2d(np.asarray(dcn, dtype=np.int64))
-    net: AxisNetwork = axis_networks(chip, chips_per_slice, ici, dcn)
-    n = (ici * dcn).astype(np.float64)
+# HBM bytes of elementwise work per token per layer per unit of width (fitted across the published tables in
+# docs/cost-model.md; ~40 read+write passes of bf16 over the layer's d_model-wide tensors in forward+backward).
+EW_BYTES = 160.0
+# XLA fuses norms, activations and residual adds into the neighbouring matmul/reduction fusions, so little of
+# that traffic is left on its own (fitted across the MaxText v4 / v5e / v5p README tables of the eval corpus).
+EW_BYTES_XLA = 10.0
+XLA_FUSING = frozenset({"maxtext", "jax"})
+
+# HBM bytes per attention-score element per layer (forward + backward) without a flash kernel: forward
+# writes QK^T (2 B), softmax reads and writes (4 B), dropout reads, writes and masks (5 B), AV reads (2 B);
+# backward about twice that.
+SCORE_BYTES = 39.0
+
+# Per-chip matmul shape efficiency: eff(m, k, n) = 1 / (1 + c/m + c/k + c/n), c fitted across the published
+# tables in docs/cost-model.md ("Matmul efficiency"); peaks and the per-family efficiency stay separate.
+SHAPE_TILE = 256.0
+
+
+def shape_factor(m: np.ndarray | float, k: np.ndarray | float, n: np.ndarray | float) -> np.ndarray:
+    """Relative efficiency (0..1] of a [m, k] x [k, n] matmul on one chip: small dimensions waste tiles.
+
+    Each dimension is floored at ``SHAPE_TILE``: below it (a few tokens per chip) loading the weights from HBM
+    dominates, which the roofline term (``_intensity``) prices; counting it here too would double it.
+    """
+    c = SHAPE_TILE
+    if c <= 0:
+        return np.ones_like(np.asarray(m, dtype=np.float64) * 1.0)
+    return 1.0 / (1.0 + c / np.maximum(m, c) + c / np.maximum(k, c) + c / np.maximum(n, c))
+
+
+def _matmul_shares(shape: Shape) -> dict[str, float]:
+    """Share of the dense matmul FLOPs in MLPs, attention projections and the output layer (per token)."""
+    L, D = float(shape.layers), float(shape.d_model)
+    mlp = 0.0 if shape.is_moe else L * shape.mlp_matrices * D * shape.d_ff
+    attn = L * D * shape.head_dim * (2.0 * shape.heads + 2.0 * shape.kv_heads)
+    out = float(shape.vocab) * D
+    total = max(mlp + attn + out, 1.0)
+    return {"mlp": mlp / total, "attn": attn / total, "out": out / total}
+
+
+def _stage_factor(shape: Shape, npp: np.ndarray, out_time_share: np.ndarray, dense_flops: float,
+                  all_flops: float) -> np.ndarray:
+    """Slowest pipeline stage / average stage. Megatron: the last stage also runs the output layer + loss,
+    so it takes (layers/p + output) while the mean stage takes (layers + output)/p."""
+    if not shape.pipeline_output_on_last:
+        return np.ones_like(npp)
+    out = out_time_share * dense_flops / max(all_flops, 1.0)  # output layer's share of the device time
+    return np.where(npp > 1, (1.0 - out) + npp * out, 1.0)
+
+
+def _stage_memory(shape: Shape, nd: np.ndarray, nf: np.ndarray, nt: np.ndarray, ns: np.ndarray,
+                  ne: np.ndarray, npp: np.ndarray, m: np.ndarray, tok_mb: np.ndarray,
+                  local_layers: np.ndarray) -> dict[str, np.ndarray]:
+    """Memory per chip of the fullest pipeline stage (the OOM check is the maximum over stages).
+
+    Model state [ZeRO §3.1] in the bytes per parameter of the run's framework and config, divided by the
+    axes that shard it (fsdp, tensor, pipeline; expert for expert weights); Megatron's distributed optimizer
+    shards the optimizer state over data x context (x expert for dense weights). With pipelining, Megatron
+    places the embedding on the first stage and the output layer on the last [PTD §2.2]: each holds
+    layers/p plus one vocab x d_model matrix; frameworks that keep them outside the pipeline replicate both
+    on every stage. Activations: 1F1B keeps min(m, p) micro-batches in flight on the first stage (one on
+    the last) [PTD §2.2; KOR §4.2.3]; the interleaved schedule (v chunks) adds (p-1)/(p·v) [KOR §4.2.3];
+    the last stage also holds the logits (bf16 + fp32 softmax, bf16 only with a fused cross-entropy).
+    """
+    V, D, L = float(shape.vocab), float(shape.d_model), float(shape.layers)
+    P_ne, P_e = shape.params_dense, shape.params_expert
+    emb = V * D
+    layers_dense = max(P_ne - 2.0 * emb, 0.0)
+    pp = npp > 1
+    if shape.pipeline_output_on_last:
+        first_dense = np.where(pp, layers_dense / npp + emb, P_ne)
+        last_dense = np.where(pp, layers_dense / npp + emb, P_ne)
+    else:
+        first_dense = last_dense = layers_dense / npp + 2.0 * emb
+    w_exp = P_e / (nf * nt * npp * ne)
+
+    # Sequence/context ranks shard the weights FSDP-style in MaxText (logical axis 'embed' -> fsdp, sequence,
+    # context) and torchtitan (FSDP over dp_shard x cp); Megatron's context ranks replicate them (its
+    # distributed optimizer shards the optimizer state over data x context instead).
+    seq_shard = ns if shape.framework != "megatron" else np.ones_like(ns)
+    w_exp = w_exp / seq_shard
+
+    def state(dense: np.ndarray) -> dict[str, np.ndarray]:
+        w_dense = dense / (nf * nt * seq_shard)
+        w_shard = w_dense + w_exp
+        opt_shard = w_dense / (nd * ns * ne) + w_exp / (nd * ns) if shape.distributed_optimizer else w_shard
+        # FSDP keeps ~2 layers' gathered bf16 weights live (current + prefetched next).
+        gathered_layer = BF16 * (layers_dense / L / nt + P_e / L / (nt * ne))
+        return {
+            "weights": shape.weight_bytes * w_shard + np.where(nf * seq_shard > 1, 2.0 * gathered_layer, 0.0),
+            "gradients": shape.grad_bytes * w_shard,
+            "optimizer": (0.0 if shape.optimizer_offload else shape.optimizer_bytes) * opt_shard,
+        }
+
+    stored, transient = activation_bytes_per_token(shape, nt, local_layers)
+    v = float(max(shape.virtual_stages, 1))
+    interleave = np.where(pp & (v > 1), 1.0 + (npp - 1.0) / (npp * v), 1.0)
+    in_flight = np.minimum(m, npp) * interleave
+    logits = (2.0 if shape.fused_cross_entropy else 6.0) * tok_mb * V / nt
+    first_acts = stored * tok_mb * local_layers * in_flight + transient * tok_mb + np.where(pp, 0.0, logits)
+    last_acts = stored * tok_mb * local_layers + transient * tok_mb + logits
+    first, last = state(first_dense), state(last_dense)
+    first["activations"], last["activations"] = first_acts, last_acts
+    first_total = sum(first.values())
+    last_total = sum(last.values())
+    pick_first = first_total >= last_total
+    out = {k: np.where(pick_first, first[k], last[k]) for k in first}
+    out["_first_stage_total"], out["_last_stage_total"] = first_total, last_total
+    return out
+
+
+def chip_efficiency(chip: Chip) -> float:
+    """The base matmul efficiency for ``chip``: its fitted figure, else the default."""
+    return chip.matmul_efficiency or DEFAULT_EFFICIENCY
+
+
+@dataclass(frozen=True)
+class _MeshSplit:
+    """Per-mesh axis sizes and how the batch splits over them (arrays of shape [M])."""
+
+    nd: np.ndarray
+    nf: np.ndarray
+    nt: np.ndarray
+    ns: np.ndarray
+    ne: np.ndarray
+    npp: np.ndarray
+    chips: np.ndarray
+    dp: np.ndarray  # data-parallel ranks (data x fsdp x expert)
+    m: np.ndarray  # micro-batches per step
+    mb: np.ndarray  # sequences per micro-batch per data rank
+    tok_mb: np.ndarray  # tokens one chip processes per micro-batch
+    net: AxisNetwork
+
+
+def _split(shape: Shape, net: AxisNetwork, n: np.ndarray) -> _MeshSplit:
+    """Axis sizes, data-parallel ranks and the micro-batching of each mesh."""
     nd, nf, nt, ns, ne, npp = (n[:, i] for i in range(6))
     chips = n.prod(axis=1)
-
-    L, D, F = float(shape.layers), float(shape.d_model), float(shape.d_ff)
     S, B = float(shape.seq_len), float(shape.global_batch)
-    V = float(shape.vocab)
-    E, K = float(shape.experts), float(shape.top_k)
-
     # --- batch, micro-batches ------------------------------------------------------------------
     # The batch is split over data x fsdp (x expert: expert-parallel ranks are data-parallel for the
     # dense layers, as in GShard/MaxText). Sequences per data-parallel rank per step:
@@ -202,6 +322,25 @@ def evaluate(
     m = np.maximum(per_rank / np.maximum(mb, 1e-12), 1.0)
     tok_mb = mb * S / ns  # tokens one chip processes per micro-batch (tensor ranks share them)
 
+    return _MeshSplit(nd, nf, nt, ns, ne, npp, chips, dp, m, mb, tok_mb, net)
+
+
+@dataclass(frozen=True)
+class _Device:
+    compute_s: np.ndarray  # slowest stage's compute time per step
+    hbm_s: np.ndarray  # its HBM time beyond the compute
+    stage_factor: np.ndarray  # slowest / mean pipeline stage
+    model_flops: float
+
+
+def _device_time(shape: Shape, chip: Chip, efficiency: float, mm: _MeshSplit) -> _Device:
+    """Compute and HBM time of the slowest stage: FLOPs, per-chip matmul shapes, elementwise and score traffic."""
+    L, D, F = float(shape.layers), float(shape.d_model), float(shape.d_ff)
+    S, B = float(shape.seq_len), float(shape.global_batch)
+    V = float(shape.vocab)
+    E, K = float(shape.experts), float(shape.top_k)
+    nt, ns, ne, npp = mm.nt, mm.ns, mm.ne, mm.npp
+    chips, tok_mb = mm.chips, mm.tok_mb
     # --- compute -------------------------------------------------------------------------------
     # Training FLOPs = 6 x active params x tokens + attention 12·L·H·hd·S per token [PaLM App. B].
     # The input embedding is a lookup, not a matmul, so V·d is left out of the 6N term.
@@ -224,19 +363,81 @@ def evaluate(
     peak = chip.peak_bf16_flops * efficiency
     bw = chip.hbm_bandwidth * efficiency
 
+    # Per-chip matmul efficiency follows the per-chip matmul shapes: tokens per micro-batch per chip, d_model,
+    # and the tensor-sharded widths (d_ff / t, heads x head_dim / t, vocab / t): narrower matmuls lose
+    # efficiency (tile and wave quantization, fixed per-kernel cost), fitted across published tables
+    # (docs/cost-model.md, "Matmul efficiency").
+    f_mlp = shape_factor(tok_mb, D, F / nt)
+    f_att = shape_factor(tok_mb, D, shape.heads * shape.head_dim / nt)
+    f_out = shape_factor(tok_mb, D, max(V, 1.0) / nt)
+    f_core = shape_factor(tok_mb, S / ns, float(shape.head_dim) * 4.0)
+    share = _matmul_shares(shape)
+    slow_dense = share["mlp"] / f_mlp + share["attn"] / f_att + share["out"] / f_out
+
     # Roofline per matmul group: time = max(FLOPs / peak, bytes / HBM BW) with bytes = FLOPs / intensity.
     # Intensity follows tokens per chip per micro-batch (weights re-read every micro-batch) [SB rooflines].
     i_dense = _intensity(tok_mb, D, F / nt)
     tok_expert = tok_mb * K * ne / E  # tokens each local expert sees per micro-batch
     i_expert = _intensity(tok_expert, D, F / nt)
-    t_dense_c = dense_flops / chips / peak
-    t_expert_c = expert_flops / chips / peak
-    t_attn = attn_hw / chips / peak  # flash attention: compute-bound at any practical S
+    # fp8 linear layers (Transformer Engine, torchao Float8) run the dense matmuls at the fp8 peak; the
+    # attention core stays in bf16.
+    mm_peak = peak * (chip.peak_fp8_flops / chip.peak_bf16_flops) if shape.fp8 and chip.peak_fp8_flops else peak
+    t_dense_c = dense_flops / chips / mm_peak * slow_dense
+    t_expert_c = expert_flops / chips / mm_peak / shape_factor(tok_expert, D, F / nt)
+    # Flash attention: compute-bound at any practical S. Causal context parallelism without load balancing
+    # leaves the last rank the whole lower triangle: 2·cp/(cp+1) of the mean [Megatron-Core context
+    # parallelism docs; Liu et al. 2023, ring attention] unless the sequence is split in balanced chunks.
+    cp_imbalance = 1.0 if shape.cp_load_balanced else 2.0 * ns / (ns + 1.0)
+    t_attn = attn_hw / chips / peak / f_core * cp_imbalance
     compute_s = t_dense_c + t_expert_c + t_attn
     hbm_s = np.maximum(0.0, dense_flops / chips / (i_dense * bw) - t_dense_c) + np.maximum(
         0.0, expert_flops / chips / (i_expert * bw) - t_expert_c
     )
+    hbm_s = hbm_s + _hbm_extras(shape, mm, bw, re_core)
+    # Pipeline stages: the slowest stage sets the step. Megatron puts the output layer + loss on the last
+    # stage (the embedding lookup on the first costs little time but its weights live there) [PTD §2.2;
+    # Megatron-Core pipeline layout]; frameworks that keep them outside the pipeline spread them evenly.
+    stage_factor = _stage_factor(shape, npp, share["out"] * f_out ** -1 / slow_dense, dense_flops,
+                                 dense_flops + expert_flops + attn_hw)
+    compute_s = compute_s * stage_factor
+    hbm_s = hbm_s * stage_factor
 
+    return _Device(compute_s, hbm_s, stage_factor, model_flops)
+
+
+def _hbm_extras(shape: Shape, mm: _MeshSplit, bw: float, re_core: bool) -> np.ndarray:
+    """HBM time outside the matmuls: elementwise work, and the attention scores without a flash kernel."""
+    L, D, F = float(shape.layers), float(shape.d_model), float(shape.d_ff)
+    S, B = float(shape.seq_len), float(shape.global_batch)
+    nt, ns, npp, dp = mm.nt, mm.ns, mm.npp, mm.dp
+    spec = shape.spec
+    # Elementwise work (norms, residual adds, activation functions, dropout, bias) streams HBM: ~EW_BYTES x
+    # width bytes per token per layer, on the d_model-sized tensors (replicated over tensor ranks unless
+    # Megatron sequence parallelism / GSPMD shards them [KOR §4.2]) and the d_ff/t-sized MLP activations.
+    # Its share of the step falls as 1/d_model against the matmuls (d_model^2): why measured efficiency rises
+    # with hidden size in published scaling tables. Re-run in backward under full recompute.
+    emb_div = nt if shape.sequence_parallel else np.ones_like(nt)
+    ew = EW_BYTES_XLA if shape.framework in XLA_FUSING else EW_BYTES
+    ew_passes = ew * (1.0 + (1.0 / 3.0 if spec.is_full else 0.0))
+    ew_bytes = ew_passes * (L / npp) * (B * S / (dp * ns)) * (D / emb_div + 0.5 * F / nt)
+    extra = ew_bytes / bw
+    # Without a flash kernel the [heads, S, S] attention scores go through HBM: written by the QK^T matmul,
+    # read and written by the fused scale-mask-softmax and dropout, read by the AV matmul, and about twice that
+    # in backward (~SCORE_BYTES per score element, counted from Megatron's unfused path; +1/3 when the
+    # forward is recomputed). Flash attention keeps them on chip.
+    if not shape.flash_attention:
+        score_elems = (L / npp) * (B * S / (dp * ns)) * (shape.heads / nt) * S
+        extra = extra + SCORE_BYTES * (1.0 + (1.0 / 3.0 if re_core else 0.0)) * score_elems / bw
+    return extra
+
+
+def _collectives(shape: Shape, chip: Chip, mm: _MeshSplit) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+    """Raw collective seconds per axis: (overlappable with compute, on the critical path)."""
+    L, D = float(shape.layers), float(shape.d_model)
+    S, K = float(shape.seq_len), float(shape.top_k)
+    nd, nf, nt, ne, npp = mm.nd, mm.nf, mm.nt, mm.ne, mm.npp
+    m, mb, tok_mb, net = mm.m, mm.mb, mm.tok_mb, mm.net
+    spec = shape.spec
     # --- collectives ---------------------------------------------------------------------------
     P_ne, P_e = shape.params_dense, shape.params_expert
     local_layers = L / npp
@@ -256,7 +457,10 @@ def evaluate(
     # all-reduced too; expert ranks replicate the dense weights, so dense gradients reduce over them.
     grad_shard = BF16 * (P_ne / (nf * nt * npp) + P_e / (nf * nt * npp * ne))
     comm_ovl["data"] = allreduce_time(grad_shard, net, DATA)
-    comm_ovl["sequence"] = allreduce_time(grad_shard, net, SEQUENCE)
+    if shape.framework == "megatron":
+        comm_ovl["sequence"] = allreduce_time(grad_shard, net, SEQUENCE)
+    else:  # sequence ranks shard the weights too: gather and reduce-scatter them like FSDP (see _stage_memory)
+        comm_ovl["sequence"] = m * 3.0 * gather_time(gathered / nf, net, SEQUENCE)
     comm_ovl["expert"] = allreduce_time(BF16 * P_ne / (nf * nt * npp), net, EXPERT)
 
     # Tensor: 2 all-reduces of the [tokens, d_model] activations in forward and 2 in backward per
@@ -264,7 +468,13 @@ def evaluate(
     # full remat re-runs the forward's two [KOR §5]. Hard to overlap: on the critical path.
     n_ar = 6.0 if full else 4.0
     act = BF16 * tok_mb * D
-    comm_crit["tensor"] = m * local_layers * n_ar * allreduce_time(act, net, TENSOR)
+    tp_comm = m * local_layers * n_ar * allreduce_time(act, net, TENSOR)
+    # Exposed by default; overlapped with the GEMMs only where the framework does it (Megatron
+    # --tp-comm-overlap, Transformer Engine userbuffers).
+    if shape.tp_comm_overlap:
+        comm_ovl["tensor"] = tp_comm
+    else:
+        comm_crit["tensor"] = tp_comm
 
     # Sequence/context: attention needs every chip's K and V: all-gather (or ring-pass) K,V in forward,
     # again in backward, reduce-scatter dK,dV: 3 gathers of the full-sequence K,V for the local KV heads
@@ -284,10 +494,48 @@ def evaluate(
     # Pipeline: send activations forward and gradients back at each stage boundary, (m + p - 1) steps
     # each way on the critical schedule; Megatron's scatter/gather sends 1/t of the activation per
     # tensor rank [PTD §4.1]. Async sends overlap with the next micro-batch's compute.
+    # Blocking in 1F1B (Megatron overlaps them only in the interleaved schedule, --overlap-p2p-communication);
+    # interleaving with v model chunks per stage sends v times as often [PTD §2.2.2].
+    v = float(max(shape.virtual_stages, 1))
     p2p = BF16 * tok_mb * D / nt
-    comm_ovl["pipeline"] = np.where(
-        npp > 1, 2.0 * (m + npp - 1.0) * p2p / p2p_bandwidth(chip, net, PIPELINE), 0.0
-    )
+    sends = np.where(npp > 1, 2.0 * v * (m + npp - 1.0) * p2p / p2p_bandwidth(chip, net, PIPELINE), 0.0)
+    if shape.p2p_overlap:
+        comm_ovl["pipeline"] = sends
+    else:
+        comm_crit["pipeline"] = sends
+
+    return comm_ovl, comm_crit
+
+
+def evaluate(
+    shape: Shape,
+    chip: Chip,
+    chips_per_slice: int,
+    ici: np.ndarray,
+    dcn: np.ndarray,
+    *,
+    efficiency: float | None = None,
+    overlap_miss: float = DEFAULT_OVERLAP_MISS,
+) -> Terms:
+    """Every cost term for each mesh in ``ici``/``dcn`` (int arrays [M, 6] in AXES order).
+
+    ``efficiency`` defaults to the chip's fitted ``matmul_efficiency``, else :data:`DEFAULT_EFFICIENCY`.
+    """
+    if efficiency is None:
+        efficiency = chip_efficiency(chip)
+    ici = np.atleast_2d(np.asarray(ici, dtype=np.int64))
+    dcn = np.atleast_2d(np.asarray(dcn, dtype=np.int64))
+    net: AxisNetwork = axis_networks(chip, chips_per_slice, ici, dcn)
+    n = (ici * dcn).astype(np.float64)
+    mm = _split(shape, net, n)
+    dev = _device_time(shape, chip, efficiency, mm)
+    comm_ovl, comm_crit = _collectives(shape, chip, mm)
+    nd, nf, nt, ns, ne, npp = mm.nd, mm.nf, mm.nt, mm.ns, mm.ne, mm.npp
+    m, mb, tok_mb = mm.m, mm.mb, mm.tok_mb
+    compute_s, hbm_s, stage_factor = dev.compute_s, dev.hbm_s, dev.stage_factor
+    local_layers = float(shape.layers) / npp
+    v = float(max(shape.virtual_stages, 1))
+
 
     # --- overlap bounds --------------------------------------------------------------------------
     device = compute_s + hbm_s
@@ -300,39 +548,19 @@ def evaluate(
     share = np.divide(point_ovl, ovl, out=np.zeros_like(ovl), where=ovl > 0)
     exposed = {k: comm_ovl[k] * share + comm_crit[k] for k in AXIS_KEYS}
 
-    # Pipeline bubble: (p-1)/m of the per-stage busy time [PTD eq. 1: bubble fraction (p-1)/m of ideal].
-    bubble_frac = (npp - 1.0) / m
+    # Pipeline bubble: (p-1)/(v·m) of the slowest stage's busy time [PTD eq. 1; §2.2.2 interleaved: /v].
+    bubble_frac = (npp - 1.0) / (v * m)
 
     # --- memory per chip -------------------------------------------------------------------------
     # Model state [ZeRO §3.1]: weights, gradients and optimizer state in the bytes per parameter the run's
     # framework and config give (knowledge.cost_shapes._model_state), divided by the axes that shard them:
     # fsdp, tensor, pipeline, and expert for expert weights; data/sequence replicate. Megatron's distributed
     # optimizer shards the optimizer state over data x context (x expert for dense weights) as well.
-    w_dense = P_ne / (nf * nt * npp)
-    w_exp = P_e / (nf * nt * npp * ne)
-    w_shard = w_dense + w_exp
-    if shape.distributed_optimizer:
-        opt_shard = w_dense / (nd * ns * ne) + w_exp / (nd * ns)
-    else:
-        opt_shard = w_shard
-    # FSDP keeps ~2 layers' gathered bf16 weights live (current + prefetched next).
-    gathered_layer = BF16 * ((P_ne - 2.0 * V * D) / L / nt + P_e / L / (nt * ne))
-    weights = shape.weight_bytes * w_shard + np.where(nf > 1, 2.0 * gathered_layer, 0.0)
-    stored, transient = activation_bytes_per_token(shape, nt, local_layers)
-    # Activations: bytes per token per layer x tokens per chip per micro-batch (sequence already in tok_mb) x
-    # local layers x micro-batches in flight (1F1B keeps up to p on the first stage, so pipelining does not
-    # shrink this below one micro-batch for all layers [PTD §2.2; KOR §4.2.3]), plus what one layer
-    # re-materializes during its backward.
-    in_flight = np.minimum(m, npp)
-    acts = stored * tok_mb * local_layers * in_flight + transient * tok_mb
-    # Logits: bf16 logits + fp32 softmax/loss per token per vocab entry (bf16 only with a fused
-    # cross-entropy kernel, Megatron cross_entropy_loss_fusion), vocab sharded over tensor.
-    acts = acts + (2.0 if shape.fused_cross_entropy else 6.0) * tok_mb * V / nt
-    memory = {
-        "weights": weights,
-        "gradients": shape.grad_bytes * w_shard,
-        "optimizer": (0.0 if shape.optimizer_offload else shape.optimizer_bytes) * opt_shard,
-        "activations": acts,
+    memory = _stage_memory(shape, nd, nf, nt, ns, ne, npp, m, tok_mb, local_layers)
+    stages = {
+        "first_stage_memory": memory.pop("_first_stage_total"),
+        "last_stage_memory": memory.pop("_last_stage_total"),
+        "slowest_over_mean_stage": stage_factor,
     }
     return Terms(
         compute_s=compute_s,
@@ -346,6 +574,7 @@ def evaluate(
         micro_batches=m,
         micro_batch=mb,
         memory=memory,
-        model_flops_per_chip=model_flops / chips,
+        model_flops_per_chip=dev.model_flops / mm.chips,
         notes=net.notes,
+        stages=stages,
     )

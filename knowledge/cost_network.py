@@ -68,7 +68,7 @@ def axis_networks(chip: Chip, chips_per_slice: int, ici: np.ndarray, dcn: np.nda
         wrap = _tpu_wraparound(chip, chips_per_slice)
         side = max(2.0, chips_per_slice ** (1.0 / dims))
         spanned = np.clip(np.floor(np.log(np.maximum(ici, 1)) / np.log(side) + 0.5), 1, dims)
-        bw_fast = chip.intra.link_bandwidth * (2.0 if wrap else 1.0) * spanned
+        bw_fast = chip.intra.link_bandwidth * chip.intra.collective_efficiency * (2.0 if wrap else 1.0) * spanned
         if not wrap:
             notes.append(
                 f"{chips_per_slice}-chip {chip.display_name} slice has no torus wraparound: ICI rings get one "
@@ -76,7 +76,7 @@ def axis_networks(chip: Chip, chips_per_slice: int, ici: np.ndarray, dcn: np.nda
             )
         n_fast = ici.astype(np.float64)
         n_slow = dcn.astype(np.float64)
-        bw_slow = np.full(ici.shape, chip.inter.bandwidth_per_chip)
+        bw_slow = np.full(ici.shape, chip.inter.bandwidth_per_chip * chip.inter.collective_efficiency)
         return AxisNetwork(n_fast, n_slow, bw_fast.astype(np.float64), bw_slow, True, tuple(notes))
     # Switch (NVLink/NVSwitch, or host shared memory for the CPU pseudo-chip).
     domain = np.full(ici.shape[0], min(chip.intra.max_domain_chips, chips_per_slice), dtype=np.int64)
@@ -87,8 +87,9 @@ def axis_networks(chip: Chip, chips_per_slice: int, ici: np.ndarray, dcn: np.nda
         domain = domain // take
     n_fast = n_in.astype(np.float64)
     n_slow = (ici // n_in * dcn).astype(np.float64)
-    bw_fast = np.full(ici.shape, chip.intra.link_bandwidth)
-    bw_slow = np.full(ici.shape, chip.inter.bandwidth_per_chip)
+    # Achieved, not datasheet: ring collectives reach collective_efficiency of the link (nccl-tests busbw).
+    bw_fast = np.full(ici.shape, chip.intra.link_bandwidth * chip.intra.collective_efficiency)
+    bw_slow = np.full(ici.shape, chip.inter.bandwidth_per_chip * chip.inter.collective_efficiency)
     return AxisNetwork(n_fast, n_slow, bw_fast, bw_slow, False, tuple(notes))
 
 

@@ -7,8 +7,9 @@ each measured term by the ratio the candidate changes it:
 
 * **compute** is the same per chip for any mesh of the same chips (the step's FLOPs are split evenly); it
   scales with the tokens per step when a settings change raises the global batch;
-* **each collective term** (data-parallel gradient all-reduce, FSDP weight gathers, ...) is mapped to the
-  mesh axis that issues it and scaled by ``modelled(candidate) / modelled(baseline)`` from the ring
+* **each collective term** (data-parallel gradient all-reduce, FSDP weight gathers, ...) is charged to the
+  mesh axes that issued it by evidence (:func:`attribute_axes`: replica-group size, calls per step, payload;
+  split over the plausible axes with a wider band when they do not decide) and scaled by ``modelled(candidate) / modelled(baseline)`` from the ring
   formulas of :mod:`knowledge.cost_network` (volume per chip and the bandwidth of the axis's ICI/DCN split),
   so the measured overlap and efficiency carry over;
 * **a new axis** (e.g. pipeline stages across slices) is priced absolutely with volumes inferred from the
@@ -47,7 +48,8 @@ U_INFERRED = 0.10  # + when the candidate's change rests on the inferred paramet
 U_SHAPE = 0.20  # + when it rests on the inferred width/depth (pipeline sends, tensor/sequence traffic)
 U_MAX = 0.8
 
-# Which axis issues a collective type, first match on the op's network (cf. bot.analysis.roofline).
+# Which axes can issue a collective type (cf. bot.analysis.roofline.COLLECTIVE_USERS); which of them did is
+# decided by evidence (:func:`attribute_axes`), never by order.
 _ISSUERS: dict[str, tuple[str, ...]] = {
     "all-reduce": ("data", "tensor", "sequence", "expert", "fsdp"),
     "all-gather": ("fsdp", "tensor", "sequence"),
@@ -57,6 +59,107 @@ _ISSUERS: dict[str, tuple[str, ...]] = {
     "send": ("pipeline",),
     "recv": ("pipeline",),
 }
+# How often an axis issues its collectives: per layer (activations: tensor, sequence, expert; FSDP weight
+# gathers; pipeline sends per micro-batch) or about once per step (the data-parallel gradient all-reduce,
+# bucketed into a few) [MLM §3; ZeRO §7; SB "How to Parallelize a Transformer for Training"].
+_PER_LAYER = frozenset({"tensor", "sequence", "expert", "fsdp", "pipeline"})
+PER_LAYER_MIN = 8.0  # occurrences per step from which an op is "per layer" (the shallowest real decoders have 12+)
+ONCE_MAX = 2.0  # at most this many per step: "once per step"
+LARGE_PAYLOAD = 256e6  # bytes per occurrence: a weight/gradient bucket, not a [tokens, d_model] activation
+MISMATCH = 0.05  # weight of an axis whose size contradicts the op's replica-group size
+SPLIT_KEEP = 0.25  # axes within this factor of the best share an ambiguous op's time
+SOLE = 0.85  # the best axis takes it all when it holds this share of the evidence
+U_AMBIGUOUS = 0.15  # + band, times the share of collective time that had to be split
+# Device order of an XLA SPMD program's partition ids, outermost first: MaxText builds its mesh from
+# `mesh_axes` (data, stage, fsdp, fsdp_transpose, sequence, context, tensor, ..., expert; base.yml) and
+# replica groups number the flattened mesh row-major, so an axis' members sit (product of inner axes) apart.
+DEVICE_ORDER: dict[str, tuple[str, ...]] = {"maxtext": ("data", "pipeline", "fsdp", "sequence", "tensor", "expert")}
+STRIDE_MISMATCH = 0.2  # weight of an axis whose member spacing contradicts the group's (device order may differ)
+
+
+def attribute_axes(
+    op_type: str,
+    network: str,
+    mesh: Mesh,
+    *,
+    group_size: int | None = None,
+    per_step: float | None = None,
+    payload: float | None = None,
+    group_stride: int | None = None,
+    device_order: tuple[str, ...] | None = None,
+) -> tuple[dict[str, float], str]:
+    """Which mesh axes issued a collective, as weights summing to 1, and the evidence in words.
+
+    Evidence, each a likelihood factor per candidate axis (the axes > 1 that issue this type, on the op's
+    network): the replica-group size (an axis whose size matches it, alone or with other candidates), how
+    often it runs per step (per layer vs once per step), and the payload (weights/gradients vs activations).
+    When no axis holds :data:`SOLE` of the evidence, the time is split over the plausible ones.
+    """
+    part = mesh.dcn if network == "dcn" else mesh.ici
+    issuers = _ISSUERS.get(op_type, ())
+    cands = [a for a in issuers if part.get(a, 1) > 1] or [a for a in issuers if mesh.size(a) > 1]  # type: ignore[call-overload, arg-type]
+    if not cands:
+        return {}, "no mesh axis issues it"
+    weights = dict.fromkeys(cands, 1.0)
+    said: list[str] = []
+    if group_size and group_size > 1:
+        sizes = {a: {part.get(a, 1), mesh.size(a)} for a in cands}  # type: ignore[call-overload, arg-type]
+        combos = _group_products(cands, part, mesh)
+        for a in cands:
+            if group_size in sizes[a]:
+                continue
+            weights[a] *= 0.5 if any(a in c and p == group_size for c, p in combos) else MISMATCH
+        said.append(f"replica groups of {group_size}")
+    if group_stride and device_order:
+        strides = _axis_strides(mesh, device_order)
+        for a in cands:
+            if strides.get(a) != group_stride:
+                weights[a] *= STRIDE_MISMATCH
+        said.append(f"members {group_stride} apart")
+    if per_step is not None and per_step > 0:
+        if per_step >= PER_LAYER_MIN:
+            for a in cands:
+                weights[a] *= 1.0 if a in _PER_LAYER else 0.15
+            said.append(f"{per_step:.0f} per step (per layer)")
+        elif per_step <= ONCE_MAX:
+            for a in cands:
+                weights[a] *= 1.0 if a in ("data", "pipeline") else 0.6 if a in ("fsdp", "expert") else 0.15
+            said.append(f"{per_step:.1f} per step (once per step)")
+    if payload is not None and payload >= LARGE_PAYLOAD:
+        for a in cands:
+            weights[a] *= 1.0 if a in ("data", "fsdp", "expert") else 0.3
+        said.append(f"{payload / 1e6:.0f} MB per call (weights/gradients)")
+    best = max(weights.values())
+    kept = {a: w for a, w in weights.items() if w >= SPLIT_KEEP * best}
+    total = sum(kept.values())
+    shares = {a: w / total for a, w in kept.items()}
+    top = max(shares, key=shares.__getitem__)
+    if shares[top] >= SOLE:
+        shares = {top: 1.0}
+    evidence = ", ".join(said) if said else "its type only"
+    return shares, evidence
+
+
+def _axis_strides(mesh: Mesh, order: tuple[str, ...]) -> dict[str, int]:
+    """Device-id spacing of each axis' members in a row-major mesh laid out in ``order`` (outermost first)."""
+    strides: dict[str, int] = {}
+    inner = 1
+    for axis in reversed(order):
+        strides[axis] = inner
+        inner *= mesh.size(axis)  # type: ignore[arg-type]
+    return strides
+
+
+def _group_products(cands: list[str], part: dict, mesh: Mesh) -> list[tuple[tuple[str, ...], int]]:  # type: ignore[type-arg]
+    """Products of 2+ candidate axes' sizes (a collective over several axes at once, e.g. data x fsdp)."""
+    import itertools
+
+    out: list[tuple[tuple[str, ...], int]] = []
+    for r in range(2, len(cands) + 1):
+        for combo in itertools.combinations(cands, r):
+            out.append((combo, math.prod(part.get(a, 1) for a in combo)))
+            out.append((combo, math.prod(mesh.size(a) for a in combo)))  # type: ignore[arg-type]
+    return out
 
 
 @dataclass(frozen=True)
@@ -85,6 +188,8 @@ class ProfileBaseline:
     seq_len: float | None
     grad_bytes: float  # bytes per gradient element in the all-reduce
     notes: tuple[str, ...] = field(default_factory=tuple)
+    ambiguous_ms: float = 0.0  # collective time split over several axes because the evidence did not decide
+    attribution_notes: tuple[str, ...] = field(default_factory=tuple)  # which ops were split, and why
 
     @property
     def d_model(self) -> float | None:
@@ -115,17 +220,6 @@ def _collective_type(category: str, name: str) -> str | None:
     return collective_type(category, name)
 
 
-def _axis_for(op_type: str, network: str, mesh: Mesh) -> str | None:
-    part = mesh.dcn if network == "dcn" else mesh.ici
-    for axis in _ISSUERS.get(op_type, ()):
-        if part.get(axis, 1) > 1:  # type: ignore[call-overload]
-            return axis
-    for axis in _ISSUERS.get(op_type, ()):  # the network split is inferred: fall back to any part
-        if mesh.size(axis) > 1:  # type: ignore[arg-type]
-            return axis
-    return None
-
-
 def profile_baseline(
     *,
     report: Any,
@@ -138,16 +232,25 @@ def profile_baseline(
     seq_len: float | None,
     remat_flop_factor: float,
     grad_bytes: float = 2.0,
+    framework: str | None = None,
 ) -> ProfileBaseline:
-    """Split the measured step of ``mesh`` into compute, per-axis collectives and fixed time."""
+    """Split the measured step of ``mesh`` into compute, per-axis collectives and fixed time.
+
+    ``framework`` (the run's; default: the config format the analysis read the mesh from) gives the device order
+    replica groups are numbered in (:data:`DEVICE_ORDER`), so a group's member spacing can tell two axes of the
+    same size apart; an unknown order leaves that evidence out.
+    """
     k = report.kpis
+    if framework is None:  # the analysis names the config format it read the mesh from
+        framework = getattr(getattr(report, "run", None), "config_format", None)
     step = float(k.step_time_ms or 0.0)
     coll_pct = (k.collective_percent or 0.0) / 100.0
     host = (k.host_wait_percent or 0.0) / 100.0
     idle = (k.idle_percent or 0.0) / 100.0
     notes: list[str] = []
     per_axis: dict[tuple[str, str], list[Any]] = {}
-    unattributed = 0.0
+    unattributed = ambiguous = 0.0
+    split_notes: list[str] = []
     flops_per_step = None
     grad_payload: float | None = None  # bytes the data-parallel all-reduces carry per chip per step
     if profile is not None and profile.num_steps:
@@ -158,6 +261,8 @@ def profile_baseline(
         steps = float(profile.num_steps)
         total_flops = 0.0
         hlo_bytes = {c.name: c.result_bytes for c in profile.collectives if c.result_bytes}
+        hlo_groups = {c.name: c.group_size for c in profile.collectives if c.group_size}
+        hlo_strides = {c.name: c.group_stride for c in profile.collectives if c.group_stride}
         for op, v in zip(profile.ops, verdicts, strict=True):
             if op.flops:
                 total_flops += op.flops
@@ -166,16 +271,29 @@ def profile_baseline(
             ms = op.total_time_us / steps / 1e3
             op_type = _collective_type(op.category, op.name) or "all-reduce"
             network = v.bound_by if v.bound_by in ("ici", "dcn") else ("dcn" if num_slices > 1 else "ici")
-            axis = _axis_for(op_type, network, mesh)
             payload = op.collective_bytes or hlo_bytes.get(op.name)
-            if axis == "data" and op_type == "all-reduce" and payload:
-                grad_payload = (grad_payload or 0.0) + float(payload) * op.occurrences / steps
-            if axis is None:
+            group = op.group_size or hlo_groups.get(op.name)
+            stride = op.group_stride or hlo_strides.get(op.name)
+            shares, why = attribute_axes(
+                op_type, network, mesh, group_size=group, per_step=op.occurrences / steps if op.occurrences else None,
+                payload=float(payload) if payload else None, group_stride=stride,
+                device_order=DEVICE_ORDER.get(framework or ""),
+            )
+            if not shares:
                 unattributed += ms
                 continue
-            slot = per_axis.setdefault((axis, network), [0.0, set()])
-            slot[0] += ms
-            slot[1].add(op_type)
+            if len(shares) > 1:
+                ambiguous += ms
+                split_notes.append(
+                    f"{op.name} ({op_type}, {why}) split over "
+                    + " / ".join(f"{a} {100 * w:.0f}%" for a, w in shares.items())
+                )
+            if op_type == "all-reduce" and payload and shares.get("data"):
+                grad_payload = (grad_payload or 0.0) + shares["data"] * float(payload) * op.occurrences / steps
+            for axis, w in shares.items():
+                slot = per_axis.setdefault((axis, network), [0.0, set()])
+                slot[0] += w * ms
+                slot[1].add(op_type)
         if total_flops > 0:
             flops_per_step = total_flops / steps
     measured_coll = sum(v[0] for v in per_axis.values()) + unattributed
@@ -184,6 +302,7 @@ def profile_baseline(
         scale = target_coll / measured_coll  # agree with the report's collective share
         per_axis = {key: [v[0] * scale, v[1]] for key, v in per_axis.items()}
         unattributed *= scale
+        ambiguous *= scale
     elif target_coll > 0:
         unattributed = target_coll
         notes.append("the profile gives a collective share but no collective ops: their time is kept as is")
@@ -237,6 +356,8 @@ def profile_baseline(
         seq_len=seq_len,
         grad_bytes=grad_bytes,
         notes=tuple(notes),
+        ambiguous_ms=ambiguous,
+        attribution_notes=tuple(split_notes[:5]),
     )
 
 
@@ -270,6 +391,27 @@ def _modelled(axis: str, base: ProfileBaseline, mesh: Mesh, chip: Chip, chips_pe
     if axis == "sequence":
         return float(accum_factor * layers / npp * 3.0 * gather_time(np.array([act / 4.0]), net, SEQUENCE)[0]), True
     return 0.0, True
+
+
+def _shape_ratio(base: ProfileBaseline, base_mesh: Mesh, mesh: Mesh, tokens_factor: float,
+                 accum_factor: float) -> float:
+    """Compute time on ``mesh`` / on ``base_mesh`` from the per-chip matmul shape efficiency alone.
+
+    The FLOPs per chip are the same for the same chips; what a mesh changes is the shape each chip
+    multiplies: tokens per micro-batch (data/fsdp/sequence split them, accumulation shrinks them) and the
+    tensor-sharded width (d_ff / tensor). Without the model, d_model comes from the inferred parameter count.
+    """
+    from knowledge.cost_core import shape_factor
+
+    d = base.d_model or 4096.0
+    chips = float(base_mesh.num_devices)
+
+    def eff(m: Mesh, tf: float, af: float) -> float:
+        dp = m.size("data") * m.size("fsdp") * m.size("expert")
+        tok = (base.tokens_per_chip or 2048.0) * tf * chips / dp / max(af, 1.0) / m.size("sequence")
+        return float(shape_factor(tok, d, 4.0 * d / m.size("tensor")))
+
+    return eff(base_mesh, 1.0, 1.0) / eff(mesh, tokens_factor, accum_factor)
 
 
 def _pipeline_terms(base: ProfileBaseline, mesh: Mesh, chip: Chip, chips_per_slice: int, compute_ms: float,
@@ -320,8 +462,15 @@ def predict_relative(
         "same chips; each collective term scaled by how the change moves its volume and bandwidth)"
     ]
     u = U_BASE
-    compute = base.compute_ms * tokens_factor
+    shape_ratio = _shape_ratio(base, base_mesh, mesh, tokens_factor, accum_factor)
+    compute = base.compute_ms * tokens_factor * shape_ratio
     breakdown: dict[str, float] = {"compute": compute, "fixed": base.fixed_ms}
+    if abs(shape_ratio - 1.0) > 0.01:
+        u += min(U_SHAPE / 2, abs(shape_ratio - 1.0))  # as uncertain as the correction it makes (d inferred)
+        assumptions.append(
+            f"per-chip matmul shapes change: compute x{shape_ratio:.3f} (tokens per micro-batch per chip and d_ff / "
+            f"tensor, with d_model ~{(base.d_model or 4096.0):.0f} inferred and d_ff ~4 x d_model; docs/cost-model.md)"
+        )
     if tokens_factor != 1.0:
         assumptions.append(
             f"tokens per step x{tokens_factor:g}: compute scales with them; collectives once per step keep their volume"
@@ -374,6 +523,14 @@ def predict_relative(
             f"width/depth inferred: d_model ~{(base.d_model or 0):.0f}, layers ~{(base.layers or 0):.0f} (d/L ~ {ASPECT:.0f})"
         )
     assumptions.append(f"measured collectives exposed at {exposure:.0%} of their modelled ring time; new traffic exposed alike")
+    if base.ambiguous_ms > 0 and exposure_total > 0:
+        share = min(1.0, base.ambiguous_ms / exposure_total)
+        u += U_AMBIGUOUS * share
+        assumptions.append(
+            f"{100 * share:.0f}% of the measured collective time could not be tied to one mesh axis (replica groups, "
+            "frequency and payload did not decide); split over the plausible axes, band widened: "
+            + "; ".join(base.attribution_notes)
+        )
     u = min(u, U_MAX)
     step = sum(breakdown.values())
     return RelativePrediction(

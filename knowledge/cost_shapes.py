@@ -73,6 +73,13 @@ class Shape:
     optimizer_bytes: float = 12.0  # bytes per parameter of the optimizer state (before sharding)
     optimizer_offload: bool = False  # optimizer state in host memory (MaxText optimizer_memory_host_offload)
     settings: TrainingSettings | None = None  # what the config said (for notes and edits)
+    # --- what meshes change beyond the even split (issue 12; docs/cost-model.md) -----------------------------
+    virtual_stages: int = 1  # interleaved 1F1B: model chunks per pipeline stage (Megatron virtual_pipeline_model_parallel_size)
+    pipeline_output_on_last: bool = True  # Megatron layout: embedding on the first stage, output layer + loss on the last
+    p2p_overlap: bool = False  # pipeline sends overlapped (Megatron --overlap-p2p-communication, interleaved only)
+    tp_comm_overlap: bool = False  # tensor-parallel collectives overlapped with GEMMs (Megatron --tp-comm-overlap)
+    cp_load_balanced: bool = True  # causal attention split in balanced chunks over context ranks (Megatron CP default)
+    fp8: bool = False  # linear layers in fp8 (training.dtype fp8): matmuls at the chip's fp8 peak where it has one
 
     @property
     def spec(self) -> RematSpec:
@@ -239,7 +246,12 @@ def resolve_shape(run: RunRecord, settings: TrainingSettings | None = None) -> S
         assumptions.append(f"run.yaml global_batch {t.global_batch} differs from the config's {stated}: using the config")
     seq_len = t.seq_len or (cfg.seq_len if cfg else None) or 1
     state = _model_state(run, cfg, assumptions)
-    if t.dtype != "bf16":
+    if t.dtype == "fp8":
+        assumptions.append(
+            "dtype fp8: the linear layers' matmuls run at the chip's fp8 peak where it has one (attention, "
+            "elementwise work and memory stay as in bf16)"
+        )
+    elif t.dtype != "bf16":
         assumptions.append(f"dtype {t.dtype}: memory and FLOP rates still use the bf16 figures")
     return Shape(
         layers=m.layers,
@@ -276,7 +288,39 @@ def resolve_shape(run: RunRecord, settings: TrainingSettings | None = None) -> S
         optimizer_bytes=state["optimizer_bytes"],
         optimizer_offload=state["optimizer_offload"],
         settings=cfg,
+        fp8=t.dtype == "fp8",
+        **_mesh_behaviour(run, cfg, assumptions),
     )
+
+
+def _mesh_behaviour(run: RunRecord, cfg: TrainingSettings | None, notes: list[str]) -> dict[str, Any]:
+    """How the framework places pipeline stages and overlaps TP / pipeline traffic.
+
+    Read from the config's settings when they carry them (``virtual_pipeline``, ``tp_comm_overlap``,
+    ``overlap_p2p``, ``cp_load_balance``; absent attributes mean "not stated"), else the framework's
+    documented default: Megatron-LM puts the embedding on the first stage and the output layer + loss on the
+    last, leaves TP communication exposed unless ``--tp-comm-overlap``, overlaps pipeline sends only in the
+    interleaved schedule, and load-balances causal context parallelism; MaxText runs the embedding and
+    output layer outside the pipeline (spread over all stages) and has no TP overlap by default.
+    """
+    megatron = run.framework == "megatron"
+    v = getattr(cfg, "virtual_pipeline", None) if cfg is not None else None
+    virtual = int(v) if isinstance(v, int) and v > 1 else 1
+    tp_overlap = getattr(cfg, "tp_comm_overlap", None) if cfg is not None else None
+    p2p = getattr(cfg, "overlap_p2p", None) if cfg is not None else None
+    balance = getattr(cfg, "cp_load_balance", None) if cfg is not None else None
+    if tp_overlap is None:
+        notes.append(
+            "tensor-parallel collectives priced exposed (not overlapped): the config does not enable TP "
+            "communication overlap (Megatron --tp-comm-overlap)"
+        )
+    return {
+        "virtual_stages": virtual,
+        "pipeline_output_on_last": run.framework != "maxtext",
+        "p2p_overlap": bool(p2p) if p2p is not None else (megatron and virtual > 1),
+        "tp_comm_overlap": bool(tp_overlap),
+        "cp_load_balanced": True if balance is None else bool(balance),
+    }
 
 
 def _resolve_remat(

@@ -26,9 +26,9 @@ from bot.errors import AsapError
 from bot.runs.record import RunRecord
 from knowledge.cost_core import (
     AXIS_KEYS,
-    DEFAULT_EFFICIENCY,
     DEFAULT_OVERLAP_MISS,
     Terms,
+    chip_efficiency,
     evaluate,
 )
 from knowledge.cost_settings import TrainingSettings
@@ -182,17 +182,20 @@ def predict(
     assumptions.append(
         "fused/flash attention assumed (attention scores not stored); gradients reduced in bf16"
     )
-    assumptions.append(
-        f"overlap: hideable collectives (data, fsdp, sequence, pipeline sends) hidden behind compute up to "
-        f"{100 * (1 - DEFAULT_OVERLAP_MISS):.0f}% of what the compute time allows; tensor-parallel and "
-        "expert all-to-all traffic fully exposed"
-    )
+    assumptions.extend(_overlap_notes(shape, mesh))
+    if mesh.size("pipeline") > 1 and terms.stages is not None:
+        st = {k: float(v[0]) for k, v in terms.stages.items()}
+        assumptions.append(
+            f"pipeline stages: slowest stage {100 * (st['slowest_over_mean_stage'] - 1):.0f}% over the mean; memory "
+            f"first stage {st['first_stage_memory'] / 1e9:.1f} GB, last stage {st['last_stage_memory'] / 1e9:.1f} GB "
+            "(the larger is checked against HBM)"
+        )
     u = 0.0
     if calibration is None:
         u += U_UNCALIBRATED
         assumptions.append(
-            f"not calibrated on a measured step: absolute prediction at {100 * DEFAULT_EFFICIENCY:.0f}% of peak "
-            "FLOP/s from public chip figures"
+            f"not calibrated on a measured step: absolute prediction at {100 * chip_efficiency(chip):.0f}% of peak "
+            "FLOP/s for large matmuls (less for the run's per-chip shapes) from public chip figures"
         )
     else:
         u += U_CALIBRATED + min(0.3, abs(calibration.residual_ms) / max(calibration.measured_step_ms, 1e-9))
@@ -267,6 +270,34 @@ def predict(
         memory_low_bytes=mem_low,
         memory_high_bytes=mem_high,
     )
+
+
+def _overlap_notes(shape: Shape, mesh: Mesh) -> list[str]:
+    """What is hidden behind compute and what is exposed, and the pipeline layout, for this mesh."""
+    hidden = ["data", "fsdp", "sequence"]
+    exposed = ["expert all-to-all"]
+    (hidden if shape.tp_comm_overlap else exposed).append(
+        "tensor-parallel collectives" + (" (TP comm overlap on)" if shape.tp_comm_overlap else
+                                         " (no TP comm overlap in the config, e.g. Megatron --tp-comm-overlap)"))
+    if mesh.size("pipeline") > 1:
+        (hidden if shape.p2p_overlap else exposed).append("pipeline sends")
+    notes = [
+        f"overlap: {', '.join(hidden)} hidden behind compute up to {100 * (1 - DEFAULT_OVERLAP_MISS):.0f}% of what "
+        f"the compute time allows; exposed: {', '.join(exposed)}; collectives at achieved (nccl-tests-like), not "
+        "datasheet, bandwidth",
+        "per-chip matmul efficiency follows the per-chip shapes (tokens per micro-batch, d_model, d_ff and heads "
+        "over tensor); elementwise work streams HBM (docs/cost-model.md)",
+    ]
+    p = mesh.size("pipeline")
+    if p > 1:
+        where = ("embedding on the first stage, output layer + loss on the last (Megatron layout): the last "
+                 "stage sets the step" if shape.pipeline_output_on_last else
+                 "embedding and output layer outside the pipeline (spread over every stage)")
+        notes.append(
+            f"pipeline {p} stages x {shape.virtual_stages} virtual: {where}; bubble (p-1)/(v x micro-batches); "
+            "memory is the fullest stage's (the first: 1F1B keeps up to p micro-batches in flight)"
+        )
+    return notes
 
 
 def _measured_step_ms(run: RunRecord, report: AnalysisReport) -> float:
@@ -353,7 +384,7 @@ def calibrate(
         notes.append("profile leaves no device compute time to fit: compute kept at the model's estimate")
     else:
         compute_scale = device_meas / dev_model
-        if DEFAULT_EFFICIENCY / compute_scale > 1.0:
+        if chip_efficiency(chip) / compute_scale > 1.0:
             notes.append(
                 f"measured device time ({device_meas * 1e3:.1f} ms) is shorter than the modelled FLOPs need even "
                 "at 100% of peak: check the model dimensions, global_batch and seq_len in run.yaml"
@@ -370,7 +401,7 @@ def calibrate(
     compute_scale = min(max(compute_scale, COMPUTE_SCALE_RANGE[0]), COMPUTE_SCALE_RANGE[1])
     comm_scale = min(max(comm_scale, COMM_SCALE_RANGE[0]), COMM_SCALE_RANGE[1])
     notes.append(
-        f"baseline runs at ~{100 * DEFAULT_EFFICIENCY / compute_scale:.0f}% of peak on modelled device work; "
+        f"baseline runs at ~{100 * chip_efficiency(chip) / compute_scale:.0f}% of peak on modelled device work; "
         f"collectives at {comm_scale:.2f}x the modelled exposed time"
     )
     predicted = (

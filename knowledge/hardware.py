@@ -31,6 +31,9 @@ class IntraInterconnect(BaseModel):
     max_domain_chips: PositiveInt = Field(description="largest slice / NVLink domain")
     chips_per_host: PositiveInt = Field(description="chips attached to one host")
     wraparound_rule: str | None = Field(default=None, description="when torus axes have wraparound")
+    collective_efficiency: float = Field(
+        default=1.0, gt=0, le=1, description="achieved / datasheet bandwidth of large ring collectives (nccl-tests busbw)"
+    )
 
 
 class InterInterconnect(BaseModel):
@@ -39,6 +42,9 @@ class InterInterconnect(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
     name: str
     bandwidth_per_chip: PositiveFloat = Field(description="one-way bytes/s available to each chip")
+    collective_efficiency: float = Field(
+        default=1.0, gt=0, le=1, description="achieved / datasheet bandwidth of large collectives over this network"
+    )
 
 
 class Chip(BaseModel):
@@ -54,6 +60,14 @@ class Chip(BaseModel):
     peak_bf16_flops: PositiveFloat = Field(description="dense bf16 FLOP/s per chip")
     intra: IntraInterconnect
     inter: InterInterconnect
+    peak_fp8_flops: PositiveFloat | None = Field(
+        default=None, description="dense fp8 FLOP/s per chip where the chip has fp8 matmul units (H100/H200)"
+    )
+    matmul_efficiency: float | None = Field(
+        default=None, gt=0, le=1,
+        description="achieved / peak FLOP/s of large, well-shaped matmuls in training, fitted per hardware family "
+        "across published tables (docs/cost-model.md); null: the cost model's default",
+    )
     sources: tuple[str, ...] = Field(min_length=1, description="where the figures come from")
 
     @property

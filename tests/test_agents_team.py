@@ -166,15 +166,16 @@ def test_scripted_model_corrects_an_invented_run_id_and_its_meshes_are_checked(t
         _txt("Three candidates."),
         _fc("critique_candidates", '{"run_id": "123"}'),
         _txt("All pass."),
-        _txt("Start with fsdp=32 tensor=2. You could also try tensor=32 fsdp=2."),  # second mesh is invented
+        _txt("Start with fsdp=32 tensor=2. You could also try tensor=32 fsdp=2."),  # second mesh is unchecked
     ]
     conv = Conversation(store=SQLiteStore(tmp_path / "s.db"), model=_setup(replay(script)), backend=backend)
     a = ask(conv, "why is job 123 slow?")
     assert a.fallback is None and a.mode == "compatible"
     assert "this thread is about run '123', not '999'" in str([e for e in conv.log("t1") if e["kind"] == "tool_call"][0]["error"])
     assert "1. fsdp=32 tensor=2" in a.text
-    assert "Start with fsdp=32 tensor=2" in a.text  # the model's explanation is kept ...
-    assert "fsdp=2 tensor=32 mentioned above fails its checks" in a.text  # ... and its invented mesh flagged
+    assert "Start with fsdp=32 tensor=2." in a.text  # the model's explanation is kept ...
+    assert "try tensor=32 fsdp=2" not in a.text  # ... its unchecked mesh removed, and the removal said
+    assert "1 naming meshes not checked in this thread (tensor=32 fsdp=2)" in a.text
     assert a.usage == {"prompt_tokens": 720, "completion_tokens": 120, "total_tokens": 840, "model_calls": 8}
     assert a.cost_usd == pytest.approx((720 * 1.0 + 120 * 2.0) / 1e6)
 

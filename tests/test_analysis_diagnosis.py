@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from test_analysis_support import collective, host_op, matmul, profiled, record, run_analysis, streaming
+from test_analysis_support import STEP_US, collective, host_op, matmul, profiled, record, run_analysis, streaming
 
 from bot.profiles.model import BoundBy, OpKind, OpStat
 
@@ -129,7 +129,8 @@ def test_profile_roofline_raises_confidence_over_computed_one() -> None:
 
 def test_few_steps_and_close_call_lower_confidence() -> None:
     clear = run_analysis(record(), profiled(_compute_bound(), duty=97)).diagnosis
-    one_step = run_analysis(record(), profiled(_compute_bound(), duty=97, steps=1)).diagnosis
+    # one step of 1 s holding the same op time (a one-step window)
+    one_step = run_analysis(record(), profiled(_compute_bound(), duty=97, steps=1, step_us=10 * STEP_US)).diagnosis
     assert one_step.confidence < clear.confidence
     assert any("only 1 step" in r for r in one_step.confidence_reasons)
 

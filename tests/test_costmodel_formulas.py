@@ -9,6 +9,7 @@ import pytest
 
 from bot.configs.mesh import Mesh
 from bot.runs.record import RunRecord
+from knowledge import cost_core
 from knowledge.cost_core import evaluate
 from knowledge.cost_shapes import resolve_shape
 from knowledge.costmodel import mesh_arrays, predict
@@ -89,7 +90,7 @@ def test_data_parallel_gradient_allreduce_is_2v_over_w() -> None:
     assert t.comm_s["data"][0] == pytest.approx(2 * grad_shard * (3 / 4) / w)
 
 
-def test_training_flops_are_6nt_plus_attention() -> None:
+def test_training_flops_are_6nt_plus_attention(monkeypatch: pytest.MonkeyPatch) -> None:
     run = llama8b()
     t = terms_for(run, Mesh(ici={"fsdp": 64}))
     tokens = 64 * 8192
@@ -103,7 +104,13 @@ def test_training_flops_are_6nt_plus_attention() -> None:
     recompute = 2 * L * (ATTN_PER_LAYER + 2 * D * F) * tokens / 64
     attention = 12 * L * H * HD * 8192 * tokens / 64
     hardware = expected + recompute + attention / 3
-    assert t.compute_s[0] == pytest.approx(hardware / (chip.peak_bf16_flops * 0.55))
+    # Per-chip matmul shapes slow the matmuls by a factor in (0, 1]; with the shape term off the compute
+    # time is exactly the hardware FLOPs at the base efficiency.
+    eff = cost_core.chip_efficiency(chip)
+    assert t.compute_s[0] > hardware / (chip.peak_bf16_flops * eff)
+    monkeypatch.setattr(cost_core, "SHAPE_TILE", 0.0)
+    flat = terms_for(run, Mesh(ici={"fsdp": 64}))
+    assert flat.compute_s[0] == pytest.approx(hardware / (chip.peak_bf16_flops * eff))
     assert 1.2 < hardware / expected < 4 / 3  # [KOR §5]: full recompute costs up to ~1/3 more
 
 
@@ -136,9 +143,11 @@ def test_small_per_chip_batch_is_hbm_bound() -> None:
     # (4.59e14 / 2.8e12 = 164 FLOP/byte), so loading the weights from HBM dominates the matmuls.
     tiny = llama8b(global_batch=64, seq_len=16)
     t = terms_for(tiny, Mesh(ici={"fsdp": 64}))
-    assert t.hbm_s[0] > 5 * t.compute_s[0]
+    assert t.hbm_s[0] > 3 * t.compute_s[0]  # (a 16-row matmul also wastes most of a 256-wide tile: compute x2)
     big = terms_for(llama8b(global_batch=64, seq_len=8192), Mesh(ici={"fsdp": 64}))
-    assert big.hbm_s[0] == 0.0
+    # 8192 tokens per chip: the matmuls are compute-bound; what HBM time remains is the elementwise work
+    # (norms, activations, residuals: EW_BYTES x width per token per layer), a small share of the step.
+    assert 0.0 < big.hbm_s[0] < 0.25 * big.compute_s[0]
 
 
 def test_breakdown_sums_to_step_time() -> None:
@@ -156,9 +165,11 @@ def test_gpu_tensor_inside_nvlink_vs_across_nodes() -> None:
     # Both all-reduce one 8192-token micro-batch of activations, V = 2 B x 8192 x d_model, 6 times per
     # layer (full remat). tensor=8: all on NVLink, 2 V 7/8 / 450 GB/s. tensor=16: 8 GPUs on NVLink, then
     # 2 groups over InfiniBand with V/8 each at 50 GB/s. Micro-batches: 16/2 = 8 vs 16 per step.
+    # Bandwidths are achieved, not datasheet: NCCL ring all-reduce reaches ~0.8 of NVLink and ~0.9 of the NIC.
     v = 2 * 8192 * D
-    per_inside = 2 * v * (7 / 8) / 4.5e11
-    per_across = 2 * v * ((7 / 8) / 4.5e11 + (1 / 8) * (1 / 2) / 5e10)
+    nvlink, ib = 4.5e11 * 0.8, 5e10 * 0.9
+    per_inside = 2 * v * (7 / 8) / nvlink
+    per_across = 2 * v * ((7 / 8) / nvlink + (1 / 8) * (1 / 2) / ib)
     assert inside == pytest.approx(8 * L * 6 * per_inside)
     assert across == pytest.approx(16 * L * 6 * per_across)
 
@@ -200,4 +211,6 @@ def test_moe_expert_alltoall_and_sharding() -> None:
     # Expert weights are sharded by expert x fsdp, dense weights by fsdp alone.
     w_shard = shape.params_dense / 8 + shape.params_expert / 64
     assert ep.memory["optimizer"][0] == pytest.approx(8 * w_shard)  # two fp32 Adam moments
-    assert np.all(ep.compute_s == no_ep.compute_s)
+    # Same FLOPs per chip; expert parallelism gives each local expert ne x more tokens: larger matmuls.
+    assert np.all(ep.model_flops_per_chip == no_ep.model_flops_per_chip)
+    assert np.all(ep.compute_s <= no_ep.compute_s)

@@ -45,7 +45,8 @@ def test_health_ready_and_metrics(tmp_path: Path) -> None:
         try:
             assert (await client.get("/healthz")).status == 200
             resp = await client.get("/readyz")
-            assert resp.status == 200 and await resp.json() == {"ready": True, "checks": {"store": "ok", "queue": "ok"}}
+            assert resp.status == 200 and await resp.json() == {"ready": True, "checks": {"store": "ok", "queue": "ok",
+                                                                               "model": "not configured (analyst mode)"}}
             await client.post("/v1/jobs", json={"text": "why is job 123 slow"}, headers=AUTH)
             ctx.metrics.record_usage("slack", "ask", {"prompt_tokens": 1200, "completion_tokens": 300}, 0.0042)
             text = await (await client.get("/metrics")).text()

@@ -71,7 +71,7 @@ def env(request: pytest.FixtureRequest, tmp_path: Path) -> dict[str, str]:
     return base
 
 
-def test_user_limit_reply_and_redelivery_is_not_a_second_reply(env: dict[str, str]) -> None:
+def test_user_limit_reply_and_a_refused_id_is_checked_again(env: dict[str, str]) -> None:
     async def main() -> None:
         ctx = RuntimeContext.from_env({**env, "ASAP_USER_RATE": "2/60", "ASAP_CHANNEL_RATE": "off"})
         subs = [await ctx.submit(make_job(i, user="ann", thread=f"slack:C1:{i}")) for i in range(2)]
@@ -80,11 +80,12 @@ def test_user_limit_reply_and_redelivery_is_not_a_second_reply(env: dict[str, st
         sub = await ctx.submit(third)
         assert sub.status == "limited" and not sub.accepted
         assert sub.message.startswith("You have asked 2 times in the last minute (limit 2); try again in ")
-        assert (await ctx.submit(third)).status == "duplicate"  # Slack redelivers: no second refusal
+        # a refused id is not remembered: sent again it is checked again (still over the limit here) ...
+        assert (await ctx.submit(third)).status == "limited"
         assert (await ctx.submit(make_job(4, user="bob", thread="slack:C1:4"))).status == "queued"
         assert await ctx.queue.depth() == 3
         text = ctx.metrics.render().decode()
-        assert 'asap_submissions_total{source="cli",status="limited"} 1.0' in text
+        assert 'asap_submissions_total{source="cli",status="limited"} 2.0' in text
         await ctx.close()
 
     asyncio.run(main())

@@ -141,6 +141,7 @@ def analyze(
             basis=basis,
             chip=chip,
             leaders=leaders,
+            shares=kres.shares,
             profile_communication_percent=profile.communication_time_percent,
             step_time_cv=cv,
             chip_mismatch=mismatch,

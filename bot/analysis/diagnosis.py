@@ -25,7 +25,8 @@ from dataclasses import dataclass, field
 
 from bot.analysis.kpis import StepBasis
 from bot.analysis.report import Bottleneck, Diagnosis, Evidence, Kpis
-from bot.analysis.roofline import Attribution, OpRoofline, resource_of
+from bot.analysis.roofline import LOCAL_MIN_UTILISATION, Attribution, OpRoofline, resource_of
+from bot.analysis.shares import LOW_COVERAGE, StepShares
 from bot.profiles.model import Profile
 from knowledge.hardware import Chip
 
@@ -66,6 +67,7 @@ class DiagnosisInputs:
     basis: StepBasis
     chip: Chip
     leaders: dict[str, list[OpLeader]]  # resource -> its largest ops
+    shares: StepShares  # the one attribution the KPIs were filled from (bot.analysis.shares)
     profile_communication_percent: float | None = None
     step_time_cv: float | None = None  # coefficient of variation of the step times
     chip_mismatch: bool = False
@@ -94,52 +96,6 @@ def op_leaders(profile: Profile, verdicts: list[OpRoofline], denominator_us: flo
     return leaders
 
 
-def _scores(inp: DiagnosisInputs) -> tuple[dict[str, float], list[str]]:
-    """Share of the step (0..1) attributed to each resource, and notes on how it was split."""
-    att, denom, k = inp.att, inp.basis.share_denominator_us, inp.kpis
-    notes: list[str] = []
-    s = dict.fromkeys(RESOURCES, 0.0)
-    if att.total_us > 0 and denom > 0:
-        s["compute"] = att.compute_us / denom
-        s["hbm"] = att.hbm_us / denom
-        s["communication"] = att.collective_us / denom
-        uncl = att.unclassified_compute_us / denom
-        if uncl > 0:
-            # Split like the ops whose roofline position was measured or computed (not placed by kind).
-            hbm_data = max(0.0, att.hbm_us - att.hbm_kind_us)
-            known = att.compute_us + hbm_data
-            if known > 0:
-                s["compute"] += uncl * att.compute_us / known
-                s["hbm"] += uncl * hbm_data / known
-                notes.append(
-                    f"{100 * uncl:.1f}% of the step is in ops with no FLOPs/bytes; split between compute and "
-                    "HBM in the proportion of the ops with roofline data"
-                )
-            else:
-                s["compute"] += uncl
-                notes.append(
-                    f"{100 * uncl:.1f}% of the step is in ops with no FLOPs/bytes; counted as compute (the device "
-                    "is busy on its own work), but compute vs HBM cannot be told apart"
-                )
-        host_ops = att.host_us / denom
-    else:
-        # No op rows: only the profiler's own breakdown.
-        if k.collective_percent is not None:
-            s["communication"] = k.collective_percent / 100.0
-        if k.device_duty_cycle_percent is not None:
-            s["compute"] = max(0.0, k.device_duty_cycle_percent / 100.0 - s["communication"])
-            notes.append("no op-level data: busy time outside collectives counted as compute (HBM cannot be separated)")
-        host_ops = 0.0
-    idle = (k.idle_percent / 100.0) if k.idle_percent is not None else (att.idle_us / denom if denom > 0 else 0.0)
-    wait = (k.host_wait_percent or 0.0) / 100.0
-    s["host"] = max(idle, wait, host_ops)
-    total = sum(s.values())
-    if total > 1.02:
-        notes.append(f"attributed shares summed to {100 * total:.0f}% (ops overlap); scaled to 100%")
-        s = {r: v / total for r, v in s.items()}
-    return {r: round(v, 4) for r, v in s.items()}, notes
-
-
 def _pick_primary(scores: dict[str, float]) -> tuple[Bottleneck, str | None]:
     ranked = sorted(RESOURCES, key=lambda r: -scores[r])
     primary = ranked[0]
@@ -162,25 +118,142 @@ def _pick_primary(scores: dict[str, float]) -> tuple[Bottleneck, str | None]:
     return chosen, why  # type: ignore[return-value]
 
 
+def _busy_evidence(k: Kpis) -> list[Evidence]:
+    """Evidence when only the profiler's step breakdown exists: what it measured, and what it cannot tell."""
+    out: list[Evidence] = []
+    if k.device_duty_cycle_percent is not None:
+        out.append(
+            Evidence(
+                signal="kpis.device_duty_cycle_percent",
+                value=k.device_duty_cycle_percent,
+                statement=f"the device is busy {k.device_duty_cycle_percent:.1f}% of the step, "
+                f"{_fmt(k.collective_percent)} of it in collectives (profiler's step breakdown)",
+            )
+        )
+    out.append(
+        Evidence(
+            signal="kpis.compute_bound_percent",
+            value=None,
+            statement="no op-level data: whether the busy time is limited by arithmetic or by HBM bandwidth is unknown",
+        )
+    )
+    return out
+
+
+def _local_collective_conflicts(att: Attribution, denom: float) -> list[str]:
+    """The profile marks collectives HBM-/compute-bound: their kind says network. Say which view was taken."""
+    out: list[str] = []
+    if denom <= 0:
+        return out
+    if att.collective_local_us > 0:
+        names = ", ".join(att.collective_local[:3])
+        out.append(
+            f"{100 * att.collective_local_us / denom:.1f}% of the step is in collectives ({names}) that the profile "
+            "marks HBM- or compute-bound: by kind they are communication, but the profiler measured their time going "
+            "to the on-chip reduction/copy, not the network. Resolved in favour of the profile's bound_by; a mesh "
+            "change that cuts their network traffic would not shorten them."
+        )
+    if att.collective_relabelled_us > 0:
+        names = ", ".join(att.collective_relabelled[:3])
+        out.append(
+            f"the profile labels collectives ({names}, {100 * att.collective_relabelled_us / denom:.1f}% of the step) "
+            f"HBM- or compute-bound, but their own byte/FLOP rates use under {100 * LOCAL_MIN_UTILISATION:.0f}% of "
+            "that ceiling (XProf derives the label from the rates, not from what the op waits on). Counted as "
+            "communication: their time is spent waiting on the network."
+        )
+    return out
+
+
+def _coverage_drops(shares: StepShares) -> list[tuple[float, str]]:
+    """Confidence lost when the visible ops cover little of the step."""
+    c = shares.coverage
+    if c is None or c >= LOW_COVERAGE:
+        return []
+    if shares.source == "profile":
+        return [(0.1, f"the visible ops cover only {100 * c:.0f}% of the step: shares rest on the profiler's step "
+                      "breakdown; the split of device time between compute and HBM rests on those few ops")]
+    return [(0.2, f"the visible ops cover only {100 * c:.0f}% of the step and there is no step breakdown: the "
+                  "bottleneck is read from a small part of the step")]
+
+
+def _coverage_clause(shares: StepShares) -> str:
+    c = shares.coverage
+    if c is None or c >= LOW_COVERAGE:
+        return ""
+    if shares.source == "profile":
+        return f" (from the profiler's step breakdown: the listed ops cover only {100 * c:.0f}% of the step)"
+    return f" (the listed ops cover only {100 * c:.0f}% of the step)"
+
+
 def _fmt(v: float | None, unit: str = "%") -> str:
     return "n/a" if v is None else f"{v:.1f}{unit}"
 
 
+@dataclass
+class _Ctx:
+    """What every stage of :func:`diagnose` reads: the inputs, the scores and the chosen bottleneck."""
+
+    inp: DiagnosisInputs
+    k: Kpis
+    att: Attribution
+    chip: Chip
+    scores: dict[str, float]
+    primary: Bottleneck
+    override: str | None
+    others: list[str]
+    secondary: list[Bottleneck]
+    ici_pct: float
+    dcn_pct: float
+    remat_lever: bool = False
+    near_optimal: bool = False
+
+
 def diagnose(inp: DiagnosisInputs) -> Diagnosis:
-    """Primary bottleneck, secondary signals, evidence, conflicts and confidence."""
-    k, att, chip = inp.kpis, inp.att, inp.chip
-    scores, score_notes = _scores(inp)
+    """Primary bottleneck, secondary signals, evidence, conflicts and confidence (in named stages)."""
+    c = _context(inp)
+    evidence, reasons = _primary_evidence(c)
+    conflicts = _conflicts(c)
+    evidence.extend(_recompute_evidence(c))
+    c.near_optimal = _near_optimal(c)
+    confidence, reasons = _confidence(c, conflicts, reasons)
+    summary, confidence = _summary(c, confidence)
+    return Diagnosis(
+        bottleneck=c.primary,
+        secondary=c.secondary,
+        summary=summary,
+        evidence=evidence,
+        conflicts=conflicts,
+        confidence=confidence,
+        confidence_reasons=reasons,
+        scores=c.scores,
+        near_optimal=c.near_optimal,
+    )
+
+
+def _context(inp: DiagnosisInputs) -> _Ctx:
+    """Scores from the one attribution, the primary bottleneck and the secondary ones."""
+    att = inp.att
+    scores = dict(inp.shares.scores)
     primary, override = _pick_primary(scores)
     others = sorted((r for r in RESOURCES if r != primary), key=lambda r: -scores[r])
-    secondary: list[Bottleneck] = [r for r in others if scores[r] >= SECONDARY_SHARE]
+    secondary: list[Bottleneck] = [r for r in others if scores[r] >= SECONDARY_SHARE]  # type: ignore[misc]
     denom = inp.basis.share_denominator_us
     ici_pct = 100.0 * att.ici_us / denom if denom > 0 else 0.0
     dcn_pct = 100.0 * att.dcn_us / denom if denom > 0 else 0.0
+    remat_lever = (
+        inp.remat == "full" and inp.kpis.hbm_use_percent is not None
+        and inp.kpis.hbm_use_percent < REMAT_HEADROOM_PERCENT
+    )
+    return _Ctx(inp, inp.kpis, att, inp.chip, scores, primary, override, others, secondary, ici_pct, dcn_pct,
+                remat_lever)
 
+
+def _primary_evidence(c: _Ctx) -> tuple[list[Evidence], list[str]]:
+    """Evidence for the primary bottleneck, its largest ops, and the KPIs that frame it."""
+    inp, k, att, chip, scores, primary = c.inp, c.k, c.att, c.chip, c.scores, c.primary
+    ici_pct, dcn_pct = c.ici_pct, c.dcn_pct
     evidence: list[Evidence] = []
-    conflicts: list[str] = []
     reasons: list[str] = []
-
     # --- evidence for the primary -------------------------------------------------------------------
     if primary == "communication":
         split = f" (ICI/NVLink {ici_pct:.1f}%, DCN/inter-node {dcn_pct:.1f}%)" if att.total_us > 0 else ""
@@ -192,6 +265,8 @@ def diagnose(inp: DiagnosisInputs) -> Diagnosis:
                 + (" — at or above XProf's 30% collective-bound mark" if scores["communication"] >= COLLECTIVE_BOUND_SHARE else ""),
             )
         )
+    elif primary == "compute" and inp.shares.busy_undetermined:
+        evidence.extend(_busy_evidence(k))
     elif primary == "compute":
         evidence.append(
             Evidence(
@@ -234,6 +309,14 @@ def diagnose(inp: DiagnosisInputs) -> Diagnosis:
                 "idle time is not explained by input wait: it may be host-side dispatch, synchronization or "
                 "checkpointing rather than the input pipeline"
             )
+    evidence.extend(_framing_evidence(c))
+    return evidence, reasons
+
+
+def _framing_evidence(c: _Ctx) -> list[Evidence]:
+    """The primary's largest ops, then the KPIs that frame it: duty cycle, MFU, secondary shares, HBM use."""
+    inp, k, chip, scores, primary, secondary = c.inp, c.k, c.chip, c.scores, c.primary, c.secondary
+    evidence: list[Evidence] = []
     for lead in inp.leaders.get(primary, []):
         if lead.share < MIN_EVIDENCE_OP_SHARE:
             continue
@@ -280,6 +363,14 @@ def diagnose(inp: DiagnosisInputs) -> Diagnosis:
             )
         )
 
+    return evidence
+
+
+def _conflicts(c: _Ctx) -> list[str]:
+    """Where KPIs and ops (or the profile's verdicts and op kinds) disagree, and how it was resolved."""
+    inp, k, att, scores, primary = c.inp, c.k, c.att, c.scores, c.primary
+    denom = inp.basis.share_denominator_us
+    conflicts: list[str] = []
     # --- conflicts between KPIs and ops ---------------------------------------------------------------
     if k.device_duty_cycle_percent is not None and k.device_duty_cycle_percent >= BUSY_DUTY_CYCLE and primary in (
         "communication",
@@ -303,7 +394,13 @@ def diagnose(inp: DiagnosisInputs) -> Diagnosis:
             "waits on input: the profiler counts infeed/transfer ops as busy. Resolved in favour of the input "
             "wait: time spent waiting for data is not useful work."
         )
-    if inp.profile_communication_percent is not None and k.collective_percent is not None and att.total_us > 0:
+    conflicts.extend(_local_collective_conflicts(att, denom))
+    if (
+        inp.profile_communication_percent is not None
+        and k.collective_percent is not None
+        and att.total_us > 0
+        and inp.shares.source == "ops"
+    ):
         diff = abs(inp.profile_communication_percent - k.collective_percent)
         if diff > 15:
             conflicts.append(
@@ -327,10 +424,14 @@ def diagnose(inp: DiagnosisInputs) -> Diagnosis:
                 "of it is not model math (rematerialization, padding, or unfused small matmuls) or runs below peak."
             )
 
-    # --- recomputation: FLOPs that are not model FLOPs ----------------------------------------------------
-    remat_lever = (
-        inp.remat == "full" and k.hbm_use_percent is not None and k.hbm_use_percent < REMAT_HEADROOM_PERCENT
-    )
+    return conflicts
+
+
+def _recompute_evidence(c: _Ctx) -> list[Evidence]:
+    """Recomputation: FLOPs the device executes that are not model FLOPs."""
+    inp, k = c.inp, c.k
+    evidence: list[Evidence] = []
+    remat_lever = c.remat_lever
     if remat_lever:
         evidence.append(
             Evidence(
@@ -351,6 +452,13 @@ def diagnose(inp: DiagnosisInputs) -> Diagnosis:
             )
         )
 
+    return evidence
+
+
+def _near_optimal(c: _Ctx) -> bool:
+    """Compute-bound close to the chip's peak, with little overhead: little for a mesh change to win."""
+    k, att, scores, primary = c.k, c.att, c.scores, c.primary
+    remat_lever = c.remat_lever
     # --- near-optimal ----------------------------------------------------------------------------------
     near_optimal = False
     if primary == "compute" and not remat_lever and scores["communication"] < 0.15 and scores["host"] < 0.10:
@@ -360,6 +468,14 @@ def diagnose(inp: DiagnosisInputs) -> Diagnosis:
         elif k.mfu_percent is None and scores["compute"] >= 0.7 and eff is not None and eff >= NEAR_OPTIMAL_EFFICIENCY:
             near_optimal = True
 
+    return near_optimal
+
+
+def _confidence(c: _Ctx, conflicts: list[str], reasons: list[str]) -> tuple[float, list[str]]:
+    """Start at 0.95 and subtract, with the reason, for everything that makes the attribution less certain."""
+    inp, k, att, chip, scores, primary = c.inp, c.k, c.att, c.chip, c.scores, c.primary
+    override, others = c.override, c.others
+    score_notes = list(inp.shares.notes)
     # --- confidence --------------------------------------------------------------------------------------
     confidence = 0.95
     reasons = list(inp.extra_reasons) + reasons
@@ -379,6 +495,7 @@ def diagnose(inp: DiagnosisInputs) -> Diagnosis:
             drops.append((0.05, "some collectives have no replica-group size: ICI vs DCN could not be told"))
         elif att.inferred_net_us > 0.05 * att.total_us and primary == "communication":
             drops.append((0.03, "ICI vs DCN for some collectives inferred from their type and the mesh (no replica groups)"))
+    drops.extend(_coverage_drops(inp.shares))
     if k.mfu_percent is None:
         drops.append((0.05, "model unknown: no MFU to cross-check the op attribution"))
     if not inp.basis.num_steps_known:
@@ -419,6 +536,14 @@ def diagnose(inp: DiagnosisInputs) -> Diagnosis:
     reasons.extend(score_notes)
     confidence = round(min(0.99, max(0.05, confidence)), 2)
 
+    return confidence, reasons
+
+
+def _summary(c: _Ctx, confidence: float) -> tuple[str, float]:
+    """The headline, from the same scores as the KPI table and the evidence."""
+    inp, k, att, scores, primary = c.inp, c.k, c.att, c.scores, c.primary
+    secondary, ici_pct, dcn_pct = c.secondary, c.ici_pct, c.dcn_pct
+    remat_lever, near_optimal = c.remat_lever, c.near_optimal
     # --- summary ------------------------------------------------------------------------------------------
     share = 100 * scores[primary]
     if primary == "communication":
@@ -426,6 +551,11 @@ def diagnose(inp: DiagnosisInputs) -> Diagnosis:
         if att.total_us > 0 and (ici_pct or dcn_pct):
             net = " (mostly DCN/inter-node)" if dcn_pct > ici_pct else " (mostly ICI/NVLink)"
         summary = f"communication-bound: {share:.0f}% of the step is exposed collective time{net}"
+    elif primary == "compute" and inp.shares.busy_undetermined:
+        summary = (
+            f"device busy outside collectives {share:.0f}% of the step: compute- or HBM-bandwidth-bound cannot be "
+            "told without op-level data (export XProf hlo_stats or op_profile)"
+        )
     elif primary == "compute":
         summary = f"compute-bound: {share:.0f}% of the step is in compute-bound ops"
         if k.mfu_percent is not None:
@@ -446,6 +576,7 @@ def diagnose(inp: DiagnosisInputs) -> Diagnosis:
         summary = f"host/input-bound: the device is idle or waiting on input for {share:.0f}% of the step"
     if secondary:
         summary += "; also " + ", ".join(f"{r} {100 * scores[r]:.0f}%" for r in secondary)
+    summary += _coverage_clause(inp.shares)
     if sum(scores.values()) == 0:
         summary = (
             "not enough data to diagnose: the profile has no op times and no step breakdown, so no time could "
@@ -453,17 +584,7 @@ def diagnose(inp: DiagnosisInputs) -> Diagnosis:
         )
         confidence = 0.05
 
-    return Diagnosis(
-        bottleneck=primary,
-        secondary=secondary,
-        summary=summary,
-        evidence=evidence,
-        conflicts=conflicts,
-        confidence=confidence,
-        confidence_reasons=reasons,
-        scores=scores,
-        near_optimal=near_optimal,
-    )
+    return summary, confidence
 
 
 __all__ = ["DiagnosisInputs", "OpLeader", "diagnose", "op_leaders", "RESOURCES", "LABEL"]

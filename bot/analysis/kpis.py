@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 from bot.analysis.report import Kpis
 from bot.analysis.roofline import Attribution
+from bot.analysis.shares import StepShares, facts_for, step_shares
 from bot.profiles.model import Profile
 from bot.runs.record import RunRecord
 from knowledge.hardware import Chip
@@ -29,6 +30,7 @@ class StepBasis:
     num_steps: float  # steps the op totals cover (1 when unknown, with a warning)
     num_steps_known: bool
     share_denominator_us: float  # shares of "the step" are op time / this
+    window_us: float | None = None  # steps x step time: the device time the op totals should cover
     warnings: list[str] = field(default_factory=list)
     unavailable: list[str] = field(default_factory=list)
 
@@ -63,17 +65,25 @@ def step_basis(record: RunRecord, profile: Profile, op_time_us: float) -> StepBa
             "(XProf overview_page)"
         )
 
-    if not steps_known and step_us and op_time_us > _OVERLAP_TOLERANCE * step_us:
+    # The op table's own share of the profile's op time (hlo_stats total_self_time_percent): a top-N export
+    # holds part of the window's op time, so the whole window's op time is what it shows / that share.
+    fraction = profile.op_time_fraction
+    window_op_us = op_time_us / fraction if fraction and fraction > 0 else op_time_us
+    if not steps_known and step_us and window_op_us > _OVERLAP_TOLERANCE * step_us:
         # The window holds several steps but the profile does not say how many: infer it from the op time.
-        steps = max(1.0, round(op_time_us / step_us))
+        steps = max(1.0, round(window_op_us / step_us))
+        shown = f" ({100 * fraction:.0f}% of it listed)" if fraction and fraction < 0.95 else ""
         warnings.append(
             f"the profile does not say how many steps it covers; inferred {steps:.0f} from op time "
-            f"{op_time_us / 1000:.3f} ms / step time {step_us / 1000:.3f} ms"
+            f"{window_op_us / 1000:.3f} ms{shown} / step time {step_us / 1000:.3f} ms"
         )
     elif not steps_known and op_time_us > 0:
         warnings.append("the profile does not say how many steps it covers; per-step op figures assume one")
 
     denominator = op_time_us
+    window: float | None = None
+    if step_us and steps_known and source == "profile":
+        steps = _op_window_steps(profile, steps, step_us, window_op_us, warnings)
     if step_us:
         window = steps * step_us
         if op_time_us > _OVERLAP_TOLERANCE * window:
@@ -83,7 +93,27 @@ def step_basis(record: RunRecord, profile: Profile, op_time_us: float) -> StepBa
             )
         else:
             denominator = window
-    return StepBasis(step_us, source, steps, steps_known, denominator, warnings, unavailable)
+    return StepBasis(step_us, source, steps, steps_known, denominator, window, warnings, unavailable)
+
+
+# Op time beyond this multiple of the stated window is not overlap between streams: the op table covers more
+# steps than the step table lists (e.g. an overview that shows the last steps of a longer session).
+_OTHER_WINDOW = 1.5
+
+
+def _op_window_steps(profile: Profile, steps: float, step_us: float, window_op_us: float,
+                     warnings: list[str]) -> float:
+    """Steps the op table covers when it is clearly more than the step table lists (op time / busy step)."""
+    busy = step_us * (profile.device_duty_cycle_percent or 100.0) / 100.0
+    if busy <= 0 or window_op_us <= _OTHER_WINDOW * steps * step_us:
+        return steps
+    covered = float(max(round(window_op_us / busy), steps))
+    warnings.append(
+        f"the op table holds {window_op_us / 1000:.3f} ms of device time, {window_op_us / (steps * step_us):.1f}x the "
+        f"{steps:g} listed steps: it covers ~{covered:.0f} steps (op time / busy time per step), and its totals are "
+        "divided by that"
+    )
+    return covered
 
 
 def _pct(part: float, whole: float) -> float:
@@ -140,62 +170,14 @@ class KpiResult:
     unavailable: list[str]
     warnings: list[str]
     mfu_source: str | None
+    shares: StepShares
 
 
-def compute_kpis(record: RunRecord, profile: Profile, chip: Chip, att: Attribution, basis: StepBasis) -> KpiResult:
-    """Fill :class:`Kpis` from the profile, the run record and the op attribution."""
-    unavailable = list(basis.unavailable)
-    warnings = list(basis.warnings)
-    denom = basis.share_denominator_us
-    have_ops = att.total_us > 0
-
-    step_ms = basis.step_time_us / 1000.0 if basis.step_time_us else None
-
-    # Duty cycle: the profiler's figure when it reports one, else busy op time over the window. Only a
-    # real window (steps x step time) gives a meaningful idle share.
-    window_known = basis.step_time_us is not None and denom == basis.num_steps * basis.step_time_us
-    duty: float | None
-    if profile.device_duty_cycle_percent is not None:
-        duty = round(min(100.0, max(0.0, profile.device_duty_cycle_percent)), 2)
-    elif have_ops and window_known and basis.source != "op-sum":
-        duty = round(min(100.0, _pct(att.busy_us, denom)), 2)
-    else:
-        duty = None
-        unavailable.append(
-            "device duty cycle: export XProf overview_page, or give measured.step_time_ms so idle time "
-            "between ops can be measured"
-        )
-    idle = round(100.0 - duty, 2) if duty is not None else None
-
-    if profile.host_wait_percent is not None:
-        host_wait: float | None = round(max(0.0, profile.host_wait_percent), 2)
-    elif have_ops:
-        host_wait = _pct(att.host_us, denom)
-    else:
-        host_wait = None
-        unavailable.append("host wait: export XProf overview_page (input time) or op-level stats")
-
-    if have_ops:
-        collective: float | None = _pct(att.collective_us, denom)
-        compute_bound: float | None = _pct(att.compute_us, denom)
-        hbm_bound: float | None = _pct(att.hbm_us, denom)
-    else:
-        collective = (
-            round(profile.communication_time_percent, 2) if profile.communication_time_percent is not None else None
-        )
-        compute_bound = hbm_bound = None
-        unavailable.append(
-            "op roofline (compute-/HBM-bound shares, top ops): export XProf hlo_stats or op_profile, or a "
-            "JAX trace"
-        )
-
-    # MFU and throughput.
-    mflops = model_flops_per_step(record)
-    warnings.extend(mflops.notes)
+def _mfu(record: RunRecord, chip: Chip, mflops: ModelFlops, step_s: float | None, unavailable: list[str],
+         warnings: list[str]) -> tuple[float | None, str | None]:
+    """MFU computed from the model FLOPs and the step time (checked against a reported one), else as reported."""
     mfu: float | None = None
     mfu_source: str | None = None
-    achieved: float | None = None
-    step_s = basis.step_time_us * 1e-6 if basis.step_time_us else None
     if mflops.per_step is not None and step_s:
         mfu = round(100.0 * mflops.per_step / (step_s * record.num_chips * chip.peak_bf16_flops), 2)
         mfu_source = "computed"
@@ -231,6 +213,97 @@ def compute_kpis(record: RunRecord, profile: Profile, chip: Chip, att: Attributi
             unavailable.append(f"MFU: add {', '.join(mflops.missing)} to run.yaml")
         else:
             unavailable.append("MFU: needs a step time (see step time)")
+    return mfu, mfu_source
+
+
+def _hbm_use(record: RunRecord, profile: Profile, chip: Chip, unavailable: list[str],
+             warnings: list[str]) -> tuple[float | None, float, float | None]:
+    """(peak bytes in use, capacity, percent): the profile's peak, else run.yaml's measured one."""
+    capacity = float(profile.hbm_capacity_bytes or chip.hbm_bytes)
+    used: float | None = None
+    if profile.peak_hbm_bytes:
+        used = float(profile.peak_hbm_bytes)
+    elif record.measured and record.measured.hbm_peak_bytes:
+        used = float(record.measured.hbm_peak_bytes)
+    else:
+        unavailable.append(
+            "HBM use: add measured.hbm_peak_bytes to run.yaml or export XProf memory data (peak heap)"
+        )
+    use_pct = round(100.0 * used / capacity, 2) if used is not None and capacity > 0 else None
+    if use_pct is not None and use_pct > 100:
+        warnings.append(
+            f"peak HBM {used / 1e9:.1f} GB exceeds the {chip.display_name} capacity {capacity / 1e9:.1f} GB: "
+            "check the chip in run.yaml"
+        )
+    return used, capacity, use_pct
+
+
+def _duty_and_wait(profile: Profile, att: Attribution, basis: StepBasis,
+                   unavailable: list[str]) -> tuple[float | None, float | None, float | None]:
+    """(duty cycle, idle, host wait) in percent of the step: the profiler's figures, else from the ops."""
+    denom = basis.share_denominator_us
+    have_ops = att.total_us > 0
+    # Duty cycle: the profiler's figure when it reports one, else busy op time over the window. Only a
+    # real window (steps x step time) gives a meaningful idle share.
+    window_known = basis.step_time_us is not None and denom == basis.num_steps * basis.step_time_us
+    duty: float | None
+    if profile.device_duty_cycle_percent is not None:
+        duty = round(min(100.0, max(0.0, profile.device_duty_cycle_percent)), 2)
+    elif have_ops and window_known and basis.source != "op-sum":
+        duty = round(min(100.0, _pct(att.busy_us, denom)), 2)
+    else:
+        duty = None
+        unavailable.append(
+            "device duty cycle: export XProf overview_page, or give measured.step_time_ms so idle time "
+            "between ops can be measured"
+        )
+    idle = round(100.0 - duty, 2) if duty is not None else None
+
+    if profile.host_wait_percent is not None:
+        host_wait: float | None = round(max(0.0, profile.host_wait_percent), 2)
+    elif have_ops:
+        host_wait = _pct(att.host_us, denom)
+    else:
+        host_wait = None
+        unavailable.append("host wait: export XProf overview_page (input time) or op-level stats")
+    return duty, idle, host_wait
+
+
+def compute_kpis(record: RunRecord, profile: Profile, chip: Chip, att: Attribution, basis: StepBasis) -> KpiResult:
+    """Fill :class:`Kpis` from the profile, the run record and the op attribution."""
+    unavailable = list(basis.unavailable)
+    warnings = list(basis.warnings)
+    denom = basis.share_denominator_us
+    have_ops = att.total_us > 0
+
+    step_ms = basis.step_time_us / 1000.0 if basis.step_time_us else None
+
+    duty, idle, host_wait = _duty_and_wait(profile, att, basis, unavailable)
+
+    # One attribution for the KPI table, the headline and the evidence (bot.analysis.shares).
+    window = basis.window_us if basis.source != "op-sum" else None
+    shares = step_shares(att, facts_for(profile, duty, idle, host_wait, window, denom))
+    pct = shares.percent
+    collective: float | None = pct["communication"] if shares.source != "none" else None
+    if shares.source in ("ops", "profile"):
+        compute_bound: float | None = pct["compute"]
+        hbm_bound: float | None = pct["hbm"]
+    else:
+        compute_bound = hbm_bound = None
+        unavailable.append(
+            "op roofline (compute-/HBM-bound shares, top ops): export XProf hlo_stats or op_profile, or a "
+            "JAX trace"
+        )
+    if profile.communication_time_percent is None and not have_ops:
+        collective = None
+    coverage = round(100.0 * shares.coverage, 2) if shares.coverage is not None else None
+
+    # MFU and throughput.
+    mflops = model_flops_per_step(record)
+    warnings.extend(mflops.notes)
+    step_s = basis.step_time_us * 1e-6 if basis.step_time_us else None
+    mfu, mfu_source = _mfu(record, chip, mflops, step_s, unavailable, warnings)
+    achieved: float | None = None
 
     # Achieved FLOP rate per chip: hardware FLOPs the profile counted (includes rematerialization) when it
     # counts them over most of the busy time, else the model FLOPs.
@@ -248,23 +321,7 @@ def compute_kpis(record: RunRecord, profile: Profile, chip: Chip, att: Attributi
     elif record.measured and record.measured.tokens_per_second:
         tokens_per_s = record.measured.tokens_per_second
 
-    # HBM use.
-    capacity = float(profile.hbm_capacity_bytes or chip.hbm_bytes)
-    used: float | None = None
-    if profile.peak_hbm_bytes:
-        used = float(profile.peak_hbm_bytes)
-    elif record.measured and record.measured.hbm_peak_bytes:
-        used = float(record.measured.hbm_peak_bytes)
-    else:
-        unavailable.append(
-            "HBM use: add measured.hbm_peak_bytes to run.yaml or export XProf memory data (peak heap)"
-        )
-    use_pct = round(100.0 * used / capacity, 2) if used is not None and capacity > 0 else None
-    if use_pct is not None and use_pct > 100:
-        warnings.append(
-            f"peak HBM {used / 1e9:.1f} GB exceeds the {chip.display_name} capacity {capacity / 1e9:.1f} GB: "
-            "check the chip in run.yaml"
-        )
+    used, capacity, use_pct = _hbm_use(record, profile, chip, unavailable, warnings)
 
     kpis = Kpis(
         step_time_ms=round(step_ms, 4) if step_ms is not None else None,
@@ -282,5 +339,7 @@ def compute_kpis(record: RunRecord, profile: Profile, chip: Chip, att: Attributi
         hbm_capacity_bytes=capacity,
         hbm_use_percent=use_pct,
         tokens_per_second=tokens_per_s,
+        op_coverage_percent=coverage,
+        attribution_source=shares.source if shares.source != "none" else None,
     )
-    return KpiResult(kpis, unavailable, warnings, mfu_source)
+    return KpiResult(kpis, unavailable, warnings, mfu_source, shares)

@@ -53,6 +53,16 @@ class Kpis(_Out):
     hbm_capacity_bytes: float
     hbm_use_percent: float | None
     tokens_per_second: float | None
+    op_coverage_percent: float | None = Field(
+        default=None,
+        description="share of the device's busy time in the window (duty cycle x steps x step time) that the visible "
+        "ops' time covers; small for a top-N export",
+    )
+    attribution_source: Literal["ops", "profile", "breakdown"] | None = Field(
+        default=None,
+        description="what the compute/HBM/collective shares rest on: ops (the op table), profile (the profiler's step "
+        "breakdown, because the visible ops cover little of the step), breakdown (no op rows at all)",
+    )
 
 
 class TopOp(_Out):

@@ -2,8 +2,10 @@
 
 Order of trust, per op:
 
-1. ``profile`` — the profiler's own roofline verdict (XProf ``roofline_model``/``op_profile``
-   ``bound_by``), with its ``roofline_efficiency``. It saw the hardware counters; we did not.
+1. ``profile`` — the profiler's own roofline verdict (XProf ``roofline_model``/``hlo_stats``
+   ``bound_by``), with its ``roofline_efficiency``. It saw the hardware counters; we did not. This holds
+   for collectives too: an all-reduce XProf marks HBM-bound is on-chip reduction time and counts as HBM,
+   not interconnect (the diagnosis states the conflict with its kind).
 2. ``kind`` for collectives and host ops — a collective is bounded by the network it crosses (ICI/NVLink
    inside a slice or node, DCN/InfiniBand across them), a host transfer by the host; memory-formatting
    ops (copies, transposes) with no byte count are HBM-bound by nature.
@@ -188,6 +190,7 @@ class OpRoofline:
     intensity: float | None
     efficiency: float | None
     inferred: bool = False  # network inferred from the collective type and the mesh (no replica group)
+    overrode_profile: bool = False  # the profile's HBM/compute label was contradicted by the op's own rates
 
 
 @dataclass
@@ -204,6 +207,10 @@ class Attribution:
     hbm_kind_us: float = 0.0  # part of hbm_us placed by kind (copies/transposes with no byte counts)
     inferred_net_us: float = 0.0  # collectives whose ICI/DCN was inferred from their type and the mesh
     collective_unknown_net_us: float = 0.0  # collectives whose network could not be told
+    collective_local_us: float = 0.0  # collectives the profile marks HBM-/compute-bound (counted there, not as comm)
+    collective_local: list[str] = field(default_factory=list)  # their names, largest first (up to 5)
+    collective_relabelled_us: float = 0.0  # collectives labelled HBM/compute whose own rates say they wait on the network
+    collective_relabelled: list[str] = field(default_factory=list)
     total_us: float = 0.0
     profile_bound_us: float = 0.0  # time whose verdict came from the profiler
     computed_bound_us: float = 0.0  # time whose verdict was computed from the chip's peaks
@@ -248,6 +255,11 @@ class _Chip:
 
 _BOUND_STR = {b: b.value for b in BoundBy}
 _NETWORK_BOUNDS = (BoundBy.ICI, BoundBy.DCN)
+_LOCAL_BOUNDS = (BoundBy.HBM, BoundBy.COMPUTE)
+# A collective the profile labels HBM-/compute-bound is taken as on-chip work only when it used at least this
+# share of that ceiling (its own bytes or FLOPs per second); XProf's label is arithmetic on the op's rates,
+# so a collective waiting on the network at 3% of HBM bandwidth still reads "HBM".
+LOCAL_MIN_UTILISATION = 0.2
 _COLLECTIVE, _HOST, _IDLE, _MEMORY = OpKind.COLLECTIVE, OpKind.HOST, OpKind.IDLE, OpKind.MEMORY
 _UNKNOWN = BoundBy.UNKNOWN
 
@@ -264,11 +276,24 @@ def _classify(op: OpStat, chip: _Chip, net: NetworkContext, group_size: int | No
     intensity = flops / nbytes if flops is not None and nbytes is not None and nbytes > 0 else None
     reported = op.bound_by
     if kind is _COLLECTIVE:
-        # A collective waits on the network it crosses. A profiler verdict of "HBM" or "compute" for one
-        # describes its local reduction, not what it waits on, so only an ICI/DCN verdict is taken.
+        # The profiler's verdict is the evidence: XProf's roofline marks a collective HBM- or compute-bound
+        # when its time goes to the on-chip reduction/copy (e.g. an all-reduce whose data never leaves the
+        # chip, or whose reduction is limited by memory bandwidth), ICI/DCN when it waits on the network.
+        # Only where the profile gives no verdict does the op's kind (collective -> network) decide.
+        # XProf's roofline derives bound_by from the op's FLOP and byte rates, so a collective that waits on
+        # the network while moving a few bytes through HBM is still labelled "HBM": when the op's own rates
+        # show it used under LOCAL_MIN_UTILISATION of that ceiling, the label is overridden (and said so).
+        overrode = False
         if reported in _NETWORK_BOUNDS:
             return OpRoofline(_BOUND_STR[reported], "profile", intensity, _eff(op.roofline_efficiency))
+        if reported in _LOCAL_BOUNDS:
+            util = _utilisation(op, chip, reported)
+            if util is None or util >= LOCAL_MIN_UTILISATION:
+                return OpRoofline(_BOUND_STR[reported], "profile", intensity, _eff(op.roofline_efficiency))
+            overrode = True
         network, _ = net.network_for_group(op.group_size if op.group_size is not None else group_size)
+        if overrode:
+            return OpRoofline(network or "unknown", "kind", intensity, None, overrode_profile=True)
         if network is None:
             network = net.network_for_collective(op.category, op.name)
             if network is not None:
@@ -295,6 +320,18 @@ def _classify(op: OpStat, chip: _Chip, net: NetworkContext, group_size: int | No
     return OpRoofline("unknown", "computed", intensity, None)
 
 
+def _utilisation(op: OpStat, chip: _Chip, reported: BoundBy) -> float | None:
+    """How much of the ceiling the profile names (HBM bandwidth or FLOP peak) the op used, 0..1, if known."""
+    if op.roofline_efficiency is not None:
+        return op.roofline_efficiency
+    seconds = op.total_time_us * 1e-6
+    if seconds <= 0:
+        return None
+    if reported is BoundBy.HBM:
+        return op.bytes_accessed / seconds / chip.hbm_bandwidth if op.bytes_accessed else None
+    return op.flops / seconds / chip.peak_bf16_flops if op.flops else None
+
+
 def _eff(value: float | None) -> float | None:
     return None if value is None else _clamp01(value)
 
@@ -318,6 +355,9 @@ def attribute(profile: Profile, chip: Chip, net: NetworkContext) -> tuple[Attrib
     bucket_of = _BUCKET_OF_BOUND.get
     fast = _Chip(chip)
     first_of_group: dict[int | None, str] = {}  # one op name per replica-group size, for warnings
+    local_us = relabelled_us = 0.0
+    local: list[tuple[float, str]] = []
+    relabelled: list[tuple[float, str]] = []
     for op in profile.ops:
         t = op.total_time_us
         if t < 0:
@@ -341,12 +381,20 @@ def attribute(profile: Profile, chip: Chip, net: NetworkContext) -> tuple[Attrib
                 v.efficiency = eff = 1.0
         if kind is _IDLE:
             sums["idle"] += t
+        elif kind is _COLLECTIVE and v.source == "profile" and (v.bound_by == "hbm" or v.bound_by == "compute"):
+            # The profiler says this collective's time is on-chip work: it counts where the profile puts it.
+            sums[v.bound_by] += t
+            local_us += t
+            local.append((t, op.name))
         elif kind is _COLLECTIVE:
-            # Device time in a collective is exposed communication, whatever else the profiler says.
+            # Device time in a collective the profile does not mark on-chip is exposed communication.
             b = v.bound_by
             sums[b if b == "ici" or b == "dcn" else "collective_unknown"] += t
             if v.inferred:
                 inferred_net += t
+            if v.overrode_profile:
+                relabelled_us += t
+                relabelled.append((t, op.name))
             if src == "kind":
                 first_of_group.setdefault(op.group_size if op.group_size is not None else group, op.name)
         elif kind is _HOST:
@@ -367,13 +415,18 @@ def attribute(profile: Profile, chip: Chip, net: NetworkContext) -> tuple[Attrib
     att.total_us, att.profile_bound_us, att.computed_bound_us = total, profile_us, computed_us
     att.total_flops, att.ops_with_flops_us = flops_total, flops_us
     att.compute_eff_weighted, att.compute_eff_time_us = eff_weighted, eff_time
+    att.collective_local_us = local_us
+    att.collective_local = [name for _, name in heapq.nlargest(5, local)]
+    att.collective_relabelled_us = relabelled_us
+    att.collective_relabelled = [name for _, name in heapq.nlargest(5, relabelled)]
     return att, verdicts
 
 
 def resource_of(bound_by: str, kind: OpKind) -> str | None:
     """The bottleneck resource (compute | hbm | communication | host) an op's time counts towards."""
     if kind is OpKind.COLLECTIVE:
-        return "communication"
+        # A collective the profile marks HBM-/compute-bound counts there (see attribute()).
+        return bound_by if bound_by in ("hbm", "compute") else "communication"
     if kind is OpKind.HOST:
         return "host"
     if kind is OpKind.IDLE:

@@ -250,6 +250,8 @@ def render_report(report: AnalysisReport, console: Console) -> None:
         ("achieved TFLOP/s per chip", _num(k.achieved_tflops_per_chip, "{:.3g}")),
         ("tokens/s", _num(k.tokens_per_second, "{:,.0f}")),
         ("HBM use", hbm_used or "—"),
+        ("step covered by listed ops", _num(k.op_coverage_percent, unit="%")
+         + (f"  [dim](shares from {k.attribution_source})[/]" if k.attribution_source else "")),
     ]
     for name, value in rows:
         kt.add_row(name, value)

@@ -183,6 +183,51 @@ def _groups(attrs: str, total_devices: int | None) -> tuple[int | None, int | No
     return None, None
 
 
+def group_stride(attrs: str) -> int | None:
+    """Device-id step inside the first replica group, when the group is evenly spaced (else None).
+
+    Which mesh axis a collective runs over shows in this pattern: neighbours (stride 1) are the innermost
+    axis, a stride of k the axis whose inner axes multiply to k. Explicit ``{{0,4},{1,5}}`` and iota
+    ``[G,S]<=[dims]T(perm)`` forms are read; ``mesh[...]`` forms name their axes and are left to the caller.
+    """
+    m = re.search(r"replica_groups=\[(\d+),(\d+)\]<=\[([\d,]+)\](?:T\(([\d,]+)\))?", attrs)
+    if m:
+        groups, size = int(m.group(1)), int(m.group(2))
+        dims = [int(x) for x in m.group(3).split(",")]
+        if groups * size != math.prod(dims) or size < 2 or math.prod(dims) > 1 << 20:
+            return None
+        perm = [int(x) for x in m.group(4).split(",")] if m.group(4) else list(range(len(dims)))
+        if sorted(perm) != list(range(len(dims))):
+            return None
+        return _even_step([_iota_member(k, dims, perm) for k in range(size)])
+    m = re.search(r"replica_groups=\{\s*\{([\d,\s]*)\}", attrs)
+    if m:
+        return _even_step([int(x) for x in m.group(1).split(",") if x.strip()])
+    return None
+
+
+def _iota_member(k: int, dims: list[int], perm: list[int]) -> int:
+    """The k-th device (row-major) of iota(dims) transposed by ``perm``: XLA's iota replica-group list."""
+    shape = [dims[p] for p in perm]
+    index = [0] * len(dims)
+    for axis in range(len(shape) - 1, -1, -1):  # k -> multi-index in the transposed array
+        k, index[perm[axis]] = divmod(k, shape[axis])
+    flat = 0
+    for axis, size in enumerate(dims):  # original multi-index -> row-major device id
+        flat = flat * size + index[axis]
+    return flat
+
+
+def _even_step(members: list[int]) -> int | None:
+    if len(members) < 2:
+        return None
+    ordered = sorted(members)
+    step = ordered[1] - ordered[0]
+    if step <= 0 or any(b - a != step for a, b in zip(ordered, ordered[1:], strict=False)):
+        return None
+    return step
+
+
 def _result(op: str, opcode: str, shape: _Shape) -> _Shape:
     """The part of a ``-start`` tuple that is the collective's output."""
     if not opcode.endswith("-start") or not shape.parts:
@@ -234,6 +279,7 @@ def parse_hlo_text(text: str, *, source: str) -> list[CollectiveOp]:
                 num_groups=count,
                 is_async=opcode.endswith("-start") or computation in async_comps,
                 computation=computation,
+                group_stride=group_stride(attrs) if op != "collective-permute" else None,
             )
         )
     return found

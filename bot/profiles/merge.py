@@ -86,6 +86,7 @@ def merge_profiles(parts: list[tuple[str, Profile]], collectives: list[Collectiv
                 ):
                     op.bytes_accessed = other.bytes_accessed * op.total_time_us / other.total_time_us
         out.ops = ops
+        out.op_time_fraction = primary.op_time_fraction
         extra = [k for k, p in parts if k == "trace" and p.ops and p is not primary]
         if primary in [p for k, p in parts if k == "trace"] and extra:
             out.warnings.append(f"{len(extra)} more trace file(s) found; op times come from {primary.sources[0]}")
@@ -100,4 +101,6 @@ def merge_profiles(parts: list[tuple[str, Profile]], collectives: list[Collectiv
                     op.collective_bytes = float(c.result_bytes)
                 if op.group_size is None:
                     op.group_size = c.group_size
+                if op.group_stride is None:
+                    op.group_stride = c.group_stride
     return out

@@ -54,6 +54,7 @@ class OpStat:
     collective_bytes: float | None = None  # payload bytes moved per occurrence, for collectives
     group_size: int | None = None  # participants per replica group, for collectives
     program: str | None = None  # HLO module / program the op belongs to
+    group_stride: int | None = None  # device-id step inside a replica group (from compiled HLO), for collectives
 
 
 @dataclass(slots=True)
@@ -68,6 +69,7 @@ class CollectiveOp:
     num_groups: int | None
     is_async: bool = False  # *-start / *-done pair
     computation: str | None = None  # enclosing HLO computation
+    group_stride: int | None = None  # device-id step inside the first replica group (1: neighbours), when regular
 
 
 @dataclass(slots=True)
@@ -87,6 +89,10 @@ class Profile:
     peak_hbm_bytes: float | None = None  # peak memory in use per device
     hbm_capacity_bytes: float | None = None  # as reported by the profile, when it is
     ops: list[OpStat] = field(default_factory=list)
+    # Share (0..1) of the profile's whole op time that ``ops`` cover, when the op table states it (hlo_stats
+    # ``total_self_time_percent`` summed over the rows; op_profile rows over the root's time). A top-N
+    # export covers a small share; None when the table does not say (then ``ops`` are taken as complete).
+    op_time_fraction: float | None = None
     collectives: list[CollectiveOp] = field(default_factory=list)  # from compiled HLO, when present
     warnings: list[str] = field(default_factory=list)  # what could not be read, kept for the report
 

@@ -181,6 +181,7 @@ HLO_OPTIONAL = (
     "operational_intensity",
     "bound_by",
     "parent_op_name",
+    "total_self_time_percent",
 )
 HLO_KNOWN = (
     "rank",
@@ -188,7 +189,6 @@ HLO_KNOWN = (
     "tf_op_name",
     "avg_time",
     "avg_self_time",
-    "total_self_time_percent",
     "cumulative_total_self_time_percent",
     "dma_stall_percent",
     "model_flop_rate",
@@ -325,11 +325,26 @@ def parse_hlo_stats(data: bytes, *, source: str) -> Profile:
                 warnings=profile.warnings,
             )
         _hlo_rows_to_ops(table, source, profile)
+        _visible_share(table.data.get("total_self_time_percent"), profile)
     finally:
         if enabled:
             gc.enable()
     _no_ops_warning(profile, source, "hlo_stats")
     return profile
+
+
+def _visible_share(fractions: list[Any] | None, profile: Profile) -> None:
+    """``op_time_fraction``: the summed ``total_self_time_percent`` (a 0..1 fraction in xprof's hlo_stats,
+    ``total_self_time_as_fraction`` in the proto) of the rows read, i.e. how much of the profile's op time
+    the export holds. A full export sums to ~1; a top-N export to less, and the analysis must know."""
+    if not fractions or not profile.ops:
+        return
+    values = [float(v) for v in fractions if isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 0]
+    if not values or len(values) < len(fractions) // 2:
+        return
+    total = math.fsum(values)
+    if 0.0 < total <= 1.05:
+        profile.op_time_fraction = min(total, 1.0)
 
 
 def _hlo_stats_proto(obj: Any, source: str, profile: Profile) -> Profile:
@@ -361,6 +376,7 @@ def _hlo_stats_proto(obj: Any, source: str, profile: Profile) -> Profile:
                 program=str(rec.program_id),
             )
         )
+    _visible_share([r.total_self_time_as_fraction for r in db.hlo_stats_record if not r.parent_op_name], profile)
     _no_ops_warning(profile, source, "hlo_stats")
     return profile
 
@@ -760,8 +776,18 @@ def parse_op_profile(data: bytes, *, source: str) -> Profile:
             child_category = node.name if node.category is not None else category
             for child in reversed(node.children):
                 stack.append((child, child_category))
+        _op_profile_share(root, profile)
     _no_ops_warning(profile, source, "op_profile")
     return profile
+
+
+def _op_profile_share(root: proto.OpNode, profile: Profile) -> None:
+    """``op_time_fraction`` from op_profile: the instruction rows' raw time over the root's (the root's
+    metrics cover every op of the program, including children the export left out)."""
+    total_ps = root.metrics.raw_time if root.metrics else 0.0
+    if total_ps > 0 and profile.ops:
+        seen_ps = sum(op.total_time_us for op in profile.ops) * 1e6
+        profile.op_time_fraction = min(1.0, seen_ps / total_ps)
 
 
 # ----------------------------------------------------------------------------------------- entry points

@@ -216,6 +216,8 @@ class Hardware:
 def hardware_of(folder: Path, layout: OutputLayout, cfg: dict[str, Any], where: str) -> Hardware:
     """Chip type and count: config (mesh product, compile_topology) first, then the profile's device facts."""
     chip, chips = _topology(cfg)
+    if chip is None and str(cfg.get("hardware") or "").lower() == "cpu":
+        chip = "cpu"  # MaxText's hardware: cpu names the chip; 'tpu'/'gpu' do not say which generation
     source = "compile_topology"
     mesh_chips = _mesh_chips(cfg)
     if mesh_chips:
@@ -237,12 +239,17 @@ def hardware_of(folder: Path, layout: OutputLayout, cfg: dict[str, Any], where: 
 
 
 def _profile_devices(folder: Path, layout: OutputLayout) -> tuple[str | None, int | None]:
+    """The profile's own device facts; the small overview export when present, else the whole session."""
     if not layout.session:
         return None, None
-    from bot.profiles.loader import load_profile_files
+    from bot.profiles.loader import kind_of, load_profile_files
 
+    session = folder / layout.session
+    overview = [p for p in sorted(session.iterdir()) if p.is_file() and kind_of(p) == "overview_page"]
     try:
-        profile = load_profile_files([folder / layout.session], folder)
+        profile = load_profile_files(overview or [session], folder)
+        if overview and not profile.device_kind:
+            profile = load_profile_files([session], folder)
     except AsapError:
         return None, None
     if not profile.device_kind:

@@ -21,6 +21,7 @@ through the server's search API; nothing loads every run.
 
 from __future__ import annotations
 
+import json
 import os
 import posixpath
 import re
@@ -53,11 +54,18 @@ _MEGATRON_KEYS = {
 STEP_TIME_METRICS = (("asap.step_time_ms", 1.0), ("step_time_ms", 1.0), ("perf/step_time_seconds", 1000.0),
                      ("train_step_timing in s", 1000.0), ("iteration-time", 1000.0))
 MAX_ARTIFACTS = 256
+_MLFLOW_HTTP_DEFAULTS = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "2", "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": "1",
+                         "MLFLOW_HTTP_REQUEST_TIMEOUT": "20"}
 INSTALL_HINT = "pip install 'asap[mlflow]' (the mlflow client)"
 
 
 def _client(uri: str) -> Any:
     os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")  # no tqdm bars in answers
+    # MLflow's own defaults (7 retries, backoff factor 2, 120 s timeout) keep a chat answer waiting minutes
+    # on a server that is down; a person is better served by "unreachable" within seconds. Operators
+    # who set these variables keep their values.
+    for name, value in _MLFLOW_HTTP_DEFAULTS.items():
+        os.environ.setdefault(name, value)
     try:
         from mlflow.tracking import MlflowClient
     except ImportError:
@@ -129,6 +137,45 @@ def facts_from(params: dict[str, str], tags: dict[str, str]) -> _Facts:
     return _Facts(chip=asap.get("asap.chip"), num_chips=chips, num_slices=_int(asap.get("asap.num_slices")) or 1,
                   framework=framework if framework in ("maxtext", "megatron", "jax", "other") else "other",
                   config_text=config_text, config_artifact=asap.get("asap.config"), profile_artifacts=profiles)
+
+
+@dataclass(frozen=True)
+class _Listed:
+    path: str
+    file_size: int
+
+
+class _FinishedMemo:
+    """What a FINISHED run's artifact listing and metric histories were, kept beside its cached files.
+
+    A finished run no longer changes, so a repeat question skips the listing and history calls (about a
+    dozen round trips); a run still RUNNING is always asked afresh.
+    """
+
+    NAME = ".asap-mlflow-memo.json"
+
+    def __init__(self, folder: Path, mrun: Any) -> None:
+        self.path = folder / self.NAME
+        self.key = f"{mrun.info.run_id}:{mrun.info.end_time}"
+        self.active = mrun.info.status == "FINISHED" and bool(mrun.info.end_time)
+        self.data: dict[str, Any] = {}
+        if self.active:
+            try:
+                loaded = json.loads(self.path.read_text(encoding="utf-8"))
+                if isinstance(loaded, dict) and loaded.get("key") == self.key:
+                    self.data = loaded
+            except (OSError, ValueError):
+                pass
+
+    def get(self, name: str) -> Any:
+        return self.data.get(name)
+
+    def put(self, name: str, value: Any) -> Any:
+        if self.active:
+            self.data.update({"key": self.key, name: value})
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self.path.write_text(json.dumps(self.data), encoding="utf-8")
+        return value
 
 
 class _ArtifactFS:
@@ -227,6 +274,7 @@ class MlflowRunStore:
         params, tags = dict(mrun.data.params), dict(mrun.data.tags)
         facts = facts_from(params, tags)
         folder = self.cache.folder_for(self.spec.url, run_id)
+        self._memo = _FinishedMemo(folder, mrun)
         files = self._artifact_plan(run_id, facts, session)
         self._call(f"downloading run {name}'s artifacts", self.cache.fetch, _ArtifactFS(self.client, run_id), files, folder)
         config = self._config_file(folder, facts, files)
@@ -248,9 +296,12 @@ class MlflowRunStore:
         from bot.profiles.loader import kind_of
         from bot.runs.maxtext_output import choose_session
 
-        infos: list[Any] = []
-        self._walk(run_id, None, 5, infos)
-        by_path = {i.path: i for i in infos}
+        listed = self._memo.get("artifacts")
+        if listed is None:
+            infos: list[Any] = []
+            self._walk(run_id, None, 5, infos)
+            listed = self._memo.put("artifacts", [[i.path, int(i.file_size or 0)] for i in infos])
+        by_path = {path: _Listed(path, size) for path, size in listed}
         wanted: set[str] = set()
         if facts.config_artifact and facts.config_artifact in by_path:
             wanted.add(facts.config_artifact)
@@ -286,7 +337,10 @@ class MlflowRunStore:
         out: dict[str, float] = {}
         for key, scale in STEP_TIME_METRICS:
             if key in metrics:
-                hist = [m.value for m in self._call("reading metrics", self.client.get_metric_history, run_id, key)]
+                hist = self._memo.get(f"history:{key}")
+                if hist is None:
+                    hist = self._memo.put(f"history:{key}", [
+                        m.value for m in self._call("reading metrics", self.client.get_metric_history, run_id, key)])
                 values = [v for v in (hist[1:] if len(hist) >= 3 else hist) if v and v > 0]
                 if values:
                     out["step_time_ms"] = statistics.median(values) * scale

@@ -3,11 +3,14 @@
 ``RuntimeContext.from_env()`` builds everything from the environment (``REDIS_URL`` selects Redis for the
 store, the queue and the rate limits together). Front ends call ``await ctx.submit(job)`` which applies,
 in order: dedupe (a redelivered request is a no-op), the per-user and per-channel rate limits, the global
-cap on jobs queued or running, then enqueues. Each refusal carries the sentence to show the person.
+cap on jobs queued or running, then enqueues. Each refusal carries the sentence to show the person; a
+refused id is not remembered, so the same request sent again later runs.
 """
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import os
 import time
 from collections.abc import Callable, Mapping
@@ -25,6 +28,8 @@ from bot.runtime.queue import JobQueue, QueueSettings, open_queue, queue_setting
 if TYPE_CHECKING:
     from agents.conversation import Conversation
     from bot.store.base import MemoryStore
+
+log = logging.getLogger("asap.runtime")
 
 
 class RuntimeSettings(BaseModel):
@@ -122,9 +127,42 @@ class RuntimeContext:
                 from agents.conversation import Conversation
                 from agents.models import build_model
 
-                self._conversation = Conversation(store=self.store, model=build_model(),
+                # check=False: an endpoint that is down now must not fail jobs; its health is probed at
+                # start-up and re-checked (check_model), and while it is down jobs get the analyst answer.
+                self._conversation = Conversation(store=self.store, model=build_model(check=False),
                                                   runs_root=os.environ.get("ASAP_RUNS_DIR"))
         return self._conversation
+
+    def model_status(self) -> str:
+        """For /readyz: ``ok``, ``down: <reason>``, ``unknown`` or ``not configured (analyst mode)``."""
+        conv = self._conversation
+        health = conv.model.health if conv is not None else None
+        if health is not None:
+            return health.status()
+        if conv is not None or not self.extras.get("model_configured"):
+            return "not configured (analyst mode)"
+        return "unknown"
+
+    async def check_model(self, stop: asyncio.Event | None = None) -> str:
+        """Start-up (``asap serve``/``asap worker``): probe the model endpoint when one is configured and keep
+        re-checking it every ``recheck_s`` until ``stop``. A misconfiguration (no /v1, no tool calling) raises
+        :class:`AsapError` now; an endpoint that is merely down is logged and reported in /readyz."""
+        from agents.models import load_settings
+
+        settings, _ = load_settings()
+        if not settings.base_url and not os.environ.get("OPENAI_API_KEY"):
+            return self.model_status()
+        self.extras["model_configured"] = True
+        health = self.conversation().model.health
+        if health is None:
+            return self.model_status()
+        state = await asyncio.to_thread(health.check)
+        if state == "ok":
+            log.info("model endpoint reachable", extra={"model": self.conversation().model.model})
+        if stop is not None:
+            task = asyncio.create_task(health.run_rechecks(stop))
+            self.extras["model_rechecks"] = task
+        return health.status()
 
     async def submit(self, job: Job) -> Submission:
         """Dedupe, rate-limit, cap and enqueue ``job``; the result says what to tell the requester."""
@@ -174,11 +212,13 @@ class RuntimeContext:
         return Submission(status)  # type: ignore[arg-type]
 
     async def _refuse(self, job: Job, status: Literal["limited", "busy"], message: str) -> Submission:
-        # Remember the id so a redelivery of this same request is a duplicate, not a second refusal.
-        if not await self.queue.remember(job.id):
-            return Submission("duplicate")
+        # The id is NOT remembered: dedupe holds only accepted jobs (pending or done), so the same request
+        # sent again after a 429/503 is checked again and runs once there is room.
         return Submission(status, message)
 
     async def close(self) -> None:
+        task = self.extras.pop("model_rechecks", None)
+        if task is not None:
+            task.cancel()
         await self.queue.close()
         self.store.close()

@@ -12,7 +12,12 @@ job's deadline (``asyncio.timeout``), records metrics and logs with the job id, 
 - returned -> ``ok`` (acknowledged)
 - ``AsapError`` (bad input, unknown run) -> ``error``: failure reply with the message, no retry
 - deadline passed -> ``deadline``: failure reply "took longer than N s", no retry
+- Redis/store unreachable (:func:`bot.store.base.unavailable`) -> ``unavailable``: not the job's fault; the
+  worker runs it again after a backoff (not counted as an attempt, no failure reply)
 - any other exception -> ``retry`` while attempts remain, then ``dead`` (dead-letter + failure reply)
+
+Inside the handler, :func:`agents.deadline.reply_by` is the instant the answer is due (the deadline less a
+small reserve for posting it), so the conversation gives a slow model only the time that is left.
 """
 
 from __future__ import annotations
@@ -26,8 +31,10 @@ from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from agents.deadline import answer_within
 from bot.errors import AsapError
 from bot.runtime.jobs import Job
+from bot.store.base import unavailable
 
 if TYPE_CHECKING:
     from bot.runtime.context import RuntimeContext
@@ -48,6 +55,12 @@ class Outcome(enum.StrEnum):
     RETRY = "retry"
     DEAD = "dead"
     RETURNED = "returned"  # shutdown: handed back to the queue for another worker
+    UNAVAILABLE = "unavailable"  # Redis / the store could not be reached: run again once it is back
+
+
+def reply_reserve(deadline_s: float) -> float:
+    """Time kept back from a job's deadline for posting its reply (10%, at most 5 s)."""
+    return min(5.0, 0.1 * deadline_s)
 
 
 @dataclass(frozen=True)
@@ -118,7 +131,8 @@ class Dispatcher:
                                        "job_thread": job.thread, "user": job.user_key()})
         try:
             async with asyncio.timeout(job.deadline_s):
-                await handler(job, self.ctx)
+                with answer_within(job.deadline_s - reply_reserve(job.deadline_s)):
+                    await handler(job, self.ctx)
         except TimeoutError:
             elapsed = time.perf_counter() - t0
             reason = f"the request took longer than its {job.deadline_s:g} s limit and was stopped"
@@ -128,39 +142,62 @@ class Dispatcher:
             return Result(Outcome.DEADLINE, reason)
         except asyncio.CancelledError:
             raise
-        except AsapError as exc:
-            elapsed = time.perf_counter() - t0
-            log.info("job refused: %s", exc.message, extra={"seconds": round(elapsed, 3)})
-            self.count(job, Outcome.ERROR, elapsed)
-            await self.fail(job, exc.render(), outcome=Outcome.ERROR)
-            return Result(Outcome.ERROR, exc.render())
         except Exception as exc:
+            if not unavailable(exc):
+                return await self._failed(job, exc, t0, attempt, max_attempts)
             elapsed = time.perf_counter() - t0
-            what = f"{type(exc).__name__}: {exc}"[:500]
-            if attempt < max_attempts:
-                log.warning("job failed (attempt %d of %d); retrying: %s", attempt, max_attempts, what,
-                            exc_info=True)
-                self.count(job, Outcome.RETRY, elapsed)
-                return Result(Outcome.RETRY, what)
-            reason = f"the request failed {max_attempts} time(s); last error: {what}"
-            log.error("job failed for good: %s", what, exc_info=True)
-            self.count(job, Outcome.DEAD, elapsed)
-            await self.fail(job, reason, outcome=Outcome.DEAD)
-            return Result(Outcome.DEAD, reason)
+            what = exc.message if isinstance(exc, AsapError) else f"{type(exc).__name__}: {exc}"[:300]
+            log.warning("job interrupted: the store or queue is unreachable; it runs again once it is back: %s", what)
+            self.count(job, Outcome.UNAVAILABLE, elapsed)
+            return Result(Outcome.UNAVAILABLE, what)
         elapsed = time.perf_counter() - t0
         log.info("job done", extra={"seconds": round(elapsed, 3)})
         self.count(job, Outcome.OK, elapsed)
         return Result(Outcome.OK)
 
+    async def _failed(self, job: Job, exc: Exception, t0: float, attempt: int, max_attempts: int) -> Result:
+        """The handler raised: a refusal (AsapError) is answered; anything else is retried, then dead-lettered."""
+        if isinstance(exc, AsapError):
+            elapsed = time.perf_counter() - t0
+            log.info("job refused: %s", exc.message, extra={"seconds": round(elapsed, 3)})
+            self.count(job, Outcome.ERROR, elapsed)
+            await self.fail(job, exc.render(), outcome=Outcome.ERROR)
+            return Result(Outcome.ERROR, exc.render())
+        elapsed = time.perf_counter() - t0
+        what = f"{type(exc).__name__}: {exc}"[:500]
+        if attempt < max_attempts:
+            log.warning("job failed (attempt %d of %d); retrying: %s", attempt, max_attempts, what,
+                        exc_info=True)
+            self.count(job, Outcome.RETRY, elapsed)
+            return Result(Outcome.RETRY, what)
+        reason = f"the request failed {max_attempts} time(s); last error: {what}"
+        log.error("job failed for good: %s", what, exc_info=True)
+        self.count(job, Outcome.DEAD, elapsed)
+        await self.fail(job, reason, outcome=Outcome.DEAD)
+        return Result(Outcome.DEAD, reason)
+
     async def fail(self, job: Job, reason: str, *, outcome: Outcome = Outcome.ERROR) -> None:
-        """Post the failure reply for the job's front end (its errors are logged, never raised)."""
+        """Post the failure reply for the job's front end (its errors are logged, never raised).
+
+        While the store or queue is unreachable the reply is retried with backoff (up to ``infra_retry_s``),
+        so the job is settled only after its failure reply is stored.
+        """
         hook = self.failure_replies.get(job.source)
         if hook is None:
             log.warning("no failure reply for source %s; the requester is not told (%s): %s", job.source,
                         outcome.value, reason)
             return
-        try:
-            async with asyncio.timeout(30):
-                await hook(job, reason, self.ctx)
-        except Exception as exc:  # the failure reply itself failed: log it, the job is settled anyway
-            log.error("failure reply could not be posted: %s: %s", type(exc).__name__, exc)
+        give_up = time.monotonic() + self.ctx.settings.queue.infra_retry_s
+        delay = 0.2
+        while True:
+            try:
+                async with asyncio.timeout(30):
+                    await hook(job, reason, self.ctx)
+                return
+            except Exception as exc:  # the failure reply itself failed: log it, the job is settled anyway
+                if unavailable(exc) and time.monotonic() < give_up:
+                    await asyncio.sleep(delay)
+                    delay = min(delay * 2, 5.0)
+                    continue
+                log.error("failure reply could not be posted: %s: %s", type(exc).__name__, exc)
+                return

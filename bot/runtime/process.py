@@ -92,6 +92,7 @@ async def serve(ctx: RuntimeContext, *, host: str, port: int, workers: int = 0, 
     """The front, plus ``workers`` concurrent job slots in this process when ``workers > 0`` (``--all``)."""
     stop = stop or asyncio.Event()
     install_signal_handlers(stop)
+    await ctx.check_model(stop)
     tasks = [asyncio.create_task(run_front(ctx, host=host, port=port, stop=stop))]
     if workers > 0:
         tasks.append(asyncio.create_task(run_workers(ctx, concurrency=workers, consumer=consumer, stop=stop)))
@@ -113,6 +114,7 @@ async def work(ctx: RuntimeContext, *, concurrency: int, consumer: str | None = 
     """Workers only (``asap worker``), with /healthz, /readyz and /metrics on ``port`` when given."""
     stop = stop or asyncio.Event()
     install_signal_handlers(stop)
+    await ctx.check_model(stop)
     http = (asyncio.create_task(run_front(ctx, host=host, port=port, stop=stop, front=False))
             if port is not None else None)
     if http is None:

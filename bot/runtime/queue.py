@@ -6,8 +6,10 @@ both have the same interface (:class:`JobQueue`):
 - ``submit(job) -> bool``: False when a job with that id was already accepted (dedupe in Redis with
   ``SET NX`` + TTL, or in the shared memory store for the embedded queue; never in process memory alone).
 - ``run_worker(dispatcher, consumer=, stop=, concurrency=)``: take jobs until ``stop`` is set. A job is
-  acknowledged only after its handler returns. A failing handler is retried (bounded by ``max_attempts``);
-  then the job goes to the dead-letter stream and the front end's failure reply is posted. On shutdown,
+  acknowledged only after its handler returns (its reply stored). A failing handler is retried (bounded by
+  ``max_attempts``); then the job goes to the dead-letter stream and the front end's failure reply is posted.
+  A Redis/store outage is not the job's failure: the worker keeps the job, waits with backoff and runs it
+  again once Redis answers (up to ``infra_retry_s``; after that it stays unacknowledged and is redelivered). On shutdown,
   in-flight jobs get ``grace_s`` to finish; the rest are returned to the queue at once for another worker.
 - ``depth()``: jobs queued or running.
 
@@ -27,6 +29,7 @@ import contextlib
 import functools
 import logging
 import os
+import socket
 import time
 import uuid
 from collections.abc import AsyncIterator, Mapping
@@ -50,6 +53,8 @@ log = logging.getLogger("asap.runtime.queue")
 class QueueUnavailable(AsapError):
     """The queue's backing service (Redis) cannot be reached."""
 
+    infrastructure = True  # bot.store.base.unavailable: retried with backoff, never the job's own failure
+
 
 class QueueSettings(BaseModel):
     """Tuning of the queue; defaults suit a chat bot (jobs of seconds to minutes)."""
@@ -65,6 +70,7 @@ class QueueSettings(BaseModel):
     grace_s: float = Field(default=8.0, ge=0)  # shutdown: time in-flight jobs get to finish
     dead_maxlen: int = Field(default=10000, ge=1)
     max_connections: int = Field(default=50, ge=4)  # Redis connections per process
+    infra_retry_s: float = Field(default=300.0, gt=0)  # how long a job waits out a Redis outage in its worker
 
 
 @runtime_checkable
@@ -108,7 +114,7 @@ def queue_settings_from_env(env: Mapping[str, str]) -> QueueSettings:
     """``ASAP_QUEUE_PREFIX``, ``ASAP_VISIBILITY_S``, ``ASAP_MAX_ATTEMPTS``, ``ASAP_GRACE_S`` (bad values named)."""
     names = {"prefix": "ASAP_QUEUE_PREFIX", "visibility_s": "ASAP_VISIBILITY_S", "max_attempts": "ASAP_MAX_ATTEMPTS",
              "grace_s": "ASAP_GRACE_S", "dedupe_ttl_s": "ASAP_DEDUPE_TTL_S", "block_ms": "ASAP_QUEUE_BLOCK_MS",
-             "max_connections": "ASAP_REDIS_MAX_CONNECTIONS"}
+             "max_connections": "ASAP_REDIS_MAX_CONNECTIONS", "infra_retry_s": "ASAP_INFRA_RETRY_S"}
     values = {k: env[v] for k, v in names.items() if env.get(v)}
     try:
         return QueueSettings.model_validate(values)
@@ -164,6 +170,10 @@ class _WorkerCore(abc.ABC):
 
     async def _heartbeat(self, consumer: str, refs: list[Any]) -> None:
         return None
+
+    async def _abandon(self, d: Delivery) -> None:
+        """Give a job back that could not run through a long outage (not counted as an attempt)."""
+        await self._settle(self._return, d)
 
     async def _prepare(self) -> None:
         return None
@@ -261,7 +271,7 @@ class _WorkerCore(abc.ABC):
         job = d.job
         with job_context(job.id):
             try:
-                attempt = await self._begin(d)
+                attempt = await self._through_outage(self._begin, d)
             except QueueUnavailable as exc:
                 log.error("could not start job (left for another delivery): %s", exc.message)
                 return
@@ -273,34 +283,64 @@ class _WorkerCore(abc.ABC):
                 await self._settle(self._dead, d, reason, consumer)
                 return
             try:
-                result = await handlers.execute(job, attempt=attempt, max_attempts=self.settings.max_attempts,
-                                                queued_at=job.created_at)
+                result = await self._execute(handlers, job, attempt)
             except asyncio.CancelledError:
                 log.warning("returning the job to the queue (worker shutting down)")
                 handlers.count(job, Outcome.RETURNED)
                 await asyncio.shield(self._settle(self._return, d))
                 raise
-            if result.outcome is Outcome.RETRY:
+            if result.outcome is Outcome.UNAVAILABLE:
+                log.error("the store or queue is still unreachable after %.0f s; the job will be redelivered",
+                          self.settings.infra_retry_s)
+                await self._abandon(d)
+            elif result.outcome is Outcome.RETRY:
                 await self._settle(self._retry, d)
             elif result.outcome is Outcome.DEAD:
                 await self._settle(self._dead, d, result.reason or "failed", consumer)
             else:
                 await self._settle(self._ack, d)
 
-    async def _settle(self, op: Any, *args: Any) -> None:
-        """Run an ack/retry/return/dead-letter, retrying through a queue outage (up to visibility_s)."""
-        deadline = time.monotonic() + max(self.settings.visibility_s, 1.0)
+    async def _execute(self, handlers: Dispatcher, job: Job, attempt: int) -> Any:
+        """Run the handler; while Redis/the store is unreachable, wait with backoff and run it again.
+
+        The job stays in flight meanwhile (its heartbeat keeps it ours once Redis is back), so an outage
+        neither loses it nor spends one of its attempts. Gives up after ``infra_retry_s`` with the job
+        still unacknowledged, so it is redelivered later rather than lost.
+        """
+        from bot.runtime.handlers import Outcome
+
+        give_up = time.monotonic() + self.settings.infra_retry_s
+        delay = 0.2
+        while True:
+            result = await handlers.execute(job, attempt=attempt, max_attempts=self.settings.max_attempts,
+                                            queued_at=job.created_at)
+            if result.outcome is not Outcome.UNAVAILABLE or time.monotonic() + delay > give_up:
+                return result
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 5.0)
+
+    async def _through_outage(self, op: Any, *args: Any) -> Any:
+        """``op(*args)``, retried with backoff while the queue is unreachable (up to ``infra_retry_s``)."""
+        give_up = time.monotonic() + self.settings.infra_retry_s
         delay = 0.1
         while True:
             try:
-                await op(*args)
-                return
-            except QueueUnavailable as exc:
-                if time.monotonic() > deadline:
-                    log.error("could not settle the job (%s); it will be redelivered: %s", op.__name__, exc.message)
-                    return
+                return await op(*args)
+            except QueueUnavailable:
+                if time.monotonic() + delay > give_up:
+                    raise
                 await asyncio.sleep(delay)
-                delay = min(delay * 2, 2.0)
+                delay = min(delay * 2, 5.0)
+
+    async def _settle(self, op: Any, *args: Any) -> None:
+        """Run an ack/retry/return/dead-letter, retrying through a queue outage (up to ``infra_retry_s``).
+
+        The job is still in flight here, so its heartbeat keeps it from being taken over meanwhile.
+        """
+        try:
+            await self._through_outage(op, *args)
+        except QueueUnavailable as exc:
+            log.error("could not settle the job (%s); it will be redelivered: %s", op.__name__, exc.message)
 
 
 # ------------------------------------------------------------------------------------------- in-process
@@ -320,6 +360,7 @@ class InProcessQueue(_WorkerCore):
         self._results: dict[str, dict[str, Any]] = {}
         self._dead_letters: list[dict[str, Any]] = []
         self._accepted: set[str] = set()
+        self.instance = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
 
     @property
     def q(self) -> asyncio.Queue[Delivery]:
@@ -328,17 +369,45 @@ class InProcessQueue(_WorkerCore):
         return self._q
 
     async def submit(self, job: Job) -> bool:
-        if not self.store.claim(f"{self.settings.prefix}job:{job.id}", self.settings.dedupe_ttl_s):
+        if not self._claim(job.id):
             return False
         self._accepted.add(job.id)
         self.q.put_nowait(Delivery(ref=job.id, raw=job.to_bytes(), job=job))
         return True
 
     async def remember(self, job_id: str) -> bool:
-        if not self.store.claim(f"{self.settings.prefix}job:{job_id}", self.settings.dedupe_ttl_s):
+        if not self._claim(job_id):
             return False
         self._accepted.add(job_id)
         return True
+
+    def _state_key(self, job_id: str) -> str:
+        return f"{self.settings.prefix}jobstate:{job_id}"
+
+    def _claim(self, job_id: str) -> bool:
+        """Hold ``job_id`` for this process; an id held only by a process that ended before running it is free.
+
+        The claim lives in the shared store (it outlives the process) but the job lives in this process's
+        memory: a crash loses the job, and the id must not then read as a duplicate for a day. Each accepted
+        id records its state (pending -> done) and owner (host:pid:token); a pending id whose owner process
+        is gone is taken over (once, atomically, by one claimant).
+        """
+        ttl = self.settings.dedupe_ttl_s
+        key = f"{self.settings.prefix}job:{job_id}"
+        if not self.store.claim(key, ttl):
+            st = self.store.get_value(self._state_key(job_id)) or {}
+            owner = str(st.get("owner") or "")
+            if st.get("state") != "pending" or owner == self.instance or _owner_alive(owner):
+                return False
+            if not self.store.claim(f"{key}:after:{owner}", ttl):
+                return False
+            log.warning("job id %s was accepted by a process that ended before running it; running it now", job_id)
+        self.store.put_value(self._state_key(job_id), {"state": "pending", "owner": self.instance}, ttl=ttl)
+        return True
+
+    def _done(self, d: Delivery) -> None:
+        self.store.put_value(self._state_key(str(d.ref)), {"state": "done", "owner": self.instance},
+                             ttl=self.settings.dedupe_ttl_s)
 
     async def seen(self, job_id: str) -> bool:
         # A fast probe for this process; ``submit``'s claim in the store stays the authority.
@@ -367,6 +436,7 @@ class InProcessQueue(_WorkerCore):
         return n
 
     async def _ack(self, d: Delivery) -> None:
+        self._done(d)
         self._inflight -= 1
         self._attempts.pop(str(d.ref), None)
 
@@ -380,6 +450,8 @@ class InProcessQueue(_WorkerCore):
         self.q.put_nowait(d)
 
     async def _dead(self, d: Delivery, reason: str, consumer: str) -> None:
+        if d.job is not None:
+            self._done(d)
         self._inflight -= 1
         self._attempts.pop(str(d.ref), None)
         self._dead_letters.append({"id": str(d.ref), "reason": reason, "consumer": consumer, "at": time.time(),
@@ -398,6 +470,24 @@ class InProcessQueue(_WorkerCore):
         return None
 
 
+def _owner_alive(owner: str) -> bool:
+    """Is the process named ``host:pid:token`` still running? Unknown (another host, unreadable) counts as alive."""
+    host, _, rest = owner.partition(":")
+    pid_text = rest.partition(":")[0]
+    if host != socket.gethostname() or not pid_text.isdigit():
+        return True
+    pid = int(pid_text)
+    if pid == os.getpid():
+        return True  # another queue object of this very process: its jobs are still here
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # PermissionError: it exists, owned by someone else
+        return True
+    return True
+
+
 # ------------------------------------------------------------------------------------------- Redis Streams
 _SUBMIT = """
 if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
@@ -409,7 +499,8 @@ return 0
 
 # The front's whole decision in one round trip (``RedisStreamsQueue.submit_checked``): dedupe, the sliding
 # windows of ``bot.runtime.limits`` (same algorithm and keys as RedisRateLimiter), the global cap, then
-# SET NX + XADD. Atomic, so concurrent fronts agree; a refusal remembers the id like ``remember``.
+# SET NX + XADD. Atomic, so concurrent fronts agree. A refusal does not remember the id: dedupe holds only ids
+# that were accepted (pending or done), so a request refused as busy or rate-limited can be sent again.
 # KEYS: seen, stream, rate keys...  ARGV: id, dedupe_px, job, now, max_pending, member, (window, limit)...
 # Returns {status, limit index (1-based, 0 = none), count, retry_after (string)}.
 _SUBMIT_CHECKED = """
@@ -424,7 +515,6 @@ for i = 3, #KEYS do
   local n = redis.call('ZCARD', KEYS[i])
   if n >= limit then
     local oldest = redis.call('ZRANGE', KEYS[i], 0, 0, 'WITHSCORES')
-    redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
     return {'limited', i - 2, n, tostring(tonumber(oldest[2]) + window - now)}
   end
   redis.call('ZADD', KEYS[i], now, ARGV[6])
@@ -432,7 +522,6 @@ for i = 3, #KEYS do
 end
 local depth = redis.call('XLEN', KEYS[2])
 if depth >= tonumber(ARGV[5]) then
-  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
   return {'busy', 0, depth, '0'}
 end
 redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
@@ -611,7 +700,7 @@ class RedisStreamsQueue(_WorkerCore):
         :class:`~bot.runtime.limits.RedisRateLimiter` names them). Returns ``(status, limit, count,
         retry_after_s)``: status ``queued`` / ``duplicate`` / ``limited`` / ``busy``; for ``limited``,
         ``limit`` is the 1-based index of the window that refused and ``count`` its hits; for ``busy``,
-        ``count`` is the depth. A refused id is remembered, so a redelivery is a duplicate.
+        ``count`` is the depth. A refused id is not remembered: sent again, it is checked again.
         """
         keys = [self._key("seen", job.id), self.stream, *(f"{self.settings.prefix}rate:{k}" for k, _, _ in limits)]
         args: list[Any] = [job.id, int(self.settings.dedupe_ttl_s * 1000), job.to_bytes(), time.time(), max_pending,
@@ -766,6 +855,10 @@ class RedisStreamsQueue(_WorkerCore):
             if d.job is not None:
                 pipe.delete(self._key("attempts", d.job.id))
             await pipe.execute()
+
+    async def _abandon(self, d: Delivery) -> None:
+        """Leave it pending: Redis is the thing that is down, and XAUTOCLAIM redelivers it once it is back."""
+        return None
 
     async def _heartbeat(self, consumer: str, refs: list[Any]) -> None:
         """Reset the idle time of the jobs this worker still owns, so nobody takes them over."""

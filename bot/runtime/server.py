@@ -1,7 +1,9 @@
 """The HTTP front: health, readiness, metrics, the jobs route, and the integrations' routes.
 
 - ``GET /healthz``: the process is up (no dependencies checked; for liveness probes and Docker).
-- ``GET /readyz``: the memory store and the queue answer (503 with the failing part otherwise).
+- ``GET /readyz``: the memory store and the queue answer (503 with the failing part otherwise); ``model``
+  says whether the language model endpoint answers (``ok`` / ``down: <reason>``). A model that is down
+  does not make the service unready: jobs are answered in analyst mode with a note until it is back.
 - ``GET /metrics``: Prometheus text (see :mod:`bot.runtime.metrics`).
 - ``POST /v1/jobs`` and ``GET /v1/jobs/{id}``: submit a ``cli`` job and read its result; enabled only when
   ``ASAP_API_TOKEN`` is set (``Authorization: Bearer <token>``).
@@ -117,6 +119,7 @@ async def readyz(request: web.Request) -> web.Response:
     except Exception as exc:
         checks["queue"] = f"failed: {exc.message if isinstance(exc, AsapError) else type(exc).__name__ + ': ' + str(exc)}"
     ok = all(v == "ok" for v in checks.values())
+    checks["model"] = ctx.model_status()
     return _json({"ready": ok, "checks": checks}, status=200 if ok else 503)
 
 

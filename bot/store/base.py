@@ -80,6 +80,21 @@ def open_store(env: dict[str, str] | None = None) -> MemoryStore:
     return SQLiteStore(state_path(env), env=dict(env))
 
 
+def unavailable(exc: BaseException) -> bool:
+    """True when ``exc`` means the store or queue service is unreachable (Redis down, a dropped connection).
+
+    Such an error is the infrastructure's, not the request's: the runtime retries the job with backoff
+    instead of answering it with an error or giving up on it.
+    """
+    if getattr(exc, "infrastructure", False):
+        return True
+    try:
+        import redis.exceptions as rex
+    except ImportError:  # pragma: no cover - redis is a core dependency
+        return isinstance(exc, ConnectionError)
+    return isinstance(exc, (rex.ConnectionError, rex.TimeoutError, ConnectionError))
+
+
 def require_id(value: str, field: str) -> str:
     """Thread IDs and claim keys are short printable strings; anything else is refused."""
     if not isinstance(value, str) or not value or len(value) > 512 or not value.isprintable():

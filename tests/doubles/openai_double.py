@@ -55,7 +55,8 @@ Responder = Callable[[dict[str, Any]], Reply]
 class OpenAIDouble:
     """Start with ``with OpenAIDouble(responder) as d: d.base_url``."""
 
-    def __init__(self, responder: Responder | Sequence[Reply], *, models: Sequence[str] = ("test-model",)) -> None:
+    def __init__(self, responder: Responder | Sequence[Reply], *, models: Sequence[str] = ("test-model",),
+                 port: int = 0) -> None:
         if callable(responder):
             self._responder: Responder = responder
         else:
@@ -71,7 +72,7 @@ class OpenAIDouble:
             self._responder = scripted
         self.models = list(models)
         self.requests: list[dict[str, Any]] = []
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self._server = ThreadingHTTPServer(("127.0.0.1", port), self._handler())
         self._server.daemon_threads = True
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
 
