@@ -187,3 +187,12 @@ def test_ask_shows_chips_and_mesh_even_when_nothing_can_be_analysed(runs: Path, 
     a = asyncio.run(conv.ask("why is run llama3-8b-h100 slow?", thread_id="t"))
     assert "8 x h100" in a.text and "mesh fsdp=8" in a.text and "? x ?" not in a.text
     assert "Diagnosis: not available: no profile, and the model is unknown" in a.text
+
+
+def test_an_fp8_run_is_not_near_optimal_on_an_mfu_taken_against_the_bf16_peak(runs: Path) -> None:
+    # The published row is FP8: 744 model TFLOP/s per GPU is high against the bf16 peak, not against fp8's.
+    run = LocalRunStore(runs).get("llama3-8b-h100")
+    report = analyze_run(run)
+    assert report.kpis.mfu_percent is not None and report.kpis.mfu_percent > 45  # vs the bf16 peak
+    ps = propose(run, report, knowledge=False)
+    assert ps.verdict != "near_optimal"

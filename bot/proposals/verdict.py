@@ -48,6 +48,11 @@ def headroom_evidence(ctx: Context) -> str | None:
     """Why the run has little headroom left, from measurements; None when nothing says so."""
     mfu = ctx.report.kpis.mfu_percent
     limit = HIGH_MFU_PERCENT.get(ctx.chip.family, 101.0)
+    training = getattr(getattr(ctx, "record", None), "training", None)
+    fp8_peak = getattr(ctx.chip, "peak_fp8_flops", None)
+    if mfu is not None and training is not None and training.dtype == "fp8" and fp8_peak:
+        # MFU is reported against the bf16 peak; an fp8 run's headroom is against its own (about twice as high).
+        mfu = mfu * ctx.chip.peak_bf16_flops / fp8_peak
     if mfu is not None and mfu >= limit:
         return f"MFU {mfu:.0f}% is at or above {limit:.0f}%, near the best published for {ctx.chip.family.upper()}s"
     if ctx.report.diagnosis.near_optimal:
