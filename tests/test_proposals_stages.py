@@ -145,3 +145,27 @@ def test_select_offers_another_step_of_a_lever_only_when_no_other_kind_passes(ex
     assert len(sel.chosen) == min(3, len(same)) and sel.filled_same_lever == len(sel.chosen) - 1
     assert all(c.same_lever_of == 0 for c in sel.chosen[1:])
     assert all(any("the same lever as proposal 1" in t for t in c.reviewed.extra) for c in sel.chosen[1:])
+
+
+def test_a_mix_of_two_shown_changes_is_not_a_new_kind() -> None:
+    from bot.proposals.kinds import combination_of
+
+    base = Mesh(ici={"fsdp": 256}, dcn={"data": 16})
+    shown = [Mesh(ici={"data": 2, "fsdp": 128}, dcn={"data": 16}), Mesh(ici={"fsdp": 256}, dcn={"data": 8, "fsdp": 2})]
+    assert combination_of(base, Mesh(ici={"data": 2, "fsdp": 128}, dcn={"data": 8, "fsdp": 2}), shown) == (0, 1)
+    assert combination_of(base, Mesh(ici={"data": 4, "fsdp": 64}, dcn={"data": 4, "fsdp": 4}), shown) == (0, 1)
+    assert combination_of(base, Mesh(ici={"fsdp": 128, "sequence": 2}, dcn={"data": 16}), shown) is None
+
+
+def test_select_shows_a_combination_only_last_and_says_so(tmp_path: Path) -> None:
+    ctx = _ctx(tmp_path, ici={"fsdp": 8, "tensor": 8}, bottleneck="compute", coll=5.0)
+    a = candidates.Candidate(mesh=Mesh(ici={"fsdp": 16, "tensor": 4}))  # tensor->fsdp
+    b = candidates.Candidate(mesh=Mesh(ici={"data": 2, "fsdp": 4, "tensor": 8}))  # fsdp->data
+    mix = candidates.Candidate(mesh=Mesh(ici={"data": 2, "fsdp": 8, "tensor": 4}))  # both at once
+    other = candidates.Candidate(mesh=Mesh(ici={"fsdp": 8, "tensor": 4, "sequence": 2}))  # tensor->sequence
+    sel = select.select(ctx, [a, b, mix, other], k=3)
+    assert [c.cand.mesh for c in sel.chosen] == [a.mesh, b.mesh, other.mesh]  # another kind beats the mix
+    sel = select.select(_ctx(tmp_path / "b", ici={"fsdp": 8, "tensor": 8}, bottleneck="compute", coll=5.0),
+                        [a, b, mix], k=3)
+    assert [c.cand.mesh for c in sel.chosen] == [a.mesh, b.mesh, mix.mesh]  # shown only when nothing else is
+    assert any("combines proposals 1 and 2" in t for t in sel.chosen[2].reviewed.extra)

@@ -7,7 +7,8 @@ Three passes over the ranked candidates (:meth:`bot.proposals.candidates.Pool.or
    candidates predicted slower than the baseline are set aside;
 2. if fewer than ``k`` were kept, the set-aside slower ones, labelled as such, to complete the comparison;
 3. if still fewer, another magnitude of a lever already shown (:func:`variant_index`), never the same change
-   on a tweaked mesh and never one predicted slower.
+   on a tweaked mesh and never one predicted slower; last, a mesh change that only adds up two shown ones
+   (:func:`bot.proposals.kinds.combination_of`), labelled as such.
 
 At most ``max_critiqued`` candidates are critiqued per request.
 """
@@ -18,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from bot.proposals.critique import Rejections, expressible, review_candidate, screen
-from bot.proposals.kinds import MIN_DISTANCE, distance, kind_of, mesh_key
+from bot.proposals.kinds import MIN_DISTANCE, combination_of, distance, kind_of, mesh_key
 from bot.proposals.predict import Prediction, predict
 
 if TYPE_CHECKING:
@@ -84,10 +85,24 @@ def variant_index(base: Mesh, cand: Candidate, chosen: list[Candidate]) -> int |
     return None
 
 
+def _combination(ctx: Context, sel: Selection, cand: Candidate) -> tuple[int, int] | None:
+    """The two kept mesh-only proposals whose changes ``cand``'s mesh change adds up, if any."""
+    if cand.change.values:
+        return None
+    kept = [c for c in sel.chosen if not c.cand.change.values]
+    pair = combination_of(ctx.base, cand.mesh, [c.cand.mesh for c in kept])
+    if pair is None:
+        return None
+    return sel.chosen.index(kept[pair[0]]), sel.chosen.index(kept[pair[1]])
+
+
 def _consider(ctx: Context, sel: Selection, cand: Candidate, *, allow_slower: bool,
-              same_lever_of: int | None = None) -> bool:
+              same_lever_of: int | None = None, allow_combination: bool = False) -> bool:
     """Predict and critique one candidate and keep it when it passes; True when kept."""
     if same_lever_of is None and any(near_duplicate(ctx.base, cand, c.cand) for c in sel.chosen):
+        return False
+    combo = _combination(ctx, sel, cand)
+    if combo is not None and not allow_combination:
         return False
     if not screen(ctx, cand, sel.rejections):
         return False
@@ -108,6 +123,11 @@ def _consider(ctx: Context, sel: Selection, cand: Candidate, *, allow_slower: bo
     reviewed = review_candidate(ctx, cand, prediction, sel.rejections)
     if reviewed is None:
         return False
+    if combo is not None:
+        reviewed.extra.append(
+            f"combines proposals {combo[0] + 1} and {combo[1] + 1}: shown because no other distinct kind of change "
+            "passed the checks"
+        )
     if same_lever_of is not None:
         reviewed.extra.append(
             f"the same lever as proposal {same_lever_of + 1}, a different step: shown because no third distinct "
@@ -138,5 +158,11 @@ def select(ctx: Context, order: list[Candidate], *, k: int, max_critiqued: int =
             break
         variant_of = variant_index(ctx.base, cand, [c.cand for c in sel.chosen])
         if variant_of is not None and _consider(ctx, sel, cand, allow_slower=False, same_lever_of=variant_of):
+            sel.filled_same_lever += 1
+    for cand in order:  # last: a mesh change that only combines two shown ones
+        if full():
+            break
+        if _combination(ctx, sel, cand) is not None and _consider(ctx, sel, cand, allow_slower=False,
+                                                                  allow_combination=True):
             sel.filled_same_lever += 1
     return sel
