@@ -81,7 +81,7 @@ def test_nothing_measured_is_an_uncalibrated_prediction_with_a_wide_band(runs: P
     assert report.kpis.step_time_ms is None and report.diagnosis.confidence == 0.35
     ps = propose(run, report, knowledge=False)
     assert ps.calibration is None and ps.baseline.predicted.uncertainty >= 0.3  # type: ignore[union-attr]
-    assert any("pre-flight: nothing measured" in n for n in ps.notes)
+    assert any("pre-flight: no step time measured" in n for n in ps.notes)
     assert not any("calibration failed" in n for n in ps.notes)
     assert ps.verdict != "near_optimal"  # nothing shows little headroom
 
@@ -196,3 +196,23 @@ def test_an_fp8_run_is_not_near_optimal_on_an_mfu_taken_against_the_bf16_peak(ru
     assert report.kpis.mfu_percent is not None and report.kpis.mfu_percent > 45  # vs the bf16 peak
     ps = propose(run, report, knowledge=False)
     assert ps.verdict != "near_optimal"
+
+
+def test_a_measured_peak_alone_calibrates_memory_but_not_time(runs: Path) -> None:
+    _edit(runs, "llama3-8b-h100", measured={"hbm_peak_bytes": 60e9})
+    run = LocalRunStore(runs).get("llama3-8b-h100")
+    ps = propose(run, analyze_run(run), knowledge=False)
+    assert ps.calibration is not None and ps.calibration["time_measured"] is False
+    assert ps.baseline.predicted is not None
+    assert ps.baseline.predicted.memory_per_chip_bytes == pytest.approx(60e9, rel=0.01)  # memory on the peak
+    assert ps.baseline.predicted.uncertainty >= 0.3  # time still uncalibrated
+    assert any("memory calibrated on measured.hbm_peak_bytes" in n for n in ps.notes)
+
+
+def test_an_oom_with_nothing_else_measured_lifts_the_memory_model_to_the_fact(runs: Path) -> None:
+    _edit(runs, "llama3-8b-h100", measured={"oom": True})  # the model predicts it fits: the OOM is the fact
+    run = LocalRunStore(runs).get("llama3-8b-h100")
+    ps = propose(run, analyze_run(run), knowledge=False)
+    assert ps.verdict == "current_fails"
+    assert ps.baseline.predicted is not None and ps.baseline.predicted.memory_per_chip_bytes > 85e9
+    assert any("lower bound" in n for n in ps.notes)

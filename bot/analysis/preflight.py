@@ -207,14 +207,13 @@ def preflight_report(
                                                conflicts=[], confidence=0.0, confidence_reasons=[], scores={}),
                            unavailable=unavailable, warnings=notes, basis="predicted")
     calibration = None
-    if step.ms:
-        try:
+    try:
+        if step.ms:
             calibration = costmodel.calibrate(record, mesh, draft, settings=settings)
-        except AsapError as exc:
-            notes.append(f"not calibrated: {exc.message}")
+        elif kpis.hbm_used_bytes:  # memory only: the step-time band stays uncalibrated
+            calibration = costmodel.calibrate_memory(record, mesh, kpis.hbm_used_bytes, settings=settings)
+    except AsapError as exc:
+        notes.append(f"not calibrated: {exc.message}")
     pred = costmodel.predict(record, mesh, calibration=calibration, chip=chip, settings=settings)
-    if kpis.hbm_used_bytes and calibration is None:
-        notes.append(f"measured peak {kpis.hbm_used_bytes / 1e9:.1f} GB per chip vs predicted "
-                     f"{pred.memory_per_chip_bytes / 1e9:.1f} GB: memory is calibrated on it once a step time, "
-                     "tokens/s or MFU is measured too")
-    return draft.model_copy(update={"diagnosis": _diagnosis(record, pred, calibration is not None, step, mesh)})
+    timed = calibration is not None and calibration.time_measured
+    return draft.model_copy(update={"diagnosis": _diagnosis(record, pred, timed, step, mesh)})

@@ -61,6 +61,11 @@ class Context:
         return float(self.report.diagnosis.confidence)
 
     @property
+    def time_calibrated(self) -> bool:
+        """The cost model's step time is calibrated on a measured step (not only on a memory peak)."""
+        return self.calibration is not None and bool(getattr(self.calibration, "time_measured", True))
+
+    @property
     def base_ms(self) -> float | None:
         """The step time proposals are compared with: the calibrated baseline prediction, else the measurement."""
         return self.base_pred.step_time_ms if self.base_pred is not None else self.measured_ms
@@ -113,13 +118,15 @@ def _oom_lower_bound(record: RunRecord, base: Mesh, chip: Any, settings0: Any, c
                      f"chip of {cap / 1e9:.1f} GB)")
         return calibration, base_pred
     acts = float(base_pred.memory_breakdown_bytes.get("activations", 0.0))
-    if calibration is None or acts <= 0:
+    if acts <= 0:
         notes.append(f"the job ran out of memory (measured.oom) but the memory model predicts {used / 1e9:.1f} GB per "
-                     f"chip of {cap / 1e9:.1f} GB: it under-predicts this config, so its memory checks on other "
-                     "candidates are optimistic; a measured step time would let ASAP calibrate it on the OOM")
+                     f"chip of {cap / 1e9:.1f} GB with no activation term to scale: its memory checks on other "
+                     "candidates are optimistic")
         return calibration, base_pred
     from knowledge import costmodel
 
+    if calibration is None:  # nothing measured but the OOM: a memory-only calibration carries the lower bound
+        calibration = costmodel.calibrate_memory(record, base, used, settings=settings0)
     factor = (1.001 * cap - (used - acts)) / acts  # just above the capacity: it did not fit
     calibration = calibration.model_copy(update={
         "activation_scale": calibration.activation_scale * factor, "activation_measured": True,
@@ -157,15 +164,19 @@ def prepare(run: Run, report: AnalysisReport, *, history: FailureHistory | None 
     base_pred = None
     if known:
         if report.basis == "predicted" and not measured_ms:
-            notes.append("pre-flight: nothing measured, so predictions are absolute from public chip figures "
-                         "(uncalibrated); measured.step_time_ms, tokens_per_second or mfu_percent would calibrate them")
+            notes.append("pre-flight: no step time measured, so step-time predictions are absolute from public chip "
+                         "figures (uncalibrated); measured.step_time_ms, tokens_per_second or mfu_percent would "
+                         "calibrate them")
+            if report.kpis.hbm_used_bytes:
+                calibration = costmodel.calibrate_memory(record, base, report.kpis.hbm_used_bytes, settings=settings0)
+                notes.append("memory calibrated on measured.hbm_peak_bytes: " + calibration.notes[0])
         else:
             try:
                 calibration = costmodel.calibrate(record, base, report, settings=settings0)
             except AsapError as exc:
                 notes.append(f"calibration failed, predictions are uncalibrated: {exc.message}")
         base_pred = costmodel.predict(record, base, calibration=calibration, chip=chip, settings=settings0)
-        if calibration is None:  # a measured step fixes the baseline's time whatever the unstated settings are
+        if calibration is None or not calibration.time_measured:  # a measured step pins the baseline's time
             from bot.proposals.predict import widen_for_unknowns
 
             base_pred = widen_for_unknowns(record, chip, calibration, unknowns, base, settings0, base_pred)

@@ -267,7 +267,7 @@ def proposal_of(ctx: Context, rank: int, c: Chosen, knowledge: Knowledge, facts:
         rule=rule, settings_words=list(cand.change.words), num_slices=ctx.record.num_slices,
     )
     conf, conf_reasons = _confidence(
-        pred=pred, change=change, calibrated=ctx.calibration is not None, diag_conf=ctx.diag_conf, rule=rule,
+        pred=pred, change=change, calibrated=ctx.time_calibrated, diag_conf=ctx.diag_conf, rule=rule,
         critic=c.reviewed.result, bottleneck=ctx.bottleneck, relative=not ctx.known, history=adjustment,
     )
     return Proposal(

@@ -109,8 +109,9 @@ def predict(ctx: Context, cand: Candidate) -> Prediction | None:
         try:
             pred = costmodel.predict(ctx.record, cand.mesh, calibration=ctx.calibration, chip=ctx.chip,
                                      settings=settings_c)
-            if ctx.calibration is None:  # calibrated: the measured step already pins the unstated settings' time
-                pred = widen_for_unknowns(ctx.record, ctx.chip, None, ctx.unknowns, cand.mesh, settings_c, pred)
+            if not ctx.time_calibrated:  # calibrated: the measured step already pins the unstated settings' time
+                pred = widen_for_unknowns(ctx.record, ctx.chip, ctx.calibration, ctx.unknowns, cand.mesh, settings_c,
+                                          pred)
         except AsapError:
             return None
     elif cand.relative is not None:
