@@ -9,11 +9,15 @@ ARG PYTHON_IMAGE=python:3.11-slim
 FROM ${PYTHON_IMAGE} AS build
 ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1
 WORKDIR /src
-COPY pyproject.toml README.md ./
+COPY pyproject.toml setup.py README.md ./
 COPY bot ./bot
 COPY agents ./agents
 COPY integrations ./integrations
 COPY knowledge ./knowledge
+# Shipped inside the wheel as package data (bot/_bundled/, see setup.py): the playbooks the proposal
+# engine reads its moves from, and the sample runs (the runs folder when ASAP_RUNS_DIR is not set).
+COPY playbooks ./playbooks
+COPY examples/runs ./examples/runs
 # `server` = the runtime's dependencies (aiohttp, redis, prometheus_client, agents, Slack, GitHub).
 RUN pip wheel --wheel-dir /wheels .
 
@@ -28,11 +32,10 @@ COPY --from=build /wheels /wheels
 # hadolint ignore=DL3013
 RUN pip install --no-index --find-links=/wheels asap && rm -rf /wheels
 WORKDIR /app
-COPY --chown=10001:10001 playbooks ./playbooks
-COPY --chown=10001:10001 examples ./examples
-ENV ASAP_RUNS_DIR=/app/examples/runs \
-    ASAP_PLAYBOOKS_DIR=/app/playbooks \
-    ASAP_STATE_DIR=/home/asap/.asap \
+# The wheel carries the playbooks and the sample runs. Mount the team's runs and set ASAP_RUNS_DIR
+# (deploy/docker-compose.yml: /runs); a team's own playbooks folder replaces the bundled one with
+# ASAP_PLAYBOOKS_DIR.
+ENV ASAP_STATE_DIR=/home/asap/.asap \
     ASAP_PORT=8080
 USER 10001
 EXPOSE 8080

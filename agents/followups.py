@@ -14,8 +14,9 @@ from typing import Any
 
 from agents.workspace import Workspace
 from bot.errors import AsapError
+from bot.resources import playbooks_dir
 
-PLAYBOOKS_DIR = Path(__file__).resolve().parents[1] / "playbooks"
+PLAYBOOKS_DIR = playbooks_dir()
 
 
 def _pct(p: dict[str, Any]) -> float | None:

@@ -27,6 +27,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from agents.health import ModelHealth
+from bot import yamlsafe
 from bot.errors import AsapError
 
 DEFAULT_OPENAI_MODEL = "gpt-4o-mini"
@@ -127,7 +128,7 @@ def load_settings(env: dict[str, str] | None = None) -> tuple[ModelSettings, str
     if path.is_file():
         source = str(path)
         try:
-            loaded = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+            loaded = yamlsafe.load(path.read_text(encoding="utf-8")) or {}
         except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
             raise AsapError(f"cannot read model settings: {exc}", source=source) from None
         if not isinstance(loaded, dict):

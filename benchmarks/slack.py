@@ -15,7 +15,15 @@ dispatch, dedupe in the SQLite store and queuing.
 
 Goal (issue 7): ack p99 under 100 ms (Slack's limit is 3 s).
 
+4. ``--rate-limited``: answers under Slack's rate limits (issue 16). The double enforces Slack's documented
+   per-method limits (``chat.postMessage`` ~1 a second per channel, ``chat.update`` and ``reactions.add``
+   tier 3 = 50 a minute, ...) with 429 + ``Retry-After``; a burst of ``--burst`` mentions is sent at once to
+   ``--channels`` channels and the run ends when every one is answered. Prints answered/total, how many
+   threads got more than one message or were left on "Looking at run…", the 429s per method, and the time
+   from the burst to the last answer. ``--time-scale 0.1`` shrinks Slack's windows tenfold for a quick run.
+
     .venv/bin/python benchmarks/slack.py [--burst 200] [--repeat 5] [--rounds 3] [--redis-url URL] [--what-if]
+    .venv/bin/python benchmarks/slack.py --rate-limited [--burst 200] [--channels 1] [--time-scale 1.0]
 """
 
 from __future__ import annotations
@@ -50,13 +58,34 @@ async def _double(state: Path) -> None:
     sys.path.insert(0, str(REPO))
     from tests.doubles.slack_double import SlackDouble
 
-    double = await SlackDouble().start()
+    cfg = json.loads((state / "double-config.json").read_text()) if (state / "double-config.json").exists() else {}
+    double = await SlackDouble(rate_limits=bool(cfg.get("rate_limits")), time_scale=float(cfg.get("time_scale", 1.0))).start()
     (state / "double").write_text(json.dumps({"url": double.base_url, "token": double.bot_token}))
     while not (state / "stop-double").exists():
-        await asyncio.sleep(0.05)
+        await asyncio.sleep(0.5)
+        if cfg.get("rate_limits"):
+            (state / "answers.tmp").write_text(json.dumps(_threads(double)))
+            (state / "answers.tmp").replace(state / "answers.json")
+    limited: dict[str, int] = {}
+    for method, _, _ in double.limited:
+        limited[method] = limited.get(method, 0) + 1
     (state / "double.json").write_text(json.dumps({"posts": len(double.called("chat.postMessage")),
-                                                   "reactions": len(double.reactions), "violations": double.violations}))
+                                                   "reactions": len(double.reactions), "violations": double.violations,
+                                                   "limited": limited, "threads": _threads(double)}))
     await double.stop()
+
+
+def _threads(double: object) -> dict[str, dict[str, int]]:
+    """Per thread the bot answered in: its bot messages, and whether the first one is a final answer."""
+    out: dict[str, dict[str, int]] = {}
+    for m in double.messages:  # type: ignore[attr-defined]
+        key = f"{m.channel}:{m.thread_ts or m.ts}"
+        row = out.setdefault(key, {"messages": 0, "answered": 0})
+        row["messages"] += 1
+        body = json.dumps(m.blocks or [])
+        if " is " in body and "Looking at run" not in body and "hourglass" not in body:
+            row["answered"] = 1
+    return out
 
 
 async def _child(state: Path, workers: int, ready: Path, stop_file: Path, out: Path, redis_url: str = "") -> None:
@@ -116,8 +145,10 @@ async def _child(state: Path, workers: int, ready: Path, stop_file: Path, out: P
 
 # ------------------------------------------------------------------------------------------ parent (client)
 class Server:
-    def __init__(self, workers: int, redis_url: str = "") -> None:
+    def __init__(self, workers: int, redis_url: str = "", double_config: dict | None = None) -> None:
         self.tmp = Path(tempfile.mkdtemp(prefix="asap-slack-bench-"))
+        if double_config:
+            (self.tmp / "double-config.json").write_text(json.dumps(double_config))
         self.ready, self.stop, self.out = self.tmp / "ready", self.tmp / "stop", self.tmp / "out.json"
         self.api = subprocess.Popen([sys.executable, __file__, "--double", str(self.tmp)], cwd=REPO)
         end = time.time() + 60
@@ -143,12 +174,12 @@ class Server:
         return {**json.loads(self.out.read_text()), **json.loads((self.tmp / "double.json").read_text())}
 
 
-def _signed(n: int, tag: str) -> tuple[bytes, dict[str, str]]:
+def _signed(n: int, tag: str, channel: str = "C0DATA") -> tuple[bytes, dict[str, str]]:
     sys.path.insert(0, str(REPO))
     from tests.doubles.slack_double import SlackRig, mention_body, sign
 
     body = mention_body(f"<@UASAPBOT> why is job {RUNS[n % len(RUNS)]} slow?", event_id=f"Ev{tag}{n}",
-                        user=f"U{n:06d}", ts=f"1710000{n:03d}.000100")
+                        user=f"U{n:06d}", ts=f"1710000{n:03d}.000100", channel=channel)
     raw = json.dumps(body)
     return raw.encode(), {**sign(SlackRig.SECRET, raw), "Content-Type": "application/json"}
 
@@ -186,6 +217,60 @@ async def _first_progress(url: str, repeat: int) -> list[float]:
                 await r.read()
             await asyncio.sleep(3.0)  # let it finish: each measurement starts on an idle server
     return list(sent.items())  # type: ignore[return-value]
+
+
+async def _burst_to(url: str, n: int, channels: int, tag: str = "rl") -> float:
+    """Send ``n`` signed mentions at once over ``channels`` channels; returns the wall time the burst started."""
+    import aiohttp
+
+    reqs = [_signed(i, tag, f"C{i % channels:07d}" if tag == "rl" else "CWARMUP") for i in range(n)]
+    t0 = time.time()
+    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=n)) as s:
+        async def one(raw: bytes, headers: dict[str, str]) -> None:
+            async with s.post(url, data=raw, headers=headers) as r:
+                await r.read()
+                if r.status != 200:
+                    raise SystemExit(f"unexpected status {r.status}")
+
+        await asyncio.gather(*(one(raw, h) for raw, h in reqs))
+    return t0
+
+
+def rate_limited(burst: int, channels: int, time_scale: float, workers: int, timeout_s: float) -> None:
+    """Issue 16's measurement: a burst answered under Slack's per-method rate limits (see the module docstring)."""
+    srv = Server(workers=workers, double_config={"rate_limits": True, "time_scale": time_scale})
+    # Bolt's first request asks auth.test; send one warm-up mention in a channel of its own first.
+    asyncio.run(_burst_to(srv.url, 1, 1, tag="warm"))
+    time.sleep(1.0)
+    t0 = asyncio.run(_burst_to(srv.url, burst, channels))
+    last_change, answered = time.time(), 0
+    while time.time() - t0 < timeout_s:
+        time.sleep(1.0)
+        if srv.proc.poll() is not None or srv.api.poll() is not None:
+            raise SystemExit("the benchmark server or the Slack double stopped")
+        try:
+            threads = json.loads((srv.tmp / "answers.json").read_text())
+        except (OSError, ValueError):
+            continue
+        done = sum(r["answered"] for k, r in threads.items() if not k.startswith("CWARMUP"))
+        if done != answered:
+            answered, last_change = done, time.time()
+        if answered >= burst:
+            break
+    res = srv.finish()
+    threads = {k: r for k, r in res["threads"].items() if not k.startswith("CWARMUP")}
+    answered = sum(r["answered"] for r in threads.values())
+    extra = sum(1 for r in threads.values() if r["messages"] > 1)
+    stuck = sum(1 for r in threads.values() if not r["answered"])
+    times = [t for _, e, t in res["timings"] if e == "answered"]
+    last = max(times) - t0 if times else float("nan")
+    print(f"rate-limited burst: {burst} mentions in {channels} channel(s), Slack's tiers x{time_scale:g} "
+          f"(chat.postMessage ~1/s per channel, chat.update 50/min, reactions.add 50/min), {workers} workers")
+    print(f"  answered {answered}/{burst}; threads with more than one message: {extra}; left on 'Looking at run': "
+          f"{stuck + (burst - len(threads))}")
+    print(f"  429s from the double: {res['limited'] or 'none'}; Block Kit violations: {len(res['violations'])}")
+    print(f"  time from the burst to the last answer: {last:.1f} s (the answers were complete "
+          f"{last_change - t0:.1f} s after the burst, polled every second)")
 
 
 def _start_redis() -> tuple[subprocess.Popen, str] | None:
@@ -236,7 +321,14 @@ def main() -> None:
     ap.add_argument("--redis-url", default="", help="use this Redis (e.g. a spare db) instead of a throwaway server")
     ap.add_argument("--what-if", action="store_true",
                     help="also measure the front with the SQLite store's commits at synchronous=FULL (fsync each)")
+    ap.add_argument("--rate-limited", action="store_true", help="only the burst answered under Slack's rate limits")
+    ap.add_argument("--channels", type=int, default=1, help="channels the rate-limited burst is spread over")
+    ap.add_argument("--time-scale", type=float, default=1.0, help="Slack's rate-limit windows times this")
+    ap.add_argument("--timeout", type=float, default=1200.0, help="give up on the rate-limited burst after this")
     args = ap.parse_args()
+    if args.rate_limited:
+        rate_limited(args.burst, args.channels, args.time_scale, args.workers, args.timeout)
+        return
 
     srv = Server(workers=0)
     _rounds(srv, "ack latency, front only (SQLite store, in-process queue)", args.burst, args.rounds, "front")

@@ -28,10 +28,11 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from bot import fmt
-from bot.configs.detect import parse_config
+from bot.configs.detect import load_config, parse_config
 from bot.configs.edit import apply_changes, diff_text
 from bot.configs.mesh import Mesh
-from bot.errors import AsapError, ConfigError
+from bot.configs.sharding import ShardingConfig
+from bot.errors import AsapError, ConfigError, brief
 from integrations.codehost.base import CodeHost, PullRequest, safe_repo_path
 
 if TYPE_CHECKING:
@@ -163,6 +164,7 @@ def apply_proposal(
     if text is None:
         raise ConfigError(f"no file {path} on {base} in {host.name}", source=path, field="config_path")
     cfg = parse_config(text, path)
+    check_target_matches_run(cfg, run, pset, path)
     mesh = Mesh(ici=proposal.mesh.get("ici", {}), dcn=proposal.mesh.get("dcn", {}))  # type: ignore[arg-type]
     new_text = apply_changes(cfg, mesh, dict(proposal.settings))
     if new_text == text:
@@ -187,6 +189,64 @@ def apply_proposal(
                        config_path=path, commit_sha=commit.sha, diff=diff,
                        message=f"opened {pull.url} applying proposal {index} of run {run.id} "
                                f"({change_summary(pset, proposal)}) to {path}")
+
+
+SCHEDULE_SETTINGS = frozenset({"steps", "train_iters", "max_steps", "learning_rate", "lr", "checkpoint_period",
+                               "save_interval", "log_interval", "eval_interval", "run_name", "seed"})
+"""Settings that say how long or how a run trains, not its shape: a repo file may differ in them."""
+
+
+def _mesh(raw: dict[str, Any]) -> Mesh:
+    return Mesh(ici=raw.get("ici", {}), dcn=raw.get("dcn", {})).normalized()
+
+
+def _run_config(run: Run) -> ShardingConfig | None:
+    """The run's own sharding config (what it was measured with), or None when it has none or it cannot be read."""
+    if not run.record.config:
+        return None
+    try:
+        return load_config(run.path(run.record.config, field="config"))
+    except AsapError:
+        return None
+
+
+def check_target_matches_run(cfg: ShardingConfig, run: Run, pset: ProposalSet, path: str) -> None:
+    """Refuse to edit a file that is not this run's config (a different chip count, mesh or settings).
+
+    The file may be the run's config as measured, or that config with one of this run's proposals already
+    applied (its mesh or settings values then equal a proposal's). Anything else means the proposal was
+    computed for another configuration, and committing it would produce a config nobody predicted.
+    """
+    rec = run.record
+    run_cfg = _run_config(run)
+    theirs = f"run {run.id}'s config ({rec.config})" if rec.config else f"run {run.id}"
+    hint = (f"pass --config PATH naming the file run {run.id} was launched with "
+            f"({rec.num_chips} chips, mesh {pset.baseline.mesh_short})")
+    try:
+        file_mesh = cfg.mesh(rec.num_chips, rec.num_slices).normalized()
+    except ConfigError as exc:
+        raise AsapError(f"{path} is not {theirs}: its mesh does not fit the run's {rec.num_chips} chips "
+                        f"({exc.message}); {theirs} has mesh {pset.baseline.mesh_short}",
+                        source=path, field="config_path", hint=hint) from None
+    problems = []
+    known = [_mesh(pset.baseline.mesh)] + [_mesh(p.mesh) for p in pset.proposals]
+    if file_mesh not in known:
+        problems.append(f"mesh {file_mesh.short()} in {path}, {pset.baseline.mesh_short} in {theirs}")
+    for key, run_value in (run_cfg.settings.items() if run_cfg is not None else ()):
+        name = str(key).rsplit(".", 1)[-1]
+        file_value = cfg.setting(name)
+        if name in SCHEDULE_SETTINGS or file_value is None or str(file_value) == str(run_value):
+            continue
+        proposed = {str(v) for p in pset.proposals for k, v in p.settings.items() if str(k).rsplit(".", 1)[-1] == name}
+        if str(file_value) not in proposed:
+            problems.append(f"{name} {fmt_value(file_value)} in {path}, {fmt_value(run_value)} in {theirs}")
+    if problems:
+        raise AsapError(f"{path} does not match {theirs}, so run {run.id}'s proposal cannot be applied to it: "
+                        + "; ".join(problems), source=path, field="config_path", hint=hint)
+
+
+def fmt_value(value: object) -> str:
+    return brief(value) if isinstance(value, str) else str(value)
 
 
 def mesh_changes(pset: ProposalSet, proposal: Proposal) -> bool:

@@ -15,6 +15,7 @@ from typing import Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt, ValidationError
 
+from bot import yamlsafe
 from bot.errors import AsapError, UnknownChip
 
 CATALOG_PATH = Path(__file__).parent / "data" / "hardware.yaml"
@@ -90,7 +91,7 @@ def _normalize(name: str) -> str:
 def load_catalog(path: Path = CATALOG_PATH) -> dict[str, Chip]:
     """Read and validate the catalog file; errors name the chip and field that is wrong."""
     try:
-        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+        raw = yamlsafe.load(path.read_text(encoding="utf-8"))
     except (OSError, yaml.YAMLError) as exc:
         raise AsapError(f"cannot read hardware catalog: {exc}", source=str(path)) from None
     try:

@@ -33,9 +33,12 @@ from typing import Any
 
 import yaml
 
+from bot import yamlsafe
 from bot.errors import AsapError
+from bot.resources import playbooks_dir
 
-PLAYBOOKS_DIR = Path(__file__).resolve().parents[1] / "playbooks"
+PLAYBOOKS_DIR = playbooks_dir()
+"""The playbooks in use: ``ASAP_PLAYBOOKS_DIR`` or the bundled ones (see :mod:`bot.resources`)."""
 MAX_PLAYBOOK_BYTES = 1 << 20
 MOVE_INFO_WORD = "asap-move"
 NOT_PLAYBOOKS = frozenset({"readme.md"})
@@ -200,7 +203,7 @@ def _parse_file(path: Path) -> _Parsed:
                 if cur is None:
                     raise AsapError(f"move block at line {start} is not under any heading", source=source)
                 try:
-                    rule = yaml.safe_load("\n".join(body))
+                    rule = yamlsafe.load("\n".join(body))
                 except yaml.YAMLError as exc:
                     mark = getattr(exc, "problem_mark", None)
                     at = start + 1 + mark.line if mark else start

@@ -12,6 +12,7 @@ from click.testing import CliRunner
 
 import bot.cli.analyze  # noqa: F401  (registers the commands on the group)
 from bot.cli import cli, main
+from bot.errors import AsapError
 
 REPO = Path(__file__).resolve().parents[1]
 ASAP = REPO / ".venv" / "bin" / "asap"
@@ -146,9 +147,11 @@ def test_runs_dir_from_environment(runs_dir: Path) -> None:
     assert "123" in result.output
 
 
-def test_broken_config_is_a_warning_not_a_failure(runs_dir: Path) -> None:
+def test_broken_config_is_unusable_input_but_the_report_still_prints(runs_dir: Path) -> None:
     (runs_dir / "123" / "maxtext.yml").write_text("ici_fsdp_parallelism: 3\n", encoding="utf-8")
-    report = json.loads(invoke(runs_dir, "why", "123", "--json").output)
+    result = CliRunner().invoke(cli, ["--runs-dir", str(runs_dir), "why", "123", "--json"])
+    assert isinstance(result.exception, AsapError) and "maxtext.yml" in result.exception.render()  # main(): exit 2
+    report = json.loads(result.output)
     assert report["run"]["mesh"] is None
     assert any("sharding config not used" in w and "maxtext.yml" in w for w in report["warnings"])
     assert "config error" in invoke(runs_dir, "runs").output

@@ -71,7 +71,8 @@ def test_readyz_names_a_broken_store(tmp_path: Path) -> None:
             resp = await client.get("/readyz")
             body = await resp.json()
             assert resp.status == 503 and body["ready"] is False
-            assert body["checks"]["store"].startswith("failed: ProgrammingError") and body["checks"]["queue"] == "ok"
+            assert body["checks"]["store"].startswith("failed: cannot check the state database")
+            assert "closed database" in body["checks"]["store"] and body["checks"]["queue"] == "ok"
         finally:
             await client.close()
 

@@ -53,7 +53,7 @@ def test_mention_gets_eyes_one_progress_message_and_one_answer_with_cards(tmp_pa
             msg = answer_of(rig)
             assert msg.updates >= 2  # progress updates, then the answer replaced it
             body = texts(msg.blocks)
-            assert "Run 123: compute-bound" in body and "Evidence" in body and "MFU" in body
+            assert "Run 123 is compute-bound" in body and "Evidence" in body and "MFU" in body
             cards = [b for b in msg.blocks if b.get("block_id", "").startswith("proposal:")]
             assert len(cards) == 3
             for card in cards:
@@ -66,7 +66,8 @@ def test_mention_gets_eyes_one_progress_message_and_one_answer_with_cards(tmp_pa
             footer = msg.blocks[-1]
             assert footer["type"] == "context"
             foot = texts([footer])
-            assert "run `123`" in foot and "hlo_stats.json" in foot and "analyst" in foot and "tokens" in foot
+            assert "run `123`" in foot and "hlo_stats.json" in foot and "analyst" in foot
+            assert "tokens" not in foot and "slack:" not in foot  # no "0 tokens", no internal thread key
             # the progress message showed the agents at work before the answer
             assert any(e == "first_progress" for _, e, _ in rig.timings)
 

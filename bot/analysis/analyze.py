@@ -10,7 +10,7 @@ import statistics
 
 from bot.analysis.diagnosis import DiagnosisInputs, diagnose, op_leaders
 from bot.analysis.kpis import compute_kpis, step_basis
-from bot.analysis.report import AnalysisReport, RunSummary
+from bot.analysis.report import AnalysisReport, Diagnosis, RunSummary
 from bot.analysis.roofline import NetworkContext, attribute, top_ops
 from bot.configs.mesh import Mesh
 from bot.errors import AsapError, UnknownChip
@@ -160,10 +160,27 @@ def analyze(
             num_steps=basis.num_steps,
             share_denominator_us=basis.share_denominator_us,
         ),
-        diagnosis=diagnosis,
+        diagnosis=discount_for_damage(diagnosis, profile.unreadable),
         unavailable=kres.unavailable,
         warnings=list(dict.fromkeys(notes)),
+        damaged_inputs=list(profile.unreadable),
     )
+
+
+DAMAGE_STEP = 0.15
+"""Confidence given up per profile file that could not be read (down to half of it at most)."""
+
+
+def discount_for_damage(diagnosis: Diagnosis, unreadable: list[str]) -> Diagnosis:
+    """Lower the diagnosis confidence when some profile files were skipped, and say so first among the reasons."""
+    if not unreadable:
+        return diagnosis
+    before = diagnosis.confidence
+    after = round(before * max(0.5, 1.0 - DAMAGE_STEP * len(unreadable)), 2)
+    names = ", ".join(u.split(":", 1)[0] for u in unreadable[:3]) + (" ..." if len(unreadable) > 3 else "")
+    reason = (f"lowered from {before:.2f}: {len(unreadable)} profile file(s) could not be read ({names}); "
+              "the diagnosis rests on the others")
+    return diagnosis.model_copy(update={"confidence": after, "confidence_reasons": [reason, *diagnosis.confidence_reasons]})
 
 
 def load_mesh(run: Run) -> tuple[Mesh | None, str | None, list[str]]:

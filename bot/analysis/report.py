@@ -115,3 +115,8 @@ class AnalysisReport(_Out):
         description="profile: diagnosed from the profile; predicted: no profile, the diagnosis is the cost "
         "model's prediction for the config (pre-flight), calibrated on what run.yaml measured",
     )
+    damaged_inputs: list[str] = Field(
+        default_factory=list,
+        description="profile files that were skipped as malformed, empty or missing (partial damage: the analysis "
+        "rests on the other files and its confidence is lowered); also listed in warnings",
+    )

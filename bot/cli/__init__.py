@@ -10,11 +10,12 @@ import os
 import sys
 
 import click
-from rich.console import Console
+from rich.markup import escape
 
+from bot.cli.term import SafeConsole
 from bot.errors import AsapError
 
-err_console = Console(stderr=True, highlight=False)
+err_console = SafeConsole(stderr=True, highlight=False)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -58,7 +59,7 @@ def main(argv: list[str] | None = None) -> None:
     try:
         rc = cli.main(args=argv, prog_name="asap", standalone_mode=False)
     except AsapError as exc:
-        err_console.print(f"[bold red]error:[/] {exc.render()}", markup=True, soft_wrap=True)
+        err_console.print(f"[bold red]error:[/] {escape(exc.render())}", markup=True, soft_wrap=True)
         sys.exit(2)
     except click.exceptions.Abort:
         sys.exit(130)

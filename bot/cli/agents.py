@@ -19,6 +19,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from bot.cli import cli
+from bot.cli.term import SafeConsole
 
 
 def _conversation(ctx: click.Context) -> Any:
@@ -41,8 +42,8 @@ def _progress(console: Console, quiet: bool) -> Any:
 @click.pass_context
 def chat_cmd(ctx: click.Context, run_id: str, thread_id: str | None, quiet: bool) -> None:
     """Talk about a run: the analysis first, then follow-ups (one per line; empty line or 'quit' ends)."""
-    out = Console(highlight=False, soft_wrap=True)
-    err = Console(stderr=True, highlight=False, soft_wrap=True)
+    out = SafeConsole(highlight=False, soft_wrap=True)
+    err = SafeConsole(stderr=True, highlight=False, soft_wrap=True)
     conv = _conversation(ctx)
     thread = thread_id or f"chat-{run_id}-{__import__('uuid').uuid4().hex[:8]}"
     interactive = sys.stdin.isatty()
@@ -84,12 +85,12 @@ def chat_cmd(ctx: click.Context, run_id: str, thread_id: str | None, quiet: bool
 def ask_cmd(ctx: click.Context, question: str, thread_id: str | None, as_json: bool, quiet: bool) -> None:
     """One question, one answer: asap ask "why is job 123 slow"."""
     conv = _conversation(ctx)
-    err = Console(stderr=True, highlight=False, soft_wrap=True)
+    err = SafeConsole(stderr=True, highlight=False, soft_wrap=True)
     ans = asyncio.run(conv.ask(question, thread_id=thread_id, progress=_progress(err, quiet or as_json)))
     if as_json:
         click.echo(json.dumps(ans.to_dict(), indent=2, default=str))
     else:
-        Console(highlight=False, soft_wrap=True).print(escape(ans.text))
+        SafeConsole(highlight=False, soft_wrap=True).print(escape(ans.text))
 
 
 @cli.command("log")
@@ -110,7 +111,7 @@ def log_cmd(thread_id: str, as_json: bool) -> None:
         for e in entries:
             click.echo(json.dumps(e, default=str))
         return
-    out = Console(highlight=False, soft_wrap=True)
+    out = SafeConsole(highlight=False, soft_wrap=True)
     for e in entries:
         out.print(escape(format_entry(e)))
 

@@ -18,6 +18,7 @@ import sys
 import click
 
 from bot.cli import cli
+from bot.textsafe import strip_controls
 
 
 @cli.command("apply")
@@ -49,8 +50,8 @@ def apply_cmd(ctx: click.Context, run_id: str, index: int, repo: str, config_pat
         host = LocalGitHost(repo)
     result = apply_proposal(run_id, index, requester, host, config_path=config_path, runs=runs)
     if result.diff:
-        click.echo(result.diff.rstrip("\n"))
+        click.echo(strip_controls(result.diff.rstrip("\n")))
         click.echo("")
-    click.echo(result.message)
+    click.echo(strip_controls(result.message))
     if result.status in ("locked", "human_push"):
         sys.exit(1)

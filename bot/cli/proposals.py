@@ -13,20 +13,29 @@ from typing import Any
 
 import click
 import yaml
-from rich.console import Console
+from rich import box
 from rich.markup import escape
+from rich.padding import Padding
 from rich.table import Table
+from rich.text import Text
 
 from bot import fmt
 from bot.cli import cli, err_console
+from bot.cli.analyze import print_damage
+from bot.cli.term import SafeConsole
 
-console = Console(highlight=False, soft_wrap=True)
+console = SafeConsole(highlight=False)  # wraps to the terminal (80 columns when piped); diffs keep their lines
 
 
 def _store(ctx: click.Context):  # noqa: ANN202 - LocalRunStore
     from bot.runs.open import open_runs
 
     return open_runs(runs_dir=(ctx.obj or {}).get("runs_dir"))
+
+
+def _say(markup: str) -> None:
+    """One proposal detail, indented 3 columns; wrapped lines keep the indent."""
+    console.print(Padding(Text.from_markup(markup), (0, 0, 0, 3), expand=False))
 
 
 _ms = fmt.ms
@@ -50,7 +59,8 @@ def propose_cmd(
     from bot.proposals.engine import propose
 
     run = _store(ctx).get(run_id)
-    result = propose(run, analyze_run(run), k=k)
+    report = analyze_run(run)
+    result = propose(run, report, k=k)
     reports: list[Any] = []
     if aot:
         reports = _aot_for_proposals(run, result, aot_timeout)
@@ -64,6 +74,7 @@ def propose_cmd(
             p["aot"] = rep.model_dump(mode="json")
         click.echo(json.dumps(data, indent=2))
         return
+    print_damage(report, console)
     b = result.baseline
     console.print(f"[bold]Run {result.run_id}[/] — {result.bottleneck}-bound — current mesh [cyan]{b.mesh_short}[/]")
     if b.measured_step_ms is not None:
@@ -87,25 +98,25 @@ def propose_cmd(
             console.print(
                 f"   step {_ms(pr.step_time_ms)}{pct} [{pr.step_time_low_ms:.1f}–{pr.step_time_high_ms:.1f}], {mem}{basis}"
             )
-        console.print(f"   confidence {p.confidence:.2f}: {'; '.join(p.confidence_reasons[:3])}")
-        console.print(f"   [dim]why:[/] {p.rationale}")
+        _say(f"confidence {p.confidence:.2f}: {escape('; '.join(p.confidence_reasons[:3]))}")
+        _say(f"[dim]why:[/] {escape(p.rationale)}")
         for t in p.tradeoffs:
-            console.print(f"   [dim]trade-off:[/] {t}")
+            _say(f"[dim]trade-off:[/] {escape(t)}")
         checks = "  ".join(
             f"[{'green' if c.passed else ('red' if c.hard else 'yellow')}]{c.name} "
             f"{'skipped' if c.skipped else ('ok' if c.passed else ('FAIL' if c.hard else 'warn'))}[/]"
             for c in p.critic
         )
-        console.print(f"   critic: {checks}")
+        _say(f"critic: {checks}")
         for c in p.citations:
-            console.print(f"   [dim]cites ({c.kind}):[/] {c.ref} [dim]— {c.why}[/]", markup=True)
+            _say(f"[dim]cites ({c.kind}):[/] {escape(c.ref)} [dim]— {escape(c.why)}[/]")
         if diff and p.diff:
-            console.print(p.diff.rstrip("\n"), markup=False)
+            console.print(p.diff.rstrip("\n"), markup=False, soft_wrap=True)
     for a in result.advice:
         cited = f"; playbook {a.citation}" if a.citation else ""
-        console.print(f"\n[bold]advice[/] ({a.id}): {a.text}  [dim]source: {a.source}{cited}[/]")
+        console.print(f"\n[bold]advice[/] ({escape(a.id)}): {escape(a.text)}  [dim]source: {escape(a.source + cited)}[/]")
     for n in result.notes:
-        console.print(f"[dim]note:[/] {n}")
+        console.print(f"[dim]note:[/] {escape(n)}")
     if aot:
         _print_aot(["baseline"] + [str(p.rank) for p in result.proposals], reports)
 
@@ -352,33 +363,62 @@ def eval_cmd(cases_dir: Path, as_json: bool, floor_path: Path | None, write_floo
             console.print(f"floor {escape(str(floor_path))}: no figure regressed")
 
 
-def _print_eval(cases_dir: Path, report) -> None:  # type: ignore[no-untyped-def]
-    """The eval report as tables: one row per case, then the published figures and one row per table."""
-    table = Table(title=f"asap eval {cases_dir}")
-    for col in ("case", "kind", "top-1", "top-3", "kind/verdict", "failing", "step err", "s", "notes"):
-        table.add_column(col, overflow="fold")
+EVAL_TABLE_WIDTH = 110
+"""Below this many columns ``asap eval`` lists cases one per block instead of as a table."""
 
-    def yn(v: bool | None) -> str:
-        return "-" if v is None else ("yes" if v else "no")
 
-    for c in report.cases:
-        err = f"{max(c.step_time_errors):.0%}" if c.step_time_errors else "-"
-        if c.error:
-            extra = c.error
-        elif c.kind == "config_only":
-            extra = f"expert rank {c.expert_rank}" + ("" if c.expert_passes_critic else ", expert FAILS the Critic")
-        else:
-            extra = c.verdict or ""
-        kv = c.verdict_match if c.verdict_match is not None else c.kind_top3
-        table.add_row(
-            c.case, c.kind, yn(c.top1), yn(c.top3), yn(kv), f"{c.proposals_failing_check}/{c.proposals_total}",
-            err, f"{c.seconds:.2f}", extra,
-        )
+def _pct(x: float | None) -> str:
+    return "-" if x is None else f"{x:.0%}"
+
+
+def _yn(v: bool | None) -> str:
+    return "-" if v is None else ("yes" if v else "no")
+
+
+def _eval_row(c: Any) -> dict[str, str]:
+    """One case's cells, as text."""
+    if c.error:
+        extra = c.error
+    elif c.kind == "config_only":
+        extra = f"expert rank {c.expert_rank}" + ("" if c.expert_passes_critic else ", expert FAILS the Critic")
+    else:
+        extra = c.verdict or ""
+    kv = c.verdict_match if c.verdict_match is not None else c.kind_top3
+    return {"case": c.case, "kind": c.kind, "top-1": _yn(c.top1), "top-3": _yn(c.top3), "verdict": _yn(kv),
+            "failing": f"{c.proposals_failing_check}/{c.proposals_total}",
+            "step err": f"{max(c.step_time_errors):.0%}" if c.step_time_errors else "-",
+            "s": f"{c.seconds:.2f}", "notes": extra}
+
+
+def _compact_table(title: str) -> Table:
+    """A table without vertical rules (fits 80 columns more often); numbers get ``no_wrap`` columns."""
+    return Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, padding=(0, 1), pad_edge=False)
+
+
+def _print_cases(rows: list[dict[str, str]], cases_dir: Path) -> None:
+    """One row per case at >= EVAL_TABLE_WIDTH columns, else one short block per case."""
+    if console.width < EVAL_TABLE_WIDTH:  # a 9-column table folded into 80 columns is unreadable
+        console.print(f"[bold]asap eval {escape(str(cases_dir))}[/]")
+        for r in rows:
+            console.print(f"[bold]{escape(r['case'])}[/] ({r['kind']}): top-1 {r['top-1']}, top-3 {r['top-3']}, "
+                          f"verdict {r['verdict']}, failing checks {r['failing']}, step error {r['step err']}, "
+                          f"{r['s']} s" + (f"\n  {escape(r['notes'])}" if r["notes"] else ""))
+        return
+    table = _compact_table(f"asap eval {escape(str(cases_dir))}")
+    table.add_column("case", overflow="fold", ratio=2)
+    for col in ("kind", "top-1", "top-3", "verdict", "failing", "step err", "s"):
+        table.add_column(col, no_wrap=True, justify="left" if col == "kind" else "right")
+    table.add_column("notes", ratio=1)
+    for r in rows:
+        table.add_row(*(escape(r[k]) for k in ("case", "kind", "top-1", "top-3", "verdict", "failing", "step err",
+                                                  "s", "notes")))
     console.print(table)
 
-    def pct(x: float | None) -> str:
-        return "-" if x is None else f"{x:.0%}"
 
+def _print_eval(cases_dir: Path, report) -> None:  # type: ignore[no-untyped-def]
+    """The eval report: the cases, then the published figures and one row per table."""
+    _print_cases([_eval_row(c) for c in report.cases], cases_dir)
+    pct = _pct
     console.print(
         f"(published cases) top-1 {pct(report.top1_rate)}  top-3 {pct(report.top3_rate)}  verdict {pct(report.verdict_match_rate)}  "
         f"kind top-3 {pct(report.kind_top3_rate)}  proposals failing a check "
@@ -397,13 +437,14 @@ def _print_eval(cases_dir: Path, report) -> None:  # type: ignore[no-untyped-def
             f"raw, {pct(figs.step_time_error_median)} after calibration ({cal}); memory |error| median "
             f"{pct(figs.memory_error_median)} over {figs.memory_points}"
         )
-        tables = Table(title="published tables")
-        for col in ("table", "rows", "metric", "Spearman", "step err (cal.)", "memory pred/meas"):
-            tables.add_column(col, overflow="fold")
+        tables = _compact_table("published tables")
+        tables.add_column("table", overflow="fold", ratio=1)
+        for col in ("rows", "metric", "Spearman", "step err (cal.)", "memory pred/meas"):
+            tables.add_column(col, no_wrap=col != "metric", justify="left" if col == "metric" else "right")
         for t in figs.tables:
             mem = "-" if t.memory_ratio_min is None else f"{t.memory_ratio_min:.2f}-{t.memory_ratio_max:.2f}"
             rho = "-" if t.spearman is None else f"{t.spearman:+.2f}"
-            tables.add_row(t.table, str(t.rows), t.metric or "-", rho, pct(t.step_time_error_median), mem)
+            tables.add_row(escape(t.table), str(t.rows), escape(t.metric or "-"), rho, pct(t.step_time_error_median), mem)
         console.print(tables)
     if report.samples is not None:
         console.print(

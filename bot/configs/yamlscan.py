@@ -17,6 +17,7 @@ import yaml
 from yaml.constructor import SafeConstructor
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
+from bot import yamlsafe
 from bot.errors import ConfigError
 
 MAX_CONFIG_BYTES = 1024 * 1024
@@ -66,7 +67,7 @@ def compose(text: str, source: str) -> Node | None:
     """Compose ``text`` into a node tree (no tags executed); YAML problems become ConfigError with line/column."""
     check_size(text, source)
     try:
-        return yaml.compose(text, Loader=yaml.SafeLoader)
+        return yamlsafe.compose_node(text)
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         what = "; ".join(part for part in (exc.context, exc.problem) if part) or "malformed YAML"

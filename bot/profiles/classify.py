@@ -70,6 +70,11 @@ def _by_category(category: str) -> OpKind | None:
     return None
 
 
+def category_kind(category: str | None) -> OpKind | None:
+    """The kind a category alone decides (``None`` when the op's name must decide): cacheable per category."""
+    return _by_category(category or "")
+
+
 _COMPUTE_CATEGORIES = frozenset(
     {"convolution", "dot", "matmul", "gemm", "custom-call", "reduce", "non-fusion elementwise"}
 )

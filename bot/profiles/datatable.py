@@ -13,15 +13,16 @@ goes further and never materialises the unwanted cells at all (see its docstring
 from __future__ import annotations
 
 import functools
+import mmap
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from bot.errors import ProfileError
+from bot.errors import ProfileError, brief
 from bot.profiles.io import json_value_end, loads_json
 
 Scalar = str | int | float | bool | None
@@ -84,7 +85,7 @@ def _validation_error(exc: ValidationError, source: str, prefix: str) -> Profile
     where = f"{prefix}.{loc}" if prefix and loc else (prefix or loc or "(top level)")
     got = ""
     if "input" in err and isinstance(err["input"], (str, int, float, bool)) and err["type"] != "extra_forbidden":
-        got = f" (got {err['input']!r})"
+        got = f" (got {brief(err['input'])})"
     msg = err["msg"]
     if err["type"] == "extra_forbidden":
         msg = "unexpected key; a DataTable has only cols/rows/p, columns id/label/type/pattern/p, cells v/f/p"
@@ -247,8 +248,22 @@ WINDOW_BYTES = 8 << 20
 _ROW_START = b'{"c":['
 
 
+def _release(data: Any, upto: int, done: int) -> int:
+    """Drop the pages of an mmap'd file below ``upto`` from this process (they stay in the page cache).
+
+    Without it every page of a 1 GiB export read once would stay resident and count against memory.
+    """
+    if not isinstance(data, mmap.mmap):
+        return done
+    upto -= upto % mmap.PAGESIZE
+    if upto > done and hasattr(data, "madvise"):
+        data.madvise(mmap.MADV_DONTNEED, done, upto - done)
+        return upto
+    return done
+
+
 def fast_table(
-    data: bytes,
+    data: bytes | mmap.mmap,
     *,
     source: str,
     required: Sequence[str],
@@ -256,15 +271,20 @@ def fast_table(
     known: Iterable[str] = (),
     aliases: dict[str, str] | None = None,
     warnings: list[str],
+    window: Callable[[Table, int], None] | None = None,
 ) -> Table | None:
     """Read a compact single DataTable without materialising unwanted cells; ``None`` if not in that form.
 
-    Gives exactly the rows :func:`read_table` would (the tests compare both on the same files).
+    Gives exactly the rows :func:`read_table` would (the tests compare both on the same files). With
+    ``window``, rows are not kept: each window's rows go to ``window(table, first_row)`` as they are read,
+    and the returned Table has no rows (``nrows`` counts them), so memory stays at one window's cells. A
+    ``None`` result may then come after some windows were handed over (the caller discards them).
+    ``data`` may be an mmap of the file: its pages are released as the windows are done.
     """
     head = data[:16].lstrip()
     if not head.startswith(b'{"cols":['):
         return None
-    start = data.index(b"[")
+    start = data.find(b"[")
     end = json_value_end(data, start)
     if end < 0:
         return None
@@ -290,6 +310,7 @@ def fast_table(
     nrows = 0
     pos = first
     tail = b""
+    released = 0
     while pos < len(data):
         # Windows of ~8 MB cut just before a row start (',{"c":[' never occurs inside a JSON string):
         # only one window's captures are alive at a time.
@@ -306,7 +327,11 @@ def fast_table(
                 columns[p].extend(orjson.loads(b"[" + b",".join(parts[1 + k :: step]) + b"]"))
             except orjson.JSONDecodeError:
                 return None  # the general path reports the error at its position in the file
+        if window is not None:
+            window(_window_table(columns, wanted, positions, count, ids), nrows)
+            columns = {p: [] for p in capture}
         nrows += count
+        released = _release(data, window_end, released)
         if cut < 0:
             tail = parts[-1]
             break
@@ -315,8 +340,19 @@ def fast_table(
     env_full = parse_envelope(obj, source=source)
     if not isinstance(obj, dict) or obj.get("rows") != [] or [c.id for c in env_full.cols] != ids:
         return None
+    warnings.extend(local)
+    if window is not None:
+        out = _window_table(columns, wanted, positions, 0, ids)
+        out.nrows, out.props = nrows, dict(env_full.p or {})
+        return out
+    out = _window_table(columns, wanted, positions, nrows, ids)
+    out.props = dict(env_full.p or {})
+    return out
+
+
+def _window_table(columns: dict[int, list[Any]], wanted: list[str], positions: list[int | None], nrows: int,
+                  ids: list[str]) -> Table:
     empty = [None] * nrows
     data = {w: (columns[p] if p is not None else empty) for w, p in zip(wanted, positions, strict=True)}
-    warnings.extend(local)
     present = {w for w, p in zip(wanted, positions, strict=True) if p is not None}
-    return Table(columns=wanted, present=present, data=data, nrows=nrows, props=dict(env_full.p or {}), all_ids=ids)
+    return Table(columns=wanted, present=present, data=data, nrows=nrows, all_ids=ids)

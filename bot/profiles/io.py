@@ -9,7 +9,10 @@ reported with its line and column instead of a parser traceback.
 from __future__ import annotations
 
 import gzip
+import mmap
 import zlib
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +21,25 @@ import orjson
 from bot.errors import ProfileError
 
 MAX_PROFILE_BYTES = 1 << 30  # 1 GiB: larger exports are refused, compressed or not
+MAX_GZIP_RATIO = 100  # profiles compress 5-20x; past this (and RATIO_FREE_BYTES) the .gz is refused as a bomb
+RATIO_FREE_BYTES = 64 << 20  # decompressed bytes allowed whatever the ratio
 _CHUNK = 1 << 20
+
+
+def check_gzip_ratio(decompressed: int, compressed: int, *, source: str) -> None:
+    """Refuse gzip data that expands past :data:`MAX_GZIP_RATIO` once it is bigger than :data:`RATIO_FREE_BYTES`.
+
+    A gzip bomb (1 MB of zeros or one repeated event expanding to ~1 GB) would otherwise cost a minute of
+    decompression and parsing; real JSON/trace profiles compress 5-20x, so stopping here costs at most
+    ``RATIO_FREE_BYTES`` of work.
+    """
+    if decompressed > RATIO_FREE_BYTES and decompressed > MAX_GZIP_RATIO * max(compressed, 1):
+        raise ProfileError(
+            f"gzip data expands more than {MAX_GZIP_RATIO}x ({human_bytes(compressed)} read, over "
+            f"{human_bytes(decompressed)} out): refused as a likely gzip bomb",
+            source=source,
+            hint="profiles compress 5-20x; re-export the file, or decompress it yourself if it is genuine",
+        )
 
 
 def human_bytes(n: float) -> str:
@@ -73,6 +94,7 @@ def read_bytes(path: Path, limit: int = MAX_PROFILE_BYTES, *, source: str | None
                     raise ProfileError(
                         f"decompresses to more than {human_bytes(limit)}, the limit for one profile file", source=src
                     )
+                check_gzip_ratio(len(out), fh.fileobj.tell() if fh.fileobj else 0, source=src)
         return bytes(out)
     except ProfileError:
         raise
@@ -82,10 +104,33 @@ def read_bytes(path: Path, limit: int = MAX_PROFILE_BYTES, *, source: str | None
         raise ProfileError(f"cannot read profile file: {exc.strerror or exc}", source=src) from None
 
 
+MMAP_BYTES = 64 << 20
+"""Plain (not gzip) files larger than this are read through an mmap whose pages are released as they are parsed."""
+
+
+@contextmanager
+def open_mapped(path: Path, limit: int = MAX_PROFILE_BYTES, *, source: str | None = None) -> Iterator[mmap.mmap | None]:
+    """An mmap of a large plain profile file (``None`` for small or gzip files: read those with :func:`read_bytes`)."""
+    src = source or str(path)
+    size = check_size(path, limit, source=src)
+    if is_gzip(path) or size <= MMAP_BYTES:
+        yield None
+        return
+    try:
+        with path.open("rb") as fh:
+            mapped = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
+    except (OSError, ValueError) as exc:
+        raise ProfileError(f"cannot read profile file: {getattr(exc, 'strerror', None) or exc}", source=src) from None
+    try:
+        yield mapped
+    finally:
+        mapped.close()
+
+
 def loads_json(data: bytes | str, *, source: str) -> Any:
     """Parse JSON with orjson; malformed input raises :class:`ProfileError` naming line, column and offset."""
     try:
-        return orjson.loads(data)
+        return orjson.loads(data if isinstance(data, bytes | str) else memoryview(data))
     except orjson.JSONDecodeError as exc:
         raise ProfileError(
             f"malformed JSON at line {exc.lineno}, column {exc.colno} (char {exc.pos}): {exc.msg}", source=source

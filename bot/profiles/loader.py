@@ -71,7 +71,9 @@ def _relative(path: Path, base: Path) -> str:
         return str(path)
 
 
-def _read_all(files: list[Path], base: Path, warnings: list[str]) -> Profile:
+def _read_all(files: list[Path], base: Path, warnings: list[str], unreadable: list[str] | None = None) -> Profile:
+    """Read every file; a damaged one becomes a warning and an ``unreadable`` entry (partial damage)."""
+    unreadable = list(unreadable or [])
     parts: list[tuple[str, Profile]] = []
     collectives: list[CollectiveOp] = []
     hlo_sources: list[str] = []
@@ -98,14 +100,17 @@ def _read_all(files: list[Path], base: Path, warnings: list[str]) -> Profile:
                 warnings.append(f"{source}: not a profile file ASAP reads (expected one of {EXPECTED})")
         except ProfileError as exc:
             warnings.append(exc.render())
+            unreadable.append(exc.render())
     for paths in xplanes.values():
         try:
             parts.append(("xplane", read_xplane(paths, sources=[_relative(p, base) for p in paths])))
         except AsapError as exc:  # ProfileError, or xprof not installed
             warnings.append(exc.render())
+            unreadable.append(exc.render())
     profile = merge_profiles(parts, collectives)
     profile.sources.extend(hlo_sources)
     profile.warnings = warnings + profile.warnings
+    profile.unreadable = unreadable + profile.unreadable
     return profile
 
 
@@ -141,7 +146,7 @@ def load_profile_files(paths: list[Path], base: Path) -> Profile:
             warnings.append(f"{_relative(full, base)}: profile file does not exist")
             continue
         checked.append(full)
-    profile = _read_all(_expand(checked), base, warnings)
+    profile = _read_all(_expand(checked), base, warnings, list(warnings))
     if not _usable(profile):
         raise _nothing_usable(base, profile)
     return profile
@@ -161,7 +166,7 @@ def load_profile(run: Run) -> Profile:
         files = _expand(paths)
     else:
         files = discover(run.folder)
-    profile = _read_all(files, run.folder, warnings)
+    profile = _read_all(files, run.folder, warnings, list(warnings))
     if not _usable(profile):
         raise _nothing_usable(run.folder, profile)
     return profile

@@ -95,6 +95,7 @@ class Profile:
     op_time_fraction: float | None = None
     collectives: list[CollectiveOp] = field(default_factory=list)  # from compiled HLO, when present
     warnings: list[str] = field(default_factory=list)  # what could not be read, kept for the report
+    unreadable: list[str] = field(default_factory=list)  # profile files skipped as damaged or missing (messages)
 
     @property
     def window_us(self) -> float | None:

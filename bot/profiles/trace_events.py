@@ -27,12 +27,14 @@ import orjson
 
 from bot.errors import ProfileError
 from bot.profiles.classify import op_kind
-from bot.profiles.io import MAX_PROFILE_BYTES, check_size, human_bytes, is_gzip, json_value_end
+from bot.profiles.io import MAX_PROFILE_BYTES, check_gzip_ratio, check_size, human_bytes, is_gzip, json_value_end
 from bot.profiles.model import OpStat, Profile
 
-CHUNK_BYTES = 8 << 20  # decompressed bytes parsed at a time in streaming mode
-WHOLE_FILE_BYTES = 32 << 20  # smaller traces are parsed in one go (any key order, any layout)
-_EVENT_START = b'{"ph":'
+CHUNK_BYTES = 8 << 20  # decompressed bytes read, and at most parsed, at a time in streaming mode
+WHOLE_FILE_BYTES = 8 << 20  # smaller traces are parsed in one go (any key order, any layout)
+MAX_EVENT_BYTES = 16 << 20  # no event boundary in this much text: not a layout ASAP can stream
+_EVENT_START = re.compile(rb'\{\s*"ph"\s*:')
+_BOUNDARY = re.compile(rb',\s*\{\s*"ph"\s*:')  # "," then an event that starts with its "ph" key
 _INDEX_SUFFIX = re.compile(r"(?:\.\d+)+$")
 
 
@@ -137,6 +139,7 @@ def _open(path: Path, source: str) -> IO[bytes]:
 
 def _chunks(fh: IO[bytes], source: str, limit: int) -> Iterator[bytes]:
     total = 0
+    compressed = getattr(fh, "fileobj", None)  # GzipFile: the compressed file, to watch the expansion ratio
     try:
         while True:
             chunk = fh.read(CHUNK_BYTES)
@@ -147,6 +150,8 @@ def _chunks(fh: IO[bytes], source: str, limit: int) -> Iterator[bytes]:
                 raise ProfileError(
                     f"decompresses to more than {human_bytes(limit)}, the limit for one profile file", source=source
                 )
+            if compressed is not None:
+                check_gzip_ratio(total, compressed.tell(), source=source)
             yield chunk
     except (gzip.BadGzipFile, zlib.error, EOFError) as exc:
         raise ProfileError(f"corrupt or truncated gzip data ({exc})", source=source) from None
@@ -173,8 +178,26 @@ def _whole(data: bytes, state: _State, source: str) -> None:
 
 
 
+def _boundary(buf: bytes, within: int) -> int:
+    """Offset just past the comma before the last event start (``{"ph":``, whitespace allowed) before ``within``.
+
+    Cutting there leaves whole events before it, so a batch never holds more than ``within`` bytes of text;
+    -1 when there is no such boundary.
+    """
+    hi, step = within, 1 << 16
+    while hi > 0:
+        lo = max(0, hi - step)
+        last = None
+        for last in _BOUNDARY.finditer(buf, lo, within):  # noqa: B007 - the last match is the one wanted
+            pass
+        if last is not None:
+            return last.start() + 1
+        hi, step = lo, step * 4
+    return -1
+
+
 def _stream(first: bytes, rest: Iterator[bytes], state: _State, source: str) -> None:
-    """Parse a large trace chunk by chunk: events between ``{"ph":`` boundaries go to orjson in batches."""
+    """Parse a large trace chunk by chunk: whole events, at most ``CHUNK_BYTES`` of text at a time, go to orjson."""
     buf = first
     key = buf.find(b'"traceEvents"')
     while key < 0:
@@ -183,37 +206,67 @@ def _stream(first: bytes, rest: Iterator[bytes], state: _State, source: str) -> 
             raise ProfileError("expected a Chrome trace with a 'traceEvents' list", source=source)
         buf += more
         key = buf.find(b'"traceEvents"')
-    start = buf.find(_EVENT_START, key)
-    while start < 0:
+    found = _EVENT_START.search(buf, key)
+    while found is None:
+        if len(buf) > MAX_EVENT_BYTES:
+            raise ProfileError(
+                f"no trace event that starts with its \"ph\" key in the first {human_bytes(len(buf))}: large traces "
+                "must list events as objects that start with \"ph\" (as jax.profiler writes them)", source=source)
         more = next(rest, None)
         if more is None:
             return  # no events at all
         buf += more
-        start = buf.find(_EVENT_START, key)
-    buf = buf[start:]
+        found = _EVENT_START.search(buf, key)
+    buf = buf[found.start():]
     offset = 0
-    for more in rest:
-        buf += more
-        cut = buf.rfind(b"," + _EVENT_START)
-        if cut <= 0:
+    done = False
+    while True:
+        if not done and len(buf) <= CHUNK_BYTES:
+            more = next(rest, None)
+            if more is None:
+                done = True
+            else:
+                buf += more
             continue
-        _consume(
-            state, _parse(b"[" + buf[:cut] + b"]", source, f"trace events (near decompressed byte {offset})"), source
-        )
-        offset += cut + 1
-        buf = buf[cut + 1 :]
-    # The tail: the last events, then the end of the list (and whatever keys follow it).
-    pos = 0
-    batch = []
-    while pos < len(buf) and buf[pos : pos + 1] == b"{":
+        # Whole events before the last boundary within the batch size; the end of the input ends the last batch.
+        cut = _boundary(buf, min(len(buf), CHUNK_BYTES))
+        if cut <= 0 and len(buf) > CHUNK_BYTES:
+            cut = _boundary(buf, len(buf))  # one event larger than a batch
+        if cut <= 0:
+            if done:
+                break
+            if len(buf) > MAX_EVENT_BYTES:
+                raise ProfileError(
+                    f"no trace event boundary in {human_bytes(MAX_EVENT_BYTES)} near decompressed byte {offset}: "
+                    'large traces must list events as objects that start with "ph" (as jax.profiler writes them)',
+                    source=source,
+                )
+            more = next(rest, None)
+            done = more is None
+            buf += more or b""
+            continue
+        batch = _parse(b"[" + buf[:cut].rstrip().rstrip(b",") + b"]", source,
+                       f"trace events (near decompressed byte {offset})")
+        _consume(state, batch, source)
+        del batch
+        offset += cut
+        buf = buf[cut:]
+    _tail(buf, offset, state, source)
+
+
+def _tail(buf: bytes, offset: int, state: _State, source: str) -> None:
+    """The last event, then the end of the list (and whatever keys follow it)."""
+    pos, batch = 0, []
+    buf = buf.lstrip()
+    while buf[pos:pos + 1] == b"{":  # the last event, and anything after it (JAX ends the list with {})
         end = json_value_end(buf, pos)
         if end < 0:
             raise ProfileError("trace ends in the middle of an event (truncated file?)", source=source)
         batch.append(buf[pos:end])
         pos = end
-        while pos < len(buf) and buf[pos : pos + 1] in (b",", b" ", b"\n", b"\r", b"\t"):
+        while buf[pos:pos + 1] in (b",", b" ", b"\n", b"\r", b"\t"):
             pos += 1
-    if not buf[pos : pos + 1] == b"]":
+    if not batch or buf[pos:pos + 1] != b"]":
         raise ProfileError(f"malformed trace events near decompressed byte {offset + pos}", source=source)
     _consume(state, _parse(b"[" + b",".join(batch) + b"]", source, "trace events"), source)
 

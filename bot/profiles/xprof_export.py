@@ -22,12 +22,13 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from bot.errors import ProfileError
+from bot.errors import ProfileError, brief
 from bot.profiles import xprof_proto as proto
-from bot.profiles.classify import CONTAINER_CATEGORIES, bound_by, op_kind
+from bot.profiles.classify import CONTAINER_CATEGORIES, bound_by, category_kind, op_kind
 from bot.profiles.datatable import Table, fast_table, parse_envelope, read_table
-from bot.profiles.io import loads_json, read_bytes
+from bot.profiles.io import loads_json, open_mapped, read_bytes
 from bot.profiles.model import OpStat, Profile
+from bot.profiles.reduce import OpReducer
 
 GIB = float(1 << 30)
 GIB_PER_US = GIB * 1e-6  # GiB/s x us -> bytes
@@ -40,7 +41,7 @@ def _proto_error(exc: ValidationError, source: str) -> ProfileError:
     loc = ".".join(str(p) for p in err["loc"]) or "(top level)"
     got = ""
     if "input" in err and isinstance(err["input"], (str, int, float, bool)) and err["type"] != "extra_forbidden":
-        got = f" (got {err['input']!r})"
+        got = f" (got {brief(err['input'])})"
     msg = "unexpected key for this XProf tool's JSON" if err["type"] == "extra_forbidden" else err["msg"]
     return ProfileError(f"{msg}{got}", source=source, field=loc)
 
@@ -206,10 +207,11 @@ HLO_ALIASES = {"measured_flop_rate": "normalized_flop_rate"}
 
 def _float_column(values: list[Any], source: str, column: str, *, required: bool = False) -> list[float | None]:
     """A column of numbers, checked. All int/float and a finite sum (so no NaN/inf) passes at C speed."""
-    if all(type(v) is float or type(v) is int for v in values):
+    types = set(map(type, values))  # C-speed scan; a bool is not a number here
+    if types <= {float, int}:
         try:
             if math.isfinite(math.fsum(values)):
-                return [float(v) for v in values] if any(type(v) is int for v in values) else values
+                return list(map(float, values)) if int in types else values
         except OverflowError:
             pass
     out: list[float | None] = []
@@ -222,7 +224,7 @@ def _float_column(values: list[Any], source: str, column: str, *, required: bool
 
 
 def _text_column(values: list[Any], source: str, column: str) -> list[str]:
-    if all(type(v) is str for v in values):
+    if set(map(type, values)) <= {str}:
         return values
     return [_text(v, source, f"rows[{r}].{column}") for r, v in enumerate(values)]
 
@@ -264,7 +266,8 @@ def _hlo_rows_to_ops(table: Table, source: str, profile: Profile) -> None:
             if c in containers:
                 totals[r] = selfs[r] if selfs[r] is not None else totals[r]
                 flops[r] = nbytes[r] = None
-    kinds = [op_kind(c, n) for c, n in zip(cats, names, strict=True)]
+    by_cat = {c: category_kind(c) for c in set(cats)}  # most categories decide the kind: one lookup per row
+    kinds = [by_cat[c] or op_kind(c, n) for c, n in zip(cats, names, strict=True)]
     bound_cache = {b: bound_by(b) for b in set(bounds) if b is None or isinstance(b, str)}
     bad_bound = next((r for r, b in enumerate(bounds) if b not in bound_cache), None)
     if bad_bound is not None:
@@ -296,9 +299,38 @@ def _hlo_rows_to_ops(table: Table, source: str, profile: Profile) -> None:
     profile.ops.extend(ops)
 
 
-def parse_hlo_stats(data: bytes, *, source: str) -> Profile:
-    """hlo_stats export (DataTable or ``HloStatsDatabase`` JSON) -> Profile with one OpStat per HLO op."""
+def _window_to_ops(reducer: OpReducer, source: str, shares: list[float]) -> Callable[[Table, int], None]:
+    """The fast path's per-window hook: rows -> OpStats -> the reducer (errors name the row in the whole file).
+
+    ``shares`` accumulates [sum, valid values, rows] of ``total_self_time_percent`` for :func:`_set_visible_share`.
+    """
+    def take(table: Table, first_row: int) -> None:
+        total, valid, rows = _fraction_stats(table.data.get("total_self_time_percent"))
+        shares[0] += total
+        shares[1] += valid
+        shares[2] += rows
+        part = Profile()
+        try:
+            _hlo_rows_to_ops(table, source, part)
+        except ProfileError as exc:
+            if exc.field:
+                exc.field = re.sub(r"^rows\[(\d+)\]", lambda m: f"rows[{int(m.group(1)) + first_row}]", exc.field)
+                exc.args = (exc.render(),)
+            raise
+        reducer.add(part.ops, part.warnings)
+    return take
+
+
+def parse_hlo_stats(data: bytes | Any, *, source: str) -> Profile:
+    """hlo_stats export (DataTable or ``HloStatsDatabase`` JSON) -> Profile with one OpStat per HLO op.
+
+    Op rows are converted window by window and kept by :class:`bot.profiles.reduce.OpReducer`: every op
+    while there are at most ``MAX_OPS``, else the longest ``MAX_OPS`` one by one and the rest summed per
+    category (said in a warning), so a 1 GiB export stays within bounded memory.
+    """
     profile = Profile(sources=[source])
+    reducer = OpReducer()
+    shares = [0.0, 0, 0]
     enabled = gc.isenabled()
     gc.disable()  # millions of short-lived containers: generational GC passes would dominate the time
     try:
@@ -310,8 +342,13 @@ def parse_hlo_stats(data: bytes, *, source: str) -> Profile:
             known=HLO_KNOWN,
             aliases=HLO_ALIASES,
             warnings=profile.warnings,
+            window=_window_to_ops(reducer, source, shares),
         )
-        if table is None:
+        if table is not None:
+            reducer.finish(profile, source)
+            _set_visible_share(shares[0], int(shares[1]), int(shares[2]), profile)
+        else:
+            reducer = OpReducer()  # not the compact form (perhaps after some windows): read it the general way
             obj = loads_json(data, source=source)
             if not _is_datatable(obj):
                 return _hlo_stats_proto(obj, source, profile)
@@ -324,8 +361,8 @@ def parse_hlo_stats(data: bytes, *, source: str) -> Profile:
                 aliases=HLO_ALIASES,
                 warnings=profile.warnings,
             )
-        _hlo_rows_to_ops(table, source, profile)
-        _visible_share(table.data.get("total_self_time_percent"), profile)
+            _hlo_rows_to_ops(table, source, profile)
+            _visible_share(table.data.get("total_self_time_percent"), profile)
     finally:
         if enabled:
             gc.enable()
@@ -333,18 +370,27 @@ def parse_hlo_stats(data: bytes, *, source: str) -> Profile:
     return profile
 
 
+def _fraction_stats(fractions: list[Any] | None) -> tuple[float, int, int]:
+    """(sum of the valid fractions, how many were valid, how many rows) of a ``total_self_time_percent`` column."""
+    if not fractions:
+        return 0.0, 0, 0
+    values = [float(v) for v in fractions if isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 0]
+    return math.fsum(values), len(values), len(fractions)
+
+
+def _set_visible_share(total: float, valid: int, rows: int, profile: Profile) -> None:
+    """Set ``op_time_fraction`` from summed fractions when most rows had one and the sum is a share (<= ~1)."""
+    if not rows or not profile.ops or not valid or valid < rows // 2:
+        return
+    if 0.0 < total <= 1.05:
+        profile.op_time_fraction = min(total, 1.0)
+
+
 def _visible_share(fractions: list[Any] | None, profile: Profile) -> None:
     """``op_time_fraction``: the summed ``total_self_time_percent`` (a 0..1 fraction in xprof's hlo_stats,
     ``total_self_time_as_fraction`` in the proto) of the rows read, i.e. how much of the profile's op time
     the export holds. A full export sums to ~1; a top-N export to less, and the analysis must know."""
-    if not fractions or not profile.ops:
-        return
-    values = [float(v) for v in fractions if isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 0]
-    if not values or len(values) < len(fractions) // 2:
-        return
-    total = math.fsum(values)
-    if 0.0 < total <= 1.05:
-        profile.op_time_fraction = min(total, 1.0)
+    _set_visible_share(*_fraction_stats(fractions), profile)
 
 
 def _hlo_stats_proto(obj: Any, source: str, profile: Profile) -> Profile:
@@ -819,4 +865,8 @@ def read_xprof_export(path: Path, tool: str | None = None, *, source: str | None
             f"cannot tell which XProf tool this file is; expected a name containing one of {', '.join(TOOLS)}",
             source=src,
         )
+    if tool == "hlo_stats":
+        with open_mapped(path, source=src) as mapped:  # a large plain file: read through an mmap, page by page
+            if mapped is not None:
+                return parse_hlo_stats(mapped, source=src)
     return PARSERS[tool](read_bytes(path, source=src), source=src)

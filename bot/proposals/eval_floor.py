@@ -15,6 +15,7 @@ from pathlib import Path
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, NonNegativeInt, ValidationError
 
+from bot import yamlsafe
 from bot.errors import AsapError
 from bot.proposals.models import EvalFigures, EvalReport
 
@@ -43,7 +44,7 @@ class Floor(BaseModel):
 
 def load_floor(path: Path) -> Floor:
     try:
-        raw = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+        raw = yamlsafe.load(Path(path).read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError) as exc:
         raise AsapError(f"cannot read the floor file: {exc}", source=str(path)) from None
     except yaml.YAMLError as exc:

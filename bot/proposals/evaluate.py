@@ -34,6 +34,7 @@ from typing import Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, ValidationError, model_validator
 
+from bot import yamlsafe
 from bot.configs.mesh import Mesh
 from bot.errors import AsapError
 from bot.proposals.eval_figures import figures, measured_points
@@ -106,7 +107,7 @@ class Expected(BaseModel):
 
 def load_expected(path: Path) -> Expected:
     try:
-        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+        raw = yamlsafe.load(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError) as exc:
         raise AsapError(f"cannot read expected file: {exc}", source=str(path)) from None
     except yaml.YAMLError as exc:

@@ -24,8 +24,9 @@ from typing import Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from bot import yamlsafe
 from bot.configs.mesh import Mesh
-from bot.errors import AsapError
+from bot.errors import AsapError, brief
 from bot.proposals.kinds import mesh_key
 from bot.runs.record import RunRecord
 
@@ -87,7 +88,7 @@ def load_failures(folder: Path) -> FailureHistory:
     if path.stat().st_size > MAX_FAILURES_BYTES:
         raise AsapError("failures file is larger than 1 MiB; expected a small YAML list", source=str(path))
     try:
-        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+        raw = yamlsafe.load(path.read_text(encoding="utf-8"))
     except UnicodeDecodeError:
         raise AsapError("failures file is not UTF-8 text", source=str(path)) from None
     except yaml.YAMLError as exc:
@@ -105,5 +106,5 @@ def load_failures(folder: Path) -> FailureHistory:
     except ValidationError as exc:
         err = exc.errors()[0]
         loc = ".".join(str(p) for p in err["loc"]) or "(top level)"
-        got = f" (got {err['input']!r})" if "input" in err and not isinstance(err["input"], dict | list) else ""
+        got = f" (got {brief(err['input'])})" if "input" in err and not isinstance(err["input"], dict | list) else ""
         raise AsapError(f"{err['msg']}{got}", source=str(path), field=loc) from None

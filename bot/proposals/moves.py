@@ -22,9 +22,10 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from bot.configs.mesh import AXES, Mesh
-from bot.errors import AsapError
+from bot.errors import AsapError, brief
+from bot.resources import playbooks_dir
 
-PLAYBOOKS_PATH = Path(__file__).resolve().parents[2] / "playbooks"
+PLAYBOOKS_PATH = playbooks_dir()
 
 Bottleneck = Literal["compute", "hbm", "communication", "host"]
 _CONDITION = re.compile(r"^\s*(?:(ici|dcn|total)\.)?([a-z]+)\s*(>=|<=|==|!=|>|<)\s*(\d+)\s*$")
@@ -262,7 +263,8 @@ def load_playbook(directory: Path | None = None) -> Playbook:
     directory = Path(directory) if directory is not None else PLAYBOOKS_PATH
     if not directory.is_dir():
         raise AsapError("playbooks folder not found", source=str(directory),
-                        hint="the moves live in the asap-move blocks of playbooks/*.md")
+                        hint="ASAP_PLAYBOOKS_DIR must name a folder of playbook *.md files "
+                             "(the moves live in their asap-move blocks)")
     stamp = tuple(
         (p.name, p.stat().st_mtime_ns, p.stat().st_size) for p in sorted(directory.glob("*.md")) if p.is_file()
     )
@@ -285,7 +287,7 @@ def _load_cached(directory: str, _stamp: tuple[tuple[str, int, int], ...]) -> Pl
         except ValidationError as exc:
             err = exc.errors()[0]
             rest = ".".join(str(p) for p in err["loc"]) or "(rule)"
-            got = f" (got {err['input']!r})" if "input" in err and not isinstance(err["input"], dict | list) else ""
+            got = f" (got {brief(err['input'])})" if "input" in err and not isinstance(err["input"], dict | list) else ""
             raise AsapError(f"{err['msg']}{got}", source=where, field=f"rule {block['id']}: {rest}") from None
         if rule.id in seen:  # the reader refuses duplicates already; kept for playbooks built in code
             raise AsapError(f"duplicate rule id {rule.id!r}", source=where, field="id")

@@ -23,6 +23,7 @@ from typing import Any
 
 import yaml
 
+from bot import yamlsafe
 from bot.errors import AsapError
 from bot.runs.record import RunRecord
 
@@ -309,7 +310,7 @@ def _describe(origin: str, layout: OutputLayout, hw: Hardware) -> str:
 def load_yaml_mapping(text: str, source: str) -> dict[str, Any]:
     """Small helper for stores that read YAML they downloaded (bounded like every YAML ASAP reads)."""
     try:
-        data = yaml.safe_load(text)
+        data = yamlsafe.load(text)
     except yaml.YAMLError as exc:
         raise AsapError(f"malformed YAML: {exc}", source=source) from None
     if not isinstance(data, dict):

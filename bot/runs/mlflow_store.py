@@ -34,6 +34,7 @@ from typing import Any
 
 import yaml
 
+from bot import yamlsafe
 from bot.errors import AsapError, RunNotFound, StoreUnavailable
 from bot.runs.cache import DownloadCache, RemoteFile
 from bot.runs.maxtext_output import model_from_config, training_from_config
@@ -76,7 +77,7 @@ def _client(uri: str) -> Any:
 def _value(text: str) -> Any:
     """An MLflow param (always a string) back to the YAML scalar it was logged from."""
     try:
-        return yaml.safe_load(text) if len(text) < 256 else text
+        return yamlsafe.load(text) if len(text) < 256 else text
     except yaml.YAMLError:
         return text
 

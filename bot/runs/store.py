@@ -17,10 +17,13 @@ from typing import Protocol
 import yaml
 from pydantic import ValidationError
 
-from bot.errors import AsapError, RunNotFound
+from bot import yamlsafe
+from bot.errors import AsapError, RunNotFound, brief
+from bot.resources import sample_runs_dir
 from bot.runs.record import RunRecord
 
-DEFAULT_RUNS_DIR = Path(__file__).resolve().parents[2] / "examples" / "runs"
+DEFAULT_RUNS_DIR = sample_runs_dir()
+"""The bundled sample runs: the runs folder when neither ``--runs-dir`` nor ``ASAP_RUNS_DIR`` is given."""
 RUN_FILE = "run.yaml"
 MAX_RUN_FILE_BYTES = 1 << 20
 
@@ -79,7 +82,7 @@ def load_run_file(path: Path) -> RunRecord:
     if size > MAX_RUN_FILE_BYTES:
         raise AsapError(f"run file is {size} bytes; expected a small YAML file (< 1 MiB)", source=str(path))
     try:
-        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+        raw = yamlsafe.load(path.read_text(encoding="utf-8"))
     except UnicodeDecodeError:
         raise AsapError("run file is not UTF-8 text", source=str(path)) from None
     except yaml.YAMLError as exc:
@@ -93,7 +96,7 @@ def load_run_file(path: Path) -> RunRecord:
     except ValidationError as exc:
         err = exc.errors()[0]
         loc = ".".join(str(p) for p in err["loc"]) or "(top level)"
-        got = f" (got {err['input']!r})" if "input" in err and not isinstance(err["input"], dict) else ""
+        got = f" (got {brief(err['input'])})" if "input" in err and not isinstance(err["input"], dict) else ""
         raise AsapError(f"{err['msg']}{got}", source=str(path), field=loc) from None
 
 
@@ -160,4 +163,4 @@ class LocalRunStore:
             return self._load(folders[suffix[0]], session)
         near = difflib.get_close_matches(wanted, list(folders), n=3, cutoff=0.3)
         hint = f"nearest known runs: {', '.join(near)}" if near else f"known runs: {', '.join(list(folders)[:10])}"
-        raise RunNotFound(f"no run {wanted!r} in {self.root}", field="run", hint=hint)
+        raise RunNotFound(f"no run {brief(wanted)} in the runs folder", source=str(self.root), field="run", hint=hint)

@@ -39,6 +39,7 @@ class RuntimeSettings(BaseModel):
 
     redis_url: SecretStr | None = None
     user_rate: Rate = Rate(5, 60.0)
+    followup_rate: Rate = Rate(30, 60.0)  # jobs a front marks payload["limit"] = "followup" (thread replies, clicks)
     channel_rate: Rate = Rate(30, 60.0)
     max_pending: int = Field(default=200, ge=1)  # global cap: jobs queued or running at once
     deadline_s: float = Field(default=300.0, gt=0, le=3600)
@@ -53,7 +54,8 @@ class RuntimeSettings(BaseModel):
         values: dict[str, Any] = {"queue": queue_settings_from_env(env)}
         if env.get("REDIS_URL"):
             values["redis_url"] = env["REDIS_URL"]
-        for name, key in (("ASAP_USER_RATE", "user_rate"), ("ASAP_CHANNEL_RATE", "channel_rate")):
+        for name, key in (("ASAP_USER_RATE", "user_rate"), ("ASAP_CHANNEL_RATE", "channel_rate"),
+                          ("ASAP_FOLLOWUP_RATE", "followup_rate")):
             if env.get(name):
                 values[key] = Rate.parse(env[name], field=name)
         simple = {"ASAP_MAX_PENDING": "max_pending", "ASAP_JOB_DEADLINE_S": "deadline_s",
@@ -181,9 +183,10 @@ class RuntimeContext:
         if await self.queue.seen(job.id):
             return Submission("duplicate")
         s = self.settings
-        user = await self.limiter.hit(f"user:{job.user_key()}", s.user_rate)
+        key, rate = self._user_window(job)
+        user = await self.limiter.hit(key, rate)
         if not user.allowed:
-            return await self._refuse(job, "limited", limit_message("You have", user, s.user_rate))
+            return await self._refuse(job, "limited", limit_message("You have", user, rate))
         chan = await self.limiter.hit(f"channel:{job.channel_key()}", s.channel_rate)
         if not chan.allowed:
             return await self._refuse(job, "limited", limit_message("This channel has", chan, s.channel_rate))
@@ -199,7 +202,8 @@ class RuntimeContext:
         """Redis: the same checks as :meth:`_submit`, in the same order, as one atomic script (one round trip
         instead of five on the front's event loop under a burst)."""
         s = self.settings
-        windows = [("You have", f"user:{job.user_key()}", s.user_rate),
+        key, rate = self._user_window(job)
+        windows = [("You have", key, rate),
                    ("This channel has", f"channel:{job.channel_key()}", s.channel_rate)]
         windows = [w for w in windows if w[2].count > 0]
         status, which, n, retry = await checked(job, [(k, r.window_s, r.count) for _, k, r in windows], s.max_pending)
@@ -210,6 +214,14 @@ class RuntimeContext:
             return Submission("busy", f"ASAP is busy: {n} requests are queued or running "
                                       f"(the limit is {s.max_pending}); try again in a minute.")
         return Submission(status)  # type: ignore[arg-type]
+
+    def _user_window(self, job: Job) -> tuple[str, Rate]:
+        """The per-user window a job counts against: a new analysis spends ``user_rate``; a follow-up in a
+        thread or a button click (``payload["limit"] == "followup"``, set by the front) spends the
+        separate, larger ``followup_rate``, so a conversation is not cut short by the analysis limit."""
+        if job.payload.get("limit") == "followup":
+            return f"followup:{job.user_key()}", self.settings.followup_rate
+        return f"user:{job.user_key()}", self.settings.user_rate
 
     async def _refuse(self, job: Job, status: Literal["limited", "busy"], message: str) -> Submission:
         # The id is NOT remembered: dedupe holds only accepted jobs (pending or done), so the same request

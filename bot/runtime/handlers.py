@@ -161,8 +161,8 @@ class Dispatcher:
             elapsed = time.perf_counter() - t0
             log.info("job refused: %s", exc.message, extra={"seconds": round(elapsed, 3)})
             self.count(job, Outcome.ERROR, elapsed)
-            await self.fail(job, exc.render(), outcome=Outcome.ERROR)
-            return Result(Outcome.ERROR, exc.render())
+            await self.fail(job, exc.public(), outcome=Outcome.ERROR)  # a reply: no server paths
+            return Result(Outcome.ERROR, exc.public())
         elapsed = time.perf_counter() - t0
         what = f"{type(exc).__name__}: {exc}"[:500]
         if attempt < max_attempts:

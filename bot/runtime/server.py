@@ -25,9 +25,9 @@ from dataclasses import dataclass
 
 import orjson
 from aiohttp import web
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from bot.errors import AsapError
+from bot.errors import AsapError, hide_paths
 from bot.runtime.context import RuntimeContext
 from bot.runtime.jobs import Job, Requester, new_job_id
 from bot.runtime.metrics import CONTENT_TYPE
@@ -96,6 +96,18 @@ class JobRequest(BaseModel):
     id: str | None = Field(default=None, min_length=1, max_length=200)
     deadline_s: float | None = Field(default=None, gt=0, le=3600)
 
+    @field_validator("kind", "run", "thread", "user", "id")
+    @classmethod
+    def _printable(cls, v: str | None) -> str | None:
+        if v is not None and not _printable_id(v):
+            raise ValueError("must be printable text (no control characters such as NUL or newlines)")
+        return v
+
+
+def _printable_id(value: str) -> bool:
+    """Ids, threads and users are short printable strings (what the stores accept)."""
+    return 0 < len(value) <= 512 and value.isprintable()
+
 
 def _json(data: object, status: int = 200) -> web.Response:
     return web.Response(body=orjson.dumps(data), status=status, content_type="application/json")
@@ -109,15 +121,17 @@ async def readyz(request: web.Request) -> web.Response:
     ctx = request.app[CTX_KEY]
     checks: dict[str, str] = {}
     try:
-        await asyncio.wait_for(asyncio.to_thread(ctx.store.list_threads, 1), timeout=3)
+        # check(): the store's own health probe (SQLite: integrity), else a cheap read
+        probe = getattr(ctx.store, "check", None) or (lambda: ctx.store.list_threads(1))
+        await asyncio.wait_for(asyncio.to_thread(probe), timeout=3)
         checks["store"] = "ok"
     except Exception as exc:
-        checks["store"] = f"failed: {exc.message if isinstance(exc, AsapError) else type(exc).__name__ + ': ' + str(exc)}"
+        checks["store"] = hide_paths(f"failed: {exc.message if isinstance(exc, AsapError) else type(exc).__name__ + ': ' + str(exc)}")
     try:
         await asyncio.wait_for(ctx.queue.ping(), timeout=3)
         checks["queue"] = "ok"
     except Exception as exc:
-        checks["queue"] = f"failed: {exc.message if isinstance(exc, AsapError) else type(exc).__name__ + ': ' + str(exc)}"
+        checks["queue"] = hide_paths(f"failed: {exc.message if isinstance(exc, AsapError) else type(exc).__name__ + ': ' + str(exc)}")
     ok = all(v == "ok" for v in checks.values())
     checks["model"] = ctx.model_status()
     return _json({"ready": ok, "checks": checks}, status=200 if ok else 503)
@@ -157,7 +171,7 @@ async def post_job(request: web.Request) -> web.Response:
         sub = await ctx.submit(job)
     except AsapError as exc:
         log.error("could not queue a job: %s", exc.message)
-        return _json({"error": exc.render()}, status=503)
+        return _json({"error": exc.public()}, status=503)
     status = {"queued": 202, "duplicate": 200, "limited": 429, "busy": 503}[sub.status]
     return _json({"id": job.id, "status": sub.status, "message": sub.message, "thread": job.thread}, status=status)
 
@@ -167,10 +181,13 @@ async def get_job(request: web.Request) -> web.Response:
     if not _authorized(request, ctx):
         return _json({"error": "missing or wrong bearer token"}, status=401)
     job_id = request.match_info["job_id"]
+    if not _printable_id(job_id):
+        return _json({"error": "bad job id: expected printable text of 1..512 characters (no control characters "
+                               "such as NUL)"}, status=400)
     try:
         result = await ctx.queue.get_result(job_id)
     except AsapError as exc:
-        return _json({"error": exc.render()}, status=503)
+        return _json({"error": exc.public()}, status=503)
     if result is None:
         return _json({"id": job_id, "status": "pending"}, status=202)
     return _json({"id": job_id, **result})

@@ -6,7 +6,7 @@ import os
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
-from bot.errors import AsapError
+from bot.errors import AsapError, brief
 
 DEFAULT_STATE_DIR = ".asap"
 STATE_FILE = "state.db"
@@ -98,5 +98,5 @@ def unavailable(exc: BaseException) -> bool:
 def require_id(value: str, field: str) -> str:
     """Thread IDs and claim keys are short printable strings; anything else is refused."""
     if not isinstance(value, str) or not value or len(value) > 512 or not value.isprintable():
-        raise AsapError(f"expected a printable string of 1..512 characters, got {value!r}", field=field)
+        raise AsapError(f"expected a printable string of 1..512 characters, got {brief(value)}", field=field)
     return value

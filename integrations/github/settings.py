@@ -28,6 +28,7 @@ from typing import Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from bot import yamlsafe
 from bot.errors import AsapError, ConfigError
 from integrations.codehost.base import safe_repo_path
 
@@ -120,11 +121,11 @@ def parse_settings(text: str | None, source: str = SETTINGS_FILE) -> RepoSetting
     if text is None or not text.strip():
         return RepoSettings()
     try:
-        raw = yaml.safe_load(text)
+        raw = yamlsafe.load(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark else ""
-        raise ConfigError(f"malformed YAML{where}", source=source) from None
+        raise ConfigError(f"malformed YAML{where}: {getattr(exc, 'problem', None) or exc}", source=source) from None
     if raw is None:
         return RepoSettings()
     if not isinstance(raw, dict):

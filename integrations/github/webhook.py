@@ -86,7 +86,7 @@ async def github_webhook(request: web.Request) -> web.Response:
             status, message = sub.status, sub.message
     except AsapError as exc:
         log.error("could not queue GitHub delivery %s: %s", delivery, exc.message)
-        return _json({"error": exc.render()}, 503)
+        return _json({"error": exc.public()}, 503)
     if status in ("limited", "busy"):
         _reply_later(ctx, job, message)
     code = {"queued": 202, "duplicate": 200, "limited": 200, "busy": 200}[status]

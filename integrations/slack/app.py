@@ -38,7 +38,8 @@ from bot.errors import AsapError
 from bot.runtime.afterack import AfterAck
 from bot.runtime.server import CTX_KEY
 from integrations.slack import handlers as slack_handlers  # registers the worker handlers
-from integrations.slack.intake import action_job, command_job, event_job, mentions_bot
+from integrations.slack.intake import action_job, command_job, event_job, mentions_bot, open_key, person_message
+from integrations.slack.pacing import SlackClients, note_refusal
 from integrations.slack.settings import SlackSettings
 
 if TYPE_CHECKING:
@@ -96,8 +97,11 @@ def build_bolt_app(ctx: RuntimeContext, settings: SlackSettings | None = None) -
     """The Bolt app shared by HTTP and Socket Mode; its Web API client is also the workers' client."""
     settings = settings or SlackSettings.from_env()
     ctx.extras[slack_handlers.SETTINGS_KEY] = settings
-    client = AsyncWebClient(token=settings.bot_token.get_secret_value(), base_url=settings.api_url, timeout=15)
-    ctx.extras.setdefault(slack_handlers.CLIENT_KEY, client)
+    clients = ctx.extras.get(slack_handlers.CLIENTS_KEY)
+    if clients is None:
+        clients = ctx.extras[slack_handlers.CLIENTS_KEY] = SlackClients(
+            settings.bot_token.get_secret_value(), settings.api_url, progress_per_min=settings.progress_per_min)
+    client: AsyncWebClient = ctx.extras.setdefault(slack_handlers.CLIENT_KEY, clients.sure)
     secret = settings.signing_secret.get_secret_value() if settings.signing_secret else None
     bolt = AsyncApp(client=client, signing_secret=secret, process_before_response=True,
                     request_verification_enabled=secret is not None, name="asap",
@@ -117,19 +121,38 @@ def build_bolt_app(ctx: RuntimeContext, settings: SlackSettings | None = None) -
             log.warning("could not reach Slack to tell the requester about the limit: %s", exc)
 
     async def react(job: Job) -> None:
-        """Eyes on the person's message as soon as the request is queued."""
+        """Eyes on the person's message as soon as the request is queued; skipped while Slack asks
+        ``reactions.add`` to wait (cosmetic: the progress message is the real acknowledgement)."""
+        if clients.pacer.wait_s("reactions.add", "") > 0:
+            return
         try:
-            await client.reactions_add(channel=str(job.reply_to["channel"]), timestamp=str(job.reply_to["message_ts"]),
-                                       name=slack_handlers.REACTION)
+            await clients.progress.reactions_add(channel=str(job.reply_to["channel"]),
+                                                 timestamp=str(job.reply_to["message_ts"]), name=slack_handlers.REACTION)
         except SlackApiError as exc:
-            if exc.response.get("error") != "already_reacted":
+            if not note_refusal(clients.pacer, "reactions.add", "", exc) and exc.response.get("error") != "already_reacted":
                 log.warning("could not add the reaction: %s", exc.response.get("error"))
         except (aiohttp.ClientError, TimeoutError) as exc:
             log.warning("could not reach Slack to add the reaction: %s", exc)
 
-    async def queue(job: Job) -> str:
-        """Submit ``job``; the reaction or the limit notice goes out after the acknowledgement."""
+    def in_thread(event: dict[str, Any]) -> bool:
+        """Whether ``event`` is a reply in a thread ASAP is in: answered, or asked and still being answered."""
+        if not event.get("thread_ts") or event.get("thread_ts") == event.get("ts"):
+            return False
+        key = f"slack:{event.get('channel')}:{event.get('thread_ts')}"
+        return ctx.store.get_thread(key) is not None or ctx.store.get_value(open_key(key)) is not None
+
+    async def queue(job: Job, *, follow_up: bool = False) -> str:
+        """Submit ``job``; the reaction or the limit notice goes out after the acknowledgement.
+
+        A follow-up (a reply in one of ASAP's threads) counts against the follow-up limit, not the analysis
+        limit; a question that starts a thread marks it open at once, so replies sent before its answer
+        exists are queued behind it rather than dropped.
+        """
+        if follow_up:
+            job.payload["limit"] = "followup"
         status, message = await _queue(ctx, job)
+        if status == "queued" and not follow_up:
+            ctx.store.put_value(open_key(job.thread), {"job": job.id, "at": round(time.time(), 3)}, ttl=7 * 86400)
         if status == "queued" and job.reply_to.get("message_ts"):
             later.add(react(job))
         elif status in ("limited", "busy"):
@@ -142,27 +165,22 @@ def build_bolt_app(ctx: RuntimeContext, settings: SlackSettings | None = None) -
             return  # a DM: the message.im event answers it
         job = event_job(body, bot_user_id=bot_user_id, deadline_s=deadline)
         if job is not None:
-            status = await queue(job)
+            status = await queue(job, follow_up=in_thread(event))
             log.info("mention %s", status, extra={"job": job.id, "retry": retry})
 
     async def message(body: dict[str, Any], bot_user_id: str | None, retry: int) -> None:
         event = body.get("event") or {}
-        if event.get("subtype") or event.get("bot_id"):
-            return  # edits, joins, bot posts (ours included): not questions
+        if not person_message(event):
+            return  # edits, deletions, joins, bot posts (ours included): not questions
         text = str(event.get("text") or "")
-        if event.get("channel_type") == "im":
-            pass  # every DM is for ASAP
-        elif mentions_bot(text, bot_user_id):
+        follow_up = in_thread(event)
+        if mentions_bot(text, bot_user_id) and event.get("channel_type") != "im":
             return  # the app_mention event answers it
-        elif not event.get("thread_ts"):
-            return  # ordinary channel chatter
-        else:
-            key = f"slack:{event.get('channel')}:{event.get('thread_ts')}"
-            if ctx.store.get_thread(key) is None:
-                return  # a thread ASAP is not in
+        if event.get("channel_type") != "im" and not follow_up:
+            return  # ordinary channel chatter, or a thread ASAP is not in
         job = event_job(body, bot_user_id=bot_user_id, deadline_s=deadline)
         if job is not None:
-            await queue(job)
+            await queue(job, follow_up=follow_up)
 
     fast = FastEvents(secret, {"app_mention": mention, "message": message}) if secret else None
     ctx.extras[FAST_KEY] = fast
@@ -273,6 +291,12 @@ async def handle_events(request: web.Request) -> web.Response:
     bolt = request.app[BOLT_KEY]
     request.app[AFTER_KEY].request_started()
     t0 = time.perf_counter()
+    stamp = request.headers.get("X-Slack-Request-Timestamp")
+    if stamp is not None and not stamp.strip().isdigit():
+        # Not Slack's: its timestamp is whole seconds. Bolt would raise on it (a 500 and a traceback per
+        # request, which anyone could send): refuse it as unverifiable, with one short log line.
+        log.warning("refused a Slack request with a malformed X-Slack-Request-Timestamp (%d chars)", len(stamp))
+        return web.Response(status=401, text="")
     fast: FastEvents | None = request.app[CTX_KEY].extras.get(FAST_KEY)
     if fast is not None:
         resp = await fast.answer(request, await request.read())
@@ -295,11 +319,16 @@ def setup_routes(app: web.Application, ctx: RuntimeContext) -> None:
     async def open_session(_: web.Application) -> None:
         # One connection pool for every Web API call of this process (slack_sdk opens a new session per
         # call otherwise: a TCP connect and pool set-up for each reaction and message update).
-        bolt.client.session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=15))
+        session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=15))
+        bolt.client.session = session
+        clients: SlackClients = ctx.extras[slack_handlers.CLIENTS_KEY]
+        clients.share_session(session)
 
     async def close_session(_: web.Application) -> None:
         await later.close(timeout=5)  # reactions and notices still on their way: send them, give them a moment
         session, bolt.client.session = bolt.client.session, None
+        clients: SlackClients = ctx.extras[slack_handlers.CLIENTS_KEY]
+        clients.share_session(None)
         if session is not None:
             await session.close()
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from bot import fmt
-from bot.errors import AsapError
+from bot.errors import AsapError, hide_paths
 
 MAX_BLOCKS = 50
 MAX_SECTION_TEXT = 3000
@@ -134,52 +134,125 @@ def parse_action(action_id: str, value: str) -> tuple[str, str, int]:
 
 
 # ---------------------------------------------------------------- progress
-def progress_message(lines: list[str], *, run: str | None, done: bool = False) -> SlackMessage:
-    """The one progress message: what the agents are doing, newest last (kept within one section)."""
+def progress_message(lines: list[str], *, run: str | None, done: bool = False, marker: str | None = None) -> SlackMessage:
+    """The one progress message: what the agents are doing, newest last (kept within one section).
+
+    ``marker`` (the first post only) is a block id derived from the job id, by which a later delivery of
+    the same job finds this message if the worker died before recording it (see ``replies``).
+    """
     title = f"Looking at run {run}…" if run else "Looking into it…"
     body = "\n".join(f"• {escape(clip(line, 300))}" for line in lines[-12:]) or "• queued"
     body = body[-MAX_SECTION_TEXT:]
-    blocks = [section(f":hourglass_flowing_sand: *{escape(title)}*"), section(body)]
-    return SlackMessage(text=title, blocks=blocks)
+    head = section(f":hourglass_flowing_sand: *{escape(title)}*")
+    if marker:
+        head["block_id"] = marker
+    return SlackMessage(text=title, blocks=[head, section(body)])
+
+
+def still_working_message() -> SlackMessage:
+    """The answer to a reply that came before the thread's first answer and waited too long for it."""
+    text = ("I'm still working on the first question in this thread, so I can't answer this yet. "
+            "Ask again once its answer is here.")
+    return SlackMessage(text=text, blocks=sections(f":hourglass_flowing_sand: {text}"))
 
 
 # ---------------------------------------------------------------- answers
-def _diagnosis_blocks(report: dict[str, Any]) -> list[dict[str, Any]]:
+EVIDENCE_BULLETS = 3
+WHY_CHARS = 240  # a card's one-line "why": whole sentences up to this length, never cut with "…"
+_SENTENCE = re.compile(r"(?<=[.!?;])\s+(?=[A-Z(])")
+
+
+def _unbound(summary: str, bottleneck: str | None) -> str:
+    """The diagnosis summary without its leading "X-bound:" (the verdict already says it)."""
+    text = str(summary or "").strip()
+    if bottleneck and text.lower().startswith(f"{bottleneck}-bound"):
+        text = text[len(bottleneck) + 6:].lstrip(" :—-")
+    return text
+
+
+def _change_words(p: dict[str, Any], current_mesh: str) -> str:
+    """What a proposal changes: its settings and/or its mesh, e.g. ``remat_policy full -> minimal_with_context``."""
+    mesh = str(p.get("mesh_short") or "?")
+    settings = [str(c) for c in p.get("settings_changes") or []]
+    if not settings:
+        return f"`{escape(mesh)}`"
+    words = "; ".join(escape(c.replace(" -> ", " → ")) for c in settings)
+    return f"`{words}`" + (f" on `{escape(mesh)}`" if mesh != current_mesh else "")
+
+
+def _prediction_words(p: dict[str, Any], k: dict[str, Any]) -> str:
+    """``3287 → 2634 ms per step (-19.9%)`` from the computed prediction, or why there is none."""
+    pred = p.get("predicted") or {}
+    ch = p.get("change") or {}
+    if not pred:
+        return "no absolute prediction (model unknown)"
+    now = k.get("step_time_ms")
+    step = (f"{_f(now, ' ms')} → {_f(pred.get('step_time_ms'), ' ms')} per step" if now is not None
+            else f"{_f(pred.get('step_time_ms'), ' ms')} per step")
+    return f"{step} ({_signed(ch.get('step_time_percent'))})"
+
+
+def verdict_blocks(report: dict[str, Any], passed: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The first screen's head: verdict, the best proposal with its predicted change, one line of context,
+    and three evidence bullets."""
     run = report.get("run") or {}
     diag = report.get("diagnosis") or {}
     k = report.get("kpis") or {}
-    title = f"Run {run.get('id', '?')}" + (f": {diag.get('bottleneck')}-bound" if diag.get("bottleneck") else "")
-    out = [header(title)]
-    what = f"*{escape(run['name'])}*\n" if run.get("name") else ""
-    what += (f"{run.get('num_chips', '?')} × {escape(run.get('chip_name') or run.get('chip') or '?')}, "
-             f"mesh `{escape(run.get('mesh_short') or 'unknown')}`")
-    out.append(section(what))
-    if diag:
-        out += sections(f"*Diagnosis:* {escape(diag.get('bottleneck'))}-bound (confidence {_f(diag.get('confidence'), nd=2)}). "
-                        f"{escape(diag.get('summary', ''))}".rstrip())
-        fields = [f"*Step time*\n{_f(k.get('step_time_ms'), ' ms')}"]
-        for key, label in (("device_duty_cycle_percent", "Duty cycle"), ("collective_percent", "Collectives"),
-                           ("mfu_percent", "MFU"), ("hbm_use_percent", "HBM use"), ("host_wait_percent", "Host wait")):
-            if k.get(key) is not None:
-                fields.append(f"*{label}*\n{_f(k[key], '%')}")
-        out.append({"type": "section", "fields": [{"type": "mrkdwn", "text": clip(f, MAX_FIELD_TEXT)} for f in fields[:10]]})
-        evidence = [f"• {escape(e.get('statement'))}" for e in diag.get("evidence") or [] if e.get("statement")]
-        if evidence:
-            out += sections("*Evidence*\n" + "\n".join(evidence))
+    bottleneck = diag.get("bottleneck")
+    head = f"*Run {escape(run.get('id', '?'))} is {escape(bottleneck)}-bound*" if bottleneck else \
+        f"*Run {escape(run.get('id', '?'))}*"
+    if diag.get("confidence") is not None:
+        head += f" (confidence {_f(diag.get('confidence'), nd=2)})"
+    why = _unbound(diag.get("summary", ""), bottleneck)
+    lines = [head + (f": {escape(why)}" if why else ".")]
+    if passed:
+        best = passed[0]
+        lines.append(f"*Best:* proposal 1, {_change_words(best, str(run.get('mesh_short') or ''))}: "
+                     f"{_prediction_words(best, k)}, confidence {_f(best.get('confidence'), nd=2)}.")
+    else:
+        lines.append("*No change passed the Critic's checks*: keep the current setup (details below).")
+    out = sections("\n".join(lines))
+    facts = [f"{run.get('num_chips', '?')} × {escape(run.get('chip_name') or run.get('chip') or '?')}",
+             f"mesh `{escape(run.get('mesh_short') or 'unknown')}`", f"step {_f(k.get('step_time_ms'), ' ms')}"]
+    for key, label in (("mfu_percent", "MFU"), ("device_duty_cycle_percent", "duty cycle"),
+                       ("collective_percent", "collectives"), ("hbm_use_percent", "HBM used"),
+                       ("host_wait_percent", "host wait")):
+        if k.get(key) is not None:
+            facts.append(f"{label} {_f(k[key], '%')}")
+    name = f"{escape(run['name'])} · " if run.get("name") else ""
+    out.append(context(name + " · ".join(facts)))
+    evidence = [f"• {escape(e.get('statement'))}" for e in diag.get("evidence") or [] if e.get("statement")]
+    if evidence:
+        out += sections("*Evidence*\n" + "\n".join(evidence[:EVIDENCE_BULLETS]))
     return out
 
 
-def proposal_card(p: dict[str, Any], index: int, run_id: str) -> list[dict[str, Any]]:
-    """One proposal: mesh, predicted step time and memory, confidence, one-line rationale, two buttons."""
+def one_line_why(p: dict[str, Any]) -> str:
+    """A card's "why" in whole sentences (at most ``WHY_CHARS``): the playbook move's reason when there is
+    one, else the computed rationale without its opening "The run is X-bound." Details are behind Explain."""
+    move = p.get("move") or {}
+    source = str(move.get("rationale") or "") if isinstance(move, dict) else ""
+    sentences = _SENTENCE.split(" ".join(source.split())) if source else []
+    if not sentences:
+        rationale = " ".join(str(p.get("rationale") or "").split())
+        sentences = [x for x in _SENTENCE.split(rationale) if x and not re.match(r"^The run is [\w-]+-bound\.?$", x)]
+    out = ""
+    for sentence in sentences:
+        candidate = f"{out} {sentence}".strip()
+        if len(candidate) > WHY_CHARS and out:
+            break
+        out = candidate
+    return out if len(out) <= WHY_CHARS + 200 else sentences[0]
+
+
+def proposal_card(p: dict[str, Any], index: int, run_id: str, current_mesh: str = "") -> list[dict[str, Any]]:
+    """One proposal: what it changes, a one-line why, predicted step time and memory, confidence, two buttons."""
     pred = p.get("predicted") or {}
     ch = p.get("change") or {}
     labels = f"  _{escape(', '.join(p['labels']))}_" if p.get("labels") else ""
-    rationale = " ".join(str(p.get("rationale") or "").split())
-    title = f"*{index}. `{escape(p.get('mesh_short', '?'))}`*{labels}"
-    changes = [str(c) for c in p.get("settings_changes") or []]
-    if changes:  # a proposal may change settings (e.g. the remat policy) besides, or instead of, the mesh
-        title += "\n" + escape(clip("also: " + "; ".join(changes), 300))
-    text = title + (f"\n{escape(clip(rationale, 300))}" if rationale else "")
+    title = f"*{index}. {_change_words(p, current_mesh)}*{labels}"
+    why = one_line_why(p)
+    text = title + (f"\n{escape(why)}" if why else "")
     if pred:
         step = f"{_f(pred.get('step_time_ms'), ' ms')} ({_signed(ch.get('step_time_percent'))} vs now)"
     else:
@@ -197,7 +270,7 @@ def proposal_card(p: dict[str, Any], index: int, run_id: str) -> list[dict[str, 
             {"type": "button", "action_id": f"{APPLY_ACTION}:{index}", "style": "primary", "value": value,
              "text": {"type": "plain_text", "text": clip(f"Apply {index}: {mesh}", MAX_BUTTON_TEXT)},
              "confirm": {"title": {"type": "plain_text", "text": "Open a pull request?"},
-                         "text": {"type": "mrkdwn", "text": clip(f"ASAP will open a pull request that changes the mesh of run {escape(run_id)} to `{escape(mesh)}`.", 300)},
+                         "text": {"type": "mrkdwn", "text": clip(f"ASAP will open a pull request for run {escape(run_id)} that changes {_change_words(p, current_mesh)}.", 300)},
                          "confirm": {"type": "plain_text", "text": "Open PR"},
                          "deny": {"type": "plain_text", "text": "Cancel"}}},
             {"type": "button", "action_id": f"{EXPLAIN_ACTION}:{index}", "value": value,
@@ -207,40 +280,63 @@ def proposal_card(p: dict[str, Any], index: int, run_id: str) -> list[dict[str, 
 
 
 def _signed(v: Any) -> str:
-    return "n/a" if not isinstance(v, (int, float)) else f"{v:+.1f}%"
+    return "n/a" if not isinstance(v, (int, float)) else f"{v:+.1f}%".replace("-", "−")
 
 
 def _proposal_blocks(proposals: dict[str, Any] | None, passed: list[dict[str, Any]], verdicts: dict[str, Any],
-                     run_id: str) -> list[dict[str, Any]]:
+                     run_id: str, current_mesh: str = "") -> list[dict[str, Any]]:
     if proposals is None:
         return [section("*Proposals:* not available.")]
     out: list[dict[str, Any]] = [{"type": "divider"}]
-    out += sections(f"*Proposals* ({escape(proposals.get('verdict'))}): {escape(proposals.get('summary', ''))}".rstrip())
     for i, p in enumerate(passed[:MAX_PROPOSALS], 1):
-        out += proposal_card(p, i, run_id)
-    if not passed:
-        out.append(section("No mesh change passed the Critic's checks."))
-    dropped = []
+        out += proposal_card(p, i, run_id, current_mesh)
+    notes = [escape(proposals.get("summary"))] if proposals.get("summary") else []
     for mesh, v in verdicts.items():
         if not v.get("ok"):
             reasons = "; ".join(c["reason"] for c in v.get("checks", []) if not c.get("passed") and c.get("hard", True))
-            dropped.append(f"dropped by the Critic: `{escape(mesh)}`: {escape(reasons)}")
-    advice = [f"advice: {escape(a.get('text'))}" for a in proposals.get("advice") or [] if a.get("text")]
-    for line in dropped + advice:
+            notes.append(f"dropped by the Critic: `{escape(mesh)}`: {escape(reasons)}")
+    notes += [f"advice: {escape(a.get('text'))}" for a in proposals.get("advice") or [] if a.get("text")]
+    for line in notes:
         out += [{"type": "context", "elements": [{"type": "mrkdwn", "text": piece}]} for piece in split_text(line)]
     return out
 
 
 def footer(answer: dict[str, Any], report: dict[str, Any] | None) -> dict[str, Any]:
-    """The context line: run, profile files, model, tokens (and the thread, for ``asap log``)."""
+    """The context line: run, profile files, and the model (its token count only when one was used)."""
     run = (report or {}).get("run") or {}
     sources = run.get("profile_sources") or []
     profile = ", ".join(sources[:4]) + (f" +{len(sources) - 4}" if len(sources) > 4 else "") if sources else "none"
     usage = answer.get("usage") or {}
-    model = f"{answer.get('model') or 'analyst'} ({answer.get('mode')} mode)"
-    return context(f"run `{escape(answer.get('run_id'))}`", f"profile: {escape(profile)}",
-                   f"model: {escape(model)}", f"{usage.get('total_tokens', 0)} tokens",
-                   f"thread `{escape(answer.get('thread_id'))}`")
+    model = "analyst mode (computed, no language model)" if answer.get("mode") == "analyst" else \
+        f"model: {escape(answer.get('model'))}"
+    parts = [f"run `{escape(answer.get('run_id'))}`", f"profile: {escape(profile)}", model]
+    if usage.get("total_tokens"):
+        parts.append(f"{usage['total_tokens']} tokens")
+    return context(*parts)
+
+
+FIRST_SCREEN_LINES = 30  # about what a Slack thread pane shows before scrolling (desktop, default font size)
+
+
+def screen_lines(block: dict[str, Any]) -> int:
+    """Roughly how many lines ``block`` takes on screen: its text lines, two fields per line, one line for a
+    divider, a context line or a row of buttons."""
+    if block.get("type") in ("divider", "actions", "context", "header"):
+        return 1
+    n = len(str((block.get("text") or {}).get("text") or "").splitlines())
+    fields = block.get("fields") or []
+    return n + sum(len(str(f.get("text", "")).splitlines()) for f in fields[::2])
+
+
+def first_screen(blocks: list[dict[str, Any]], lines: int = FIRST_SCREEN_LINES) -> list[dict[str, Any]]:
+    """The blocks a person sees before scrolling (the answer's promise: verdict, best proposal, three cards)."""
+    out, used = [], 0
+    for b in blocks:
+        used += screen_lines(b)
+        if used > lines:
+            break
+        out.append(b)
+    return out
 
 
 def answer_blocks(answer: dict[str, Any], workspace: dict[str, Any] | None) -> list[dict[str, Any]]:
@@ -257,8 +353,10 @@ def answer_blocks(answer: dict[str, Any], workspace: dict[str, Any] | None) -> l
         from agents.workspace import Workspace
 
         w = Workspace.from_dict(ws)
-        blocks += _diagnosis_blocks(report)
-        blocks += _proposal_blocks(w.proposals, w.proposal_list(), w.verdicts, str(answer.get("run_id")))
+        passed = w.proposal_list()
+        blocks += verdict_blocks(report, passed)
+        blocks += _proposal_blocks(w.proposals, passed, w.verdicts, str(answer.get("run_id")),
+                                   str((report.get("run") or {}).get("mesh_short") or ""))
         if answer.get("model_note"):
             blocks += sections(escape(answer["model_note"]))
         if answer.get("fallback"):
@@ -267,13 +365,45 @@ def answer_blocks(answer: dict[str, Any], workspace: dict[str, Any] | None) -> l
     else:
         body = str(answer.get("text") or "")
         body = re.sub(r"\n*\[[a-z]+ mode; [^\]]*\]\s*$", "", body)  # the CLI's footer; Slack has its own
-        blocks += sections(f"```{escape(body)}```" if _looks_tabular(body) else escape(body)) if body.strip() else []
+        blocks += sections(followup_mrkdwn(body)) if body.strip() else []
     blocks.append(footer(answer, report))
     return blocks
 
 
-def _looks_tabular(text: str) -> bool:
-    return any(line.startswith("  ") for line in text.splitlines()) and len(text) < MAX_SECTION_TEXT - 6
+METRIC_LABELS = {"step_time_ms": ("Predicted step", " ms"), "memory_per_chip_gb": ("Memory per chip", " GB"),
+                 "confidence": ("Confidence", "")}
+_COMPARE_ROW = re.compile(r"^\s+(?P<key>[a-z_]+): (?P<a>\S+) vs (?P<b>\S+)(?: -> (?P<ahead>\S+) ahead)?$")
+_LONG_NUMBER = re.compile(r"(?<![\w.])(\d+\.\d{3,})(?![\w.])")
+
+
+def _tidy_number(m: re.Match[str]) -> str:
+    return f"{float(m.group(1)):.4g}"
+
+
+def followup_mrkdwn(text: str) -> str:
+    """A follow-up's computed text as Slack mrkdwn: the first line bold, indented lines as bullets, metric
+    keys (``step_time_ms``) as words with units, long decimals rounded. Escaped; never a code block."""
+    out: list[str] = []
+    for n, line in enumerate(text.splitlines()):
+        if not line.strip():
+            out.append("")
+            continue
+        m = _COMPARE_ROW.match(line)
+        if m and m.group("key") in METRIC_LABELS:
+            label, unit = METRIC_LABELS[m.group("key")]
+            a, b = (_LONG_NUMBER.sub(_tidy_number, m.group(x)) for x in ("a", "b"))
+            ahead = f" (proposal {escape(m.group('ahead'))} ahead)" if m.group("ahead") else ""
+            out.append(f"• *{label}:* {escape(a)}{unit} vs {escape(b)}{unit}{ahead}")
+            continue
+        depth = len(line) - len(line.lstrip(" "))
+        body = _LONG_NUMBER.sub(_tidy_number, line.strip()).replace(" -> ", " → ")
+        body = re.sub(r"^(\d) trade-offs:", r"Proposal \1 trade-offs:", re.sub(r"^- ", "", body))
+        body = escape(body)
+        if depth == 0:
+            out.append(f"*{body}*" if n == 0 else body)
+        else:
+            out.append(("    ◦ " if depth > 2 else "• ") + body)
+    return "\n".join(out).strip()
 
 
 def fallback_text(answer: dict[str, Any], workspace: dict[str, Any] | None) -> str:
@@ -281,9 +411,16 @@ def fallback_text(answer: dict[str, Any], workspace: dict[str, Any] | None) -> s
     report = (workspace or {}).get("report") or {}
     diag = report.get("diagnosis") or {}
     if answer.get("intent") == "first" and diag:
-        n = len(((workspace or {}).get("proposals") or {}).get("proposals") or [])
-        return clip(f"Run {answer.get('run_id')}: {diag.get('bottleneck')}-bound — {min(n, MAX_PROPOSALS)} proposal(s)",
-                    MAX_FALLBACK_TEXT)
+        from agents.workspace import Workspace
+
+        passed = Workspace.from_dict(workspace or {}).proposal_list() if workspace else []
+        text = f"Run {answer.get('run_id')} is {diag.get('bottleneck')}-bound"
+        if passed:
+            best = passed[0]
+            mesh = str((report.get("run") or {}).get("mesh_short") or "")
+            text += (f"; best: proposal 1, {_change_words(best, mesh).replace('`', '')} "
+                     f"({_signed((best.get('change') or {}).get('step_time_percent'))})")
+        return clip(text, MAX_FALLBACK_TEXT)
     first = next((ln for ln in str(answer.get("text") or "").splitlines() if ln.strip()), "ASAP answer")
     return clip(first, MAX_FALLBACK_TEXT)
 
@@ -306,10 +443,11 @@ def paginate(blocks: list[dict[str, Any]], text: str) -> list[SlackMessage]:
 
 def error_message(exc: AsapError) -> SlackMessage:
     """A problem a person can fix, as one clear message (never a traceback)."""
-    text = f":warning: {escape(exc.message)}"
-    if exc.hint:
-        text += f"\n_hint: {escape(exc.hint)}_"
-    return SlackMessage(text=clip(exc.message, MAX_FALLBACK_TEXT), blocks=sections(text))
+    message, hint = hide_paths(exc.message), hide_paths(exc.hint or "")  # name files, not the server's folders
+    text = f":warning: {escape(message)}"
+    if hint:
+        text += f"\n_hint: {escape(hint)}_"
+    return SlackMessage(text=clip(message, MAX_FALLBACK_TEXT), blocks=sections(text))
 
 
 def explain_blocks(run_id: str, index: int, p: dict[str, Any]) -> list[dict[str, Any]]:

@@ -24,6 +24,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+import aiohttp
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
@@ -34,7 +35,8 @@ from bot.errors import AsapError
 from bot.runtime.handlers import register_failure_reply, register_handler
 from bot.runtime.jobs import Job
 from integrations.slack import blocks as bk
-from integrations.slack.intake import thread_key
+from integrations.slack.intake import open_key, thread_key
+from integrations.slack.pacing import SlackClients
 from integrations.slack.replies import ProgressMessage, ReplyRecord
 from integrations.slack.settings import SlackSettings
 
@@ -45,6 +47,8 @@ log = logging.getLogger("asap.slack")
 
 REACTION = "eyes"
 CLIENT_KEY = "slack.client"
+CLIENTS_KEY = "slack.clients"
+WAIT_FIRST_KEY = "slack.wait_first_s"  # how long a follow-up waits for its thread's first answer (default 120 s)
 SETTINGS_KEY = "slack.settings"
 CODEHOST_KEY = "slack.codehost"  # a CodeHost, or a zero-argument factory returning one
 GROUP_CACHE_KEY = "slack.group_cache"
@@ -59,13 +63,21 @@ def slack_settings(ctx: RuntimeContext) -> SlackSettings:
     return s
 
 
+def slack_clients(ctx: RuntimeContext) -> SlackClients:
+    """The process's Web API clients and rate-limit pacer (:mod:`integrations.slack.pacing`), built once."""
+    clients = ctx.extras.get(CLIENTS_KEY)
+    if clients is None:
+        s = slack_settings(ctx)
+        clients = ctx.extras[CLIENTS_KEY] = SlackClients(s.bot_token.get_secret_value(), s.api_url,
+                                                         progress_per_min=s.progress_per_min)
+    return clients
+
+
 def slack_client(ctx: RuntimeContext) -> AsyncWebClient:
-    """The Web API client (bot token, ``SLACK_API_URL``); kept in ``ctx.extras`` once built."""
+    """The client for calls that must arrive: Slack's 429s are waited out (``Retry-After``) and retried."""
     client = ctx.extras.get(CLIENT_KEY)
     if client is None:
-        s = slack_settings(ctx)
-        client = ctx.extras[CLIENT_KEY] = AsyncWebClient(token=s.bot_token.get_secret_value(), base_url=s.api_url,
-                                                         timeout=15)
+        client = ctx.extras[CLIENT_KEY] = slack_clients(ctx).sure
     return client
 
 
@@ -109,24 +121,27 @@ def _checked_proposal(ctx: RuntimeContext, job: Job) -> tuple[Workspace, dict[st
 # ---------------------------------------------------------------- ask
 async def slack_ask(job: Job, ctx: RuntimeContext) -> None:
     """Answer a mention, DM, thread reply or ``/asap`` command (see the module docstring)."""
-    client = slack_client(ctx)
-    channel = str(job.reply_to["channel"])
-    command = bool(job.payload.get("command"))
     record = ReplyRecord(ctx.store, job.id)
-    run_hint = job.run or find_run_id(job.text, [])
-    progress = ProgressMessage(client, record, channel, None if command else str(job.reply_to["thread_ts"]),
-                               run=run_hint, interval_s=float(ctx.extras.get("slack.progress_interval_s", 1.0)))
-    try:
-        await progress.open()
-    except SlackApiError as exc:
-        if command and exc.response.get("error") in ("not_in_channel", "channel_not_found") and job.reply_to.get("response_url"):
-            await _respond(str(job.reply_to["response_url"]),
-                           "I can't post in this channel yet: invite me with `/invite @asap` and try again.")
-            return
-        raise
-    _mark(ctx, job, "progress_posted")
+    if record.done:
+        return  # a redelivery of a job that was answered: nothing to do
+    if job.payload.get("limit") == "followup" and not await _wait_for_first(job, ctx):
+        await _upsert(slack_client(ctx), record, str(job.reply_to["channel"]), str(job.reply_to["thread_ts"]),
+                      [bk.still_working_message()])
+        record.save(done=True)
+        return
+    command = bool(job.payload.get("command"))
+    progress = await _open_progress(job, ctx, record)
+    if progress is None:
+        return
+    kept = record.kept_answer()
+    if kept is not None:  # computed by an earlier delivery whose post failed: post it, do not recompute
+        await progress.finish(kept)
+        _mark(ctx, job, "answered")
+        return
     # A slash command starts a new thread under the progress message; everything else continues its thread.
-    thread = thread_key(channel, str(progress.ts)) if command else job.thread
+    thread = thread_key(str(job.reply_to["channel"]), str(progress.ts)) if command else job.thread
+    if command:  # replies under the progress message wait for this answer (see _wait_for_first)
+        ctx.store.put_value(open_key(thread), {"job": job.id, "at": round(time.time(), 3)}, ttl=7 * 86400)
     conv = ctx.conversation()
     try:
         # The analysis is CPU work: it runs in a thread with its own loop so this loop keeps serving Slack.
@@ -144,8 +159,53 @@ async def slack_ask(job: Job, ctx: RuntimeContext) -> None:
     doc = ctx.store.get_thread(thread) or {}
     data = answer.to_dict()
     messages = bk.paginate(bk.answer_blocks(data, doc.get("workspace")), bk.fallback_text(data, doc.get("workspace")))
+    record.keep_answer(messages)
     await progress.finish(messages)
     _mark(ctx, job, "answered")
+
+
+async def _open_progress(job: Job, ctx: RuntimeContext, record: ReplyRecord) -> ProgressMessage | None:
+    """The job's one progress message (posted, adopted or found); None when the slash command cannot post."""
+    channel = str(job.reply_to["channel"])
+    command = bool(job.payload.get("command"))
+    run_hint = job.run or find_run_id(job.text, [])
+    progress = ProgressMessage(slack_clients(ctx), record, channel, None if command else str(job.reply_to["thread_ts"]),
+                               run=run_hint, job_id=job.id,
+                               interval_s=float(ctx.extras.get("slack.progress_interval_s", 1.0)))
+    try:
+        await progress.open()
+    except SlackApiError as exc:
+        if command and exc.response.get("error") in ("not_in_channel", "channel_not_found") and job.reply_to.get("response_url"):
+            await _respond(str(job.reply_to["response_url"]),
+                           "I can't post in this channel yet: invite me with `/invite @asap` and try again.")
+            return None
+        raise
+    _mark(ctx, job, "progress_posted")
+    return progress
+
+
+async def _wait_for_first(job: Job, ctx: RuntimeContext) -> bool:
+    """A follow-up waits behind its thread's first answer; False when that is still not there in time.
+
+    The front marks a thread open when it queues the question that starts it (:func:`open_key`), so a
+    reply that arrives before the first answer exists is queued, never dropped. Here it waits (polling the
+    store) until the thread has its analysis or the first job has finished (an error answer included).
+    """
+    opened = ctx.store.get_value(open_key(job.thread)) or {}
+    first = str(opened.get("job") or "")
+    if not first or first == job.id:
+        return True
+    limit = float(ctx.extras.get(WAIT_FIRST_KEY, min(120.0, job.deadline_s / 2)))
+    end = time.monotonic() + limit
+    while True:
+        doc = ctx.store.get_thread(job.thread) or {}
+        if doc.get("workspace") or ReplyRecord(ctx.store, first).done:
+            return True
+        if time.monotonic() >= end:
+            log.info("follow-up answered 'still working': the first answer is not there yet",
+                     extra={"job_thread": job.thread})
+            return False
+        await asyncio.sleep(0.2)
 
 
 async def _respond(response_url: str, text: str) -> None:
@@ -202,8 +262,9 @@ async def may_apply(ctx: RuntimeContext, client: AsyncWebClient, user: str) -> b
         if hit is None or time.monotonic() - hit[0] > s.group_cache_s:
             try:
                 resp = await client.usergroups_users_list(usergroup=group)
-            except SlackApiError as exc:
-                raise AsapError(f"cannot read the members of user group {group}: {exc.response.get('error')}",
+            except (SlackApiError, aiohttp.ClientError, TimeoutError) as exc:
+                why = exc.response.get("error") if isinstance(exc, SlackApiError) else type(exc).__name__
+                raise AsapError(f"I cannot read the members of user group {group} ({why})",
                                 field=SLACK_GROUPS_VAR,
                                 hint="check the group ID and that the app has the usergroups:read scope") from None
             hit = cache[group] = (time.monotonic(), frozenset(resp.get("users") or []))
@@ -222,6 +283,13 @@ def _refusal(s: SlackSettings) -> str:
         return ("Applying proposals from Slack is turned off: nobody is allowed yet. An admin can set "
                 f"{SLACK_USERS_VAR} (member IDs) or {SLACK_GROUPS_VAR} (user group IDs).")
     return f"Only {' and '.join(who)} can apply proposals. Ask one of them, or use `asap apply` yourself."
+
+
+def _unknown_membership(s: SlackSettings, exc: AsapError) -> str:
+    """The private refusal when group membership cannot be read: nothing is applied, and why."""
+    return (f"Not applied: {exc.message}, so I can't tell whether you may apply. "
+            f"An admin can grant the usergroups:read scope or list you in {SLACK_USERS_VAR}. "
+            "Nothing was changed.")
 
 
 def code_host(ctx: RuntimeContext) -> Any:
@@ -263,7 +331,14 @@ async def slack_apply(job: Job, ctx: RuntimeContext) -> None:
     except AsapError as exc:
         await _ephemeral(client, job, exc.message)
         return
-    if not await may_apply(ctx, client, job.requester.user_id):
+    try:
+        allowed = await may_apply(ctx, client, job.requester.user_id)
+    except AsapError as exc:  # the group lookup failed (no usergroups:read, a plan without groups): fail closed
+        log.warning("apply refused, group membership unknown: %s", exc.message,
+                    extra={"user": job.requester.user_id, "run": job.run})
+        await _ephemeral(client, job, _unknown_membership(slack_settings(ctx), exc))
+        return
+    if not allowed:
         await _ephemeral(client, job, _refusal(slack_settings(ctx)))
         log.info("apply refused", extra={"user": job.requester.user_id, "run": job.run})
         return
@@ -324,6 +399,7 @@ async def slack_failure(job: Job, reason: str, ctx: RuntimeContext) -> None:
         await _upsert(client, record, channel, str(job.reply_to["thread_ts"]), [msg])
     elif job.reply_to.get("response_url"):
         await _respond(str(job.reply_to["response_url"]), msg.text)
+    record.save(done=True)  # settled: replies waiting behind this job go ahead (see _wait_for_first)
 
 
 HANDLERS: dict[str, Callable[..., Any]] = {"ask": slack_ask, "explain": slack_explain, "apply": slack_apply}

@@ -24,11 +24,25 @@ _MENTION = re.compile(r"<@([UW][A-Z0-9]+)(?:\|[^>]*)?>")
 _COMMAND = re.compile(r"^\s*(?:why(?:\s+is)?\s+)?(?:job|run)?\s*[#:]?\s*(?P<run>[A-Za-z0-9][A-Za-z0-9._-]{0,127})\s*(?:slow\??)?\s*$",
                       re.IGNORECASE)
 THREAD_PREFIX = "slack"
+OPEN_PREFIX = "slack:open:"
+# Message subtypes a person sends that still ask something: "also send to channel" replies and messages
+# with a file attached. Every other subtype (edits, deletions, joins, bot posts) is not a question.
+PERSON_SUBTYPES = frozenset({"thread_broadcast", "file_share"})
 
 
 def thread_key(channel: str, thread_ts: str) -> str:
     """The conversation key shared with the agents: ``slack:<channel>:<thread_ts>``."""
     return f"{THREAD_PREFIX}:{channel}:{thread_ts}"
+
+
+def open_key(thread: str) -> str:
+    """Store key marking a thread ASAP was asked in, set when its first question is queued (before any answer)."""
+    return OPEN_PREFIX + thread
+
+
+def person_message(event: dict[str, Any]) -> bool:
+    """A message a person sent (no subtype, or one of :data:`PERSON_SUBTYPES`), not a bot's."""
+    return not event.get("bot_id") and (not event.get("subtype") or event.get("subtype") in PERSON_SUBTYPES)
 
 
 def clean_text(text: str, bot_user_id: str | None) -> str:
@@ -59,7 +73,7 @@ def event_job(body: dict[str, Any], *, bot_user_id: str | None, deadline_s: floa
     channel = event.get("channel")
     ts = event.get("ts")
     event_id = body.get("event_id")
-    if not (user and channel and ts and event_id) or event.get("bot_id") or event.get("subtype"):
+    if not (user and channel and ts and event_id) or not person_message(event):
         return None
     text = clean_text(str(event.get("text") or ""), bot_user_id)
     root = str(event.get("thread_ts") or ts)
@@ -114,4 +128,4 @@ def action_job(body: dict[str, Any], *, deadline_s: float = 300.0) -> Job:
                reply_to={"channel": channel, "thread_ts": root,
                          "message_ts": str(container.get("message_ts") or message.get("ts") or ""),
                          "response_url": str(body.get("response_url") or "")},
-               payload={"index": index, "stage": "click"})
+               payload={"index": index, "stage": "click", "limit": "followup"})  # a click is not an analysis

@@ -1,27 +1,36 @@
 """Exactly one reply per job: the progress message, updated as the agents work, then the answer.
 
 A job's messages are recorded in the shared memory store under ``slack:progress:<job.id>`` (channel,
-the progress message's ts, the ts of every extra message). A redelivered job (worker crash, Slack retry
-that got through) finds the record and *updates* those messages instead of posting new ones.
+the progress message's ts, the ts of every extra message, and the rendered answer once it is computed). A
+redelivered job (worker crash, Slack retry that got through, a post that failed) finds the record and
+*updates* those messages instead of posting new ones, and re-posts a computed answer without recomputing it.
+
+The first post is idempotent: the intent to post is recorded before ``chat.postMessage`` and the message
+carries a block id derived from the job id. A delivery that finds the intent but no ts (the worker died
+while the post was in flight) looks for that block id in the thread (``conversations.replies``, or
+``conversations.history`` for a new top-level message) and adopts the message it finds instead of posting
+a second one.
 
 Progress lines arrive from the agents' thread (``Conversation.ask(progress=...)`` runs in a worker
-thread); :meth:`ProgressMessage.say` is thread-safe and coalesces updates so Slack sees at most one
-``chat.update`` per ``interval_s`` (chat.update is rate-limited per channel).
+thread); :meth:`ProgressMessage.say` is thread-safe. Updates go out at most one per ``interval_s`` per
+message and only while the process's progress budget allows (:class:`~integrations.slack.pacing.ProgressBudget`):
+under rate-limit pressure they coalesce, and the final answer never waits behind them.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import logging
 import time
 from typing import Any
 
 from slack_sdk.errors import SlackApiError
-from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.store.base import MemoryStore
 from integrations.slack.blocks import SlackMessage, progress_message
+from integrations.slack.pacing import SlackClients, note_refusal
 
 log = logging.getLogger("asap.slack")
 
@@ -64,17 +73,35 @@ class ReplyRecord:
     def add_extra(self, ts: str) -> None:
         self.save(extra=[*(self.data.get("extra") or []), ts])
 
+    @property
+    def done(self) -> bool:
+        return bool(self.data.get("done"))
+
+    def keep_answer(self, messages: list[SlackMessage]) -> None:
+        """Keep the rendered answer, so a failed post is retried without running the analysis again."""
+        self.save(answer=[{"text": m.text, "blocks": m.blocks} for m in messages])
+
+    def kept_answer(self) -> list[SlackMessage] | None:
+        kept = self.data.get("answer")
+        return [SlackMessage(str(m["text"]), list(m["blocks"])) for m in kept] if kept else None
+
+
+def marker(job_id: str) -> str:
+    """The block id a job's first message carries: only this job's delivery can produce it."""
+    return "asap-job-" + hashlib.sha256(job_id.encode()).hexdigest()[:24]
+
 
 class ProgressMessage:
     """ONE message per job: posted (or found) first, updated with progress, replaced by the answer."""
 
-    def __init__(self, client: AsyncWebClient, record: ReplyRecord, channel: str, thread_ts: str | None,
-                 *, run: str | None, interval_s: float = 1.0) -> None:
-        self.client = client
+    def __init__(self, clients: SlackClients, record: ReplyRecord, channel: str, thread_ts: str | None,
+                 *, run: str | None, job_id: str, interval_s: float = 1.0) -> None:
+        self.clients = clients
         self.record = record
         self.channel = channel
         self.thread_ts = thread_ts
         self.run = run
+        self.marker = marker(job_id)
         self.interval_s = interval_s
         self.lines: list[str] = []
         self.updates = 0
@@ -93,13 +120,36 @@ class ProgressMessage:
         self._loop = asyncio.get_running_loop()
         if self.record.ts:
             return self.record.ts
-        msg = progress_message([], run=self.run)
+        if self.record.data.get("posting"):  # an earlier delivery died with its post in flight
+            found = await self._reconcile(float(self.record.data["posting"]))
+            if found:
+                log.info("adopted the message an earlier delivery posted", extra={"ts": found})
+                self.record.save(channel=self.channel, ts=found, thread_ts=self.thread_ts)
+                return found
+        self.record.save(posting=time.time())  # the intent, before the post
+        msg = progress_message([], run=self.run, marker=self.marker)
         kwargs: dict[str, Any] = {"channel": self.channel, "text": msg.text, "blocks": msg.blocks}
         if self.thread_ts:
             kwargs["thread_ts"] = self.thread_ts
-        resp = await self.client.chat_postMessage(**kwargs)
+        resp = await self.clients.sure.chat_postMessage(**kwargs)
         self.record.save(channel=self.channel, ts=resp["ts"], thread_ts=self.thread_ts)
         return str(resp["ts"])
+
+    async def _reconcile(self, since: float) -> str | None:
+        """The ts of this job's message if an earlier delivery posted it (found by its block id)."""
+        try:
+            if self.thread_ts:
+                resp = await self.clients.sure.conversations_replies(channel=self.channel, ts=self.thread_ts, limit=200)
+            else:
+                resp = await self.clients.sure.conversations_history(channel=self.channel, oldest=f"{since - 60:.6f}",
+                                                                     limit=200)
+        except SlackApiError as exc:  # e.g. missing history scope: posting again beats answering nothing
+            log.warning("could not look for an earlier post: %s", exc.response.get("error"))
+            return None
+        for m in resp.get("messages") or []:
+            if any(b.get("block_id") == self.marker for b in m.get("blocks") or [] if isinstance(b, dict)):
+                return str(m["ts"])
+        return None
 
     def say(self, line: str) -> None:
         """Add a progress line (callable from any thread)."""
@@ -119,18 +169,25 @@ class ProgressMessage:
             wait = self._last + self.interval_s - time.monotonic()
             if wait > 0:
                 await asyncio.sleep(wait)
+            if not self.clients.budget.take(self.channel):
+                self._last = time.monotonic()  # under pressure: keep the lines, try again next interval
+                continue
             self._dirty.clear()
             await self._update(progress_message(self.lines, run=self.run))
             self._last = time.monotonic()
 
     async def _update(self, msg: SlackMessage) -> None:
         try:
-            await self.client.chat_update(channel=self.channel, ts=str(self.record.ts), text=msg.text, blocks=msg.blocks)
+            await self.clients.progress.chat_update(channel=self.channel, ts=str(self.record.ts), text=msg.text,
+                                                    blocks=msg.blocks)
             self.updates += 1
             if self.first_update_at is None:
                 self.first_update_at = time.time()
         except SlackApiError as exc:  # a progress line is not worth failing the job for
-            log.warning("progress update failed: %s", exc.response.get("error"))
+            if note_refusal(self.clients.pacer, "chat.update", self.channel, exc):
+                self._dirty.set()  # shown with the next update the budget allows
+            else:
+                log.warning("progress update failed: %s", exc.response.get("error"))
 
     async def _stop(self) -> None:
         if self._flusher is not None:
@@ -142,21 +199,23 @@ class ProgressMessage:
     async def finish(self, messages: list[SlackMessage]) -> list[str]:
         """Replace the progress message with the first answer message; post or update the rest in the thread.
 
+        Every call here must arrive, so it goes through the client that waits out Slack's ``Retry-After``.
         Each extra message is recorded right after it is posted, so a retry updates it instead of
         posting it again. Returns the ts of every message of the answer.
         """
         await self._stop()
+        sure = self.clients.sure
         first, rest = messages[0], messages[1:]
-        await self.client.chat_update(channel=self.channel, ts=str(self.record.ts), text=first.text, blocks=first.blocks)
+        await sure.chat_update(channel=self.channel, ts=str(self.record.ts), text=first.text, blocks=first.blocks)
         out = [str(self.record.ts)]
         reply_in = self.thread_ts or str(self.record.ts)
         for n, msg in enumerate(rest):
             ts = self.record.extra(n)
             if ts:
-                await self.client.chat_update(channel=self.channel, ts=ts, text=msg.text, blocks=msg.blocks)
+                await sure.chat_update(channel=self.channel, ts=ts, text=msg.text, blocks=msg.blocks)
             else:
-                resp = await self.client.chat_postMessage(channel=self.channel, thread_ts=reply_in, text=msg.text,
-                                                          blocks=msg.blocks)
+                resp = await sure.chat_postMessage(channel=self.channel, thread_ts=reply_in, text=msg.text,
+                                                   blocks=msg.blocks)
                 ts = str(resp["ts"])
                 self.record.add_extra(ts)
             out.append(ts)

@@ -9,6 +9,9 @@ e.g. ``U012ABCDEF``) or belongs to a group in ``ASAP_APPLY_SLACK_GROUPS`` (user 
 Those names are read by the shared policy, :meth:`bot.auth.ApplyPolicy.from_env`, like every front end's;
 the old ``ASAP_SLACK_APPLIERS`` / ``ASAP_SLACK_APPLIER_GROUP`` still work there with a deprecation warning.
 ``SLACK_API_URL`` points the Web API client elsewhere (an Enterprise Grid proxy, or a test double).
+``ASAP_SLACK_PROGRESS_PER_MIN`` is how many progress updates a minute this process may spend from
+``chat.update``'s rate-limit tier (default 20 of its 50); final answers always keep the rest
+(:mod:`integrations.slack.pacing`).
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ class SlackSettings(BaseModel):
     appliers: frozenset[str] = frozenset()
     applier_groups: frozenset[str] = frozenset()
     group_cache_s: float = 300.0
+    progress_per_min: float = 20.0
 
     @property
     def modes(self) -> list[Literal["http", "socket"]]:
@@ -82,9 +86,17 @@ class SlackSettings(BaseModel):
             raise AsapError(f"{api!r} is not an http(s) URL", field="SLACK_API_URL")
         if not api.endswith("/"):
             api += "/"
+        per_min = (env.get("ASAP_SLACK_PROGRESS_PER_MIN") or "20").strip()
+        try:
+            progress = float(per_min)
+        except ValueError:
+            progress = -1.0
+        if not 0 <= progress <= 1000:
+            raise AsapError(f"expected progress updates per minute between 0 and 1000, got {per_min!r}",
+                            field="ASAP_SLACK_PROGRESS_PER_MIN", hint="0 turns progress updates off")
         return cls(bot_token=SecretStr(bot), signing_secret=SecretStr(secret) if secret else None,
                    app_token=SecretStr(app) if app else None, api_url=api, appliers=policy.slack_users,
-                   applier_groups=policy.slack_groups)
+                   applier_groups=policy.slack_groups, progress_per_min=progress)
 
     def policy(self) -> ApplyPolicy:
         """The shared apply policy (:mod:`bot.auth`) with this workspace's users and groups."""

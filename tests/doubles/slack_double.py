@@ -14,6 +14,9 @@ the way Slack refuses it (``invalid_blocks`` with the reasons) and also kept in
 from __future__ import annotations
 
 import json
+import math
+import time as _time
+from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qsl
@@ -38,6 +41,24 @@ MAX_ACTION_ID = 255
 MAX_URL = 3000
 MAX_CONFIRM = {"title": 100, "text": 300, "confirm": 30, "deny": 30}
 BLOCK_TYPES = {"section", "divider", "header", "context", "actions", "rich_text", "image"}
+
+# Slack's rate-limit tiers (https://docs.slack.dev/apis/web-api/rate-limits): calls per minute, per method per
+# workspace per app; the double enforces the documented minimum of each ("50+ per minute" -> 50).
+TIER_PER_MINUTE = {1: 1, 2: 20, 3: 50, 4: 100}
+# Each method's tier as Slack's method reference lists it (cross-checked against slack-morphism-rust's
+# per-method rate-control table, src/api/*.rs @ 08d264c0): ("tier", n) or ("per_channel", calls, seconds)
+# for chat.postMessage's special limit of about one message per second per channel (short bursts allowed:
+# the double lets a burst of 3 through), ("per_second", n) for auth.test's special limit.
+METHOD_LIMITS: dict[str, tuple[Any, ...]] = {
+    "chat.postMessage": ("per_channel", 1, 1.0, 3),
+    "chat.update": ("tier", 3),
+    "chat.postEphemeral": ("tier", 4),
+    "reactions.add": ("tier", 3),
+    "usergroups.users.list": ("tier", 2),
+    "conversations.replies": ("tier", 3),
+    "conversations.history": ("tier", 3),
+    "auth.test": ("per_second", 100),
+}
 
 
 def _text_obj(obj: Any, where: str, limit: int, errors: list[str], *, plain_only: bool = False) -> None:
@@ -176,6 +197,13 @@ class SlackDouble:
     responses: list[dict[str, Any]] = field(default_factory=list)  # posts to a response_url
     violations: list[str] = field(default_factory=list)
     latency_s: float = 0.0  # added to every call, to see that nothing waits on Slack where it must not
+    rate_limits: bool = False  # enforce METHOD_LIMITS with 429 + Retry-After
+    time_scale: float = 1.0  # windows are multiplied by this (rate-limit runs that must finish quickly)
+    limits: dict[str, tuple[Any, ...]] = field(default_factory=lambda: dict(METHOD_LIMITS))
+    limited: list[tuple[str, str, int]] = field(default_factory=list)  # (method, channel, Retry-After) refused
+    usergroups_error: str | None = None  # e.g. "missing_scope" (no usergroups:read), "paid_teams_only"
+    lose_response: dict[str, int] = field(default_factory=dict)  # method -> calls that are done, then answered 500
+    _hits: dict[tuple[str, str], deque[float]] = field(default_factory=dict)
     _clock: int = 0
     _runner: web.AppRunner | None = None
     port: int = 0
@@ -257,7 +285,38 @@ class SlackDouble:
         handler = getattr(self, "_m_" + method.replace(".", "_"), None)
         if handler is None:
             return web.json_response({"ok": False, "error": "unknown_method"})
-        return web.json_response(handler(args))
+        if self.rate_limits and (wait := self._over_limit(method, str(args.get("channel") or ""))) is not None:
+            self.limited.append((method, str(args.get("channel") or ""), wait))
+            return web.json_response({"ok": False, "error": "ratelimited"}, status=429,
+                                     headers={"Retry-After": str(wait)})
+        result = handler(args)
+        if self.lose_response.get(method):
+            # The call took effect but its answer never reached the caller (a worker killed mid-post, a
+            # dropped connection): the caller sees a server error.
+            self.lose_response[method] -= 1
+            return web.Response(status=500, text="upstream connect error")
+        return web.json_response(result)
+
+    def _over_limit(self, method: str, channel: str) -> int | None:
+        """None when Slack would accept this call now (and it is counted); else the Retry-After seconds."""
+        rule = self.limits.get(method)
+        if rule is None:
+            return None
+        now = _time.monotonic()
+        if rule[0] == "per_channel":
+            key, count, window = (method, channel), rule[3], rule[2] * rule[3] / rule[1]
+        elif rule[0] == "per_second":
+            key, count, window = (method, ""), rule[1], 1.0
+        else:
+            key, count, window = (method, ""), TIER_PER_MINUTE[rule[1]], 60.0
+        window *= self.time_scale
+        hits = self._hits.setdefault(key, deque())
+        while hits and now - hits[0] >= window:
+            hits.popleft()
+        if len(hits) >= count:
+            return max(1, math.ceil(hits[0] + window - now))
+        hits.append(now)
+        return None
 
     async def _response(self, request: web.Request) -> web.Response:
         body = await request.json()
@@ -330,16 +389,34 @@ class SlackDouble:
         return {"ok": True}
 
     def _m_usergroups_users_list(self, args: dict[str, Any]) -> dict[str, Any]:
+        if self.usergroups_error == "missing_scope":  # Slack's shape for a token without the scope
+            return {"ok": False, "error": "missing_scope", "needed": "usergroups:read",
+                    "provided": "app_mentions:read,chat:write,reactions:write,commands"}
+        if self.usergroups_error:
+            return {"ok": False, "error": self.usergroups_error}
         group = args.get("usergroup")
         if group not in self.usergroups:
             return {"ok": False, "error": "no_such_subteam"}
         return {"ok": True, "users": list(self.usergroups[group])}
 
+    def _wire(self, m: Message) -> dict[str, Any]:
+        out: dict[str, Any] = {"type": "message", "ts": m.ts, "text": m.text, "user": m.user, "bot_id": self.bot_id}
+        if m.thread_ts:
+            out["thread_ts"] = m.thread_ts
+        if m.blocks:
+            out["blocks"] = m.blocks
+        return out
+
     def _m_conversations_replies(self, args: dict[str, Any]) -> dict[str, Any]:
         msgs = self.thread(str(args.get("channel")), str(args.get("ts")))
-        return {"ok": True, "has_more": False,
-                "messages": [{"type": "message", "ts": m.ts, "text": m.text, "user": m.user, "thread_ts": m.thread_ts}
-                             for m in msgs]}
+        return {"ok": True, "has_more": False, "messages": [self._wire(m) for m in msgs]}
+
+    def _m_conversations_history(self, args: dict[str, Any]) -> dict[str, Any]:
+        """Top-level messages of a channel, newest first (the double's ts are not wall-clock, so ``oldest`` is
+        not applied: every message is returned)."""
+        channel = str(args.get("channel"))
+        msgs = [m for m in self.messages if m.channel == channel and (not m.thread_ts or m.thread_ts == m.ts)]
+        return {"ok": True, "has_more": False, "messages": [self._wire(m) for m in reversed(msgs)]}
 
 
 # ====================================================================== request signing and a test rig
@@ -395,10 +472,12 @@ class SlackRig:
 
     def __init__(self, tmp: Any, monkeypatch: Any, *, appliers: str = "", group: str | None = None,
                  usergroups: dict[str, list[str]] | None = None, redis_url: str | None = None,
-                 codehost: Any = None, worker: bool = True, extra_env: dict[str, str] | None = None) -> None:
+                 codehost: Any = None, worker: bool = True, extra_env: dict[str, str] | None = None,
+                 double: SlackDouble | None = None, concurrency: int = 2) -> None:
         self.tmp = tmp
         self.mp = monkeypatch
-        self.double = SlackDouble(usergroups=usergroups or {})
+        self.double = double or SlackDouble(usergroups=usergroups or {})
+        self.concurrency = concurrency
         self.appliers = appliers
         self.group = group
         self.redis_url = redis_url
@@ -467,7 +546,7 @@ class SlackRig:
 
         self._stop = asyncio.Event()
         self._worker = asyncio.create_task(self.ctx.queue.run_worker(Dispatcher(self.ctx), consumer="test-worker",
-                                                                     stop=self._stop, concurrency=2))
+                                                                     stop=self._stop, concurrency=self.concurrency))
 
     async def stop_worker(self) -> None:
         if self._worker is not None:
