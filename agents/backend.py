@@ -59,16 +59,17 @@ class RealBackend:
     """The project's own analysis, proposal and Critic code behind :class:`AnalysisBackend`."""
 
     runs_root: str | None = None
+    runs: str | None = None  # store URLs (--runs); None = ASAP_RUNS, then runs_root
     _reports: dict[str, Any] = field(default_factory=dict)
     _originals: dict[str, Run] = field(default_factory=dict)
 
     def load_run(self, query: str) -> Run:
-        run = open_runs(runs_dir=self.runs_root).get(query)
+        run = open_runs(self.runs, runs_dir=self.runs_root).get(query)
         self._originals.setdefault(run.id, run)
         return run
 
     def list_ids(self) -> list[str]:
-        return open_runs(runs_dir=self.runs_root).list_ids()
+        return open_runs(self.runs, runs_dir=self.runs_root).list_ids()
 
     def _original(self, run: Run) -> Run:
         return self._originals.get(run.id) or self.load_run(run.id)

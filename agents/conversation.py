@@ -88,16 +88,16 @@ class Answer:
 
 class Conversation:
     def __init__(self, *, store: MemoryStore, model: ModelSetup | None = None, backend: AnalysisBackend | None = None,
-                 runs_root: str | None = None) -> None:
+                 runs_root: str | None = None, runs: str | None = None) -> None:
         self.store = store
         self.model = model or build_model({})
-        self.backend = backend or RealBackend(runs_root)
+        self.backend = backend or RealBackend(runs_root, runs)
         self.analyst = AnalystClient()
 
     @classmethod
-    def from_env(cls, *, runs_root: str | None = None, check: bool = True) -> Conversation:
+    def from_env(cls, *, runs_root: str | None = None, runs: str | None = None, check: bool = True) -> Conversation:
         """Model client and memory store from configuration; misconfiguration raises AsapError now."""
-        return cls(store=open_store(), model=build_model(check=check), runs_root=runs_root)
+        return cls(store=open_store(), model=build_model(check=check), runs_root=runs_root, runs=runs)
 
     # ---------------------------------------------------------------- public
     async def ask(self, text: str, *, thread_id: str | None = None, run_id: str | None = None,

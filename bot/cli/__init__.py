@@ -6,7 +6,6 @@ Each command group lives in its own module and registers itself on :data:`cli`; 
 
 from __future__ import annotations
 
-import os
 import sys
 
 import click
@@ -38,8 +37,7 @@ def cli(ctx: click.Context, runs_dir: str | None, runs: str | None) -> None:
     """ASAP: why is this training run slow, and what sharding should it use instead?"""
     ctx.ensure_object(dict)
     ctx.obj["runs_dir"] = runs_dir
-    if runs:  # every front end below (agents, serve, workers) opens stores through bot.runs.open
-        os.environ["ASAP_RUNS"] = runs
+    ctx.obj["runs"] = runs  # store URLs; commands pass them on (serve/worker export them for their workers)
 
 
 def _register() -> None:

@@ -26,7 +26,7 @@ def _conversation(ctx: click.Context) -> Any:
     from agents.conversation import Conversation
 
     obj = ctx.find_root().obj or {}
-    return Conversation.from_env(runs_root=obj.get("runs_dir"))
+    return Conversation.from_env(runs_root=obj.get("runs_dir"), runs=obj.get("runs"))
 
 
 def _progress(console: Console, quiet: bool) -> Any:

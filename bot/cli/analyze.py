@@ -30,7 +30,7 @@ _MAX_LISTED_FILES = 200
 
 def _store(ctx: click.Context) -> ChainStore:
     obj = ctx.find_root().obj or {}
-    return open_runs(runs_dir=obj.get("runs_dir"))
+    return open_runs(obj.get("runs"), runs_dir=obj.get("runs_dir"))
 
 
 def _console() -> Console:

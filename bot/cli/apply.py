@@ -38,7 +38,7 @@ def apply_cmd(ctx: click.Context, run_id: str, index: int, repo: str, config_pat
     from bot.runs.open import open_runs
     from bot.runtime.jobs import Requester
 
-    runs = open_runs(runs_dir=(ctx.obj or {}).get("runs_dir"))
+    runs = open_runs((ctx.obj or {}).get("runs"), runs_dir=(ctx.obj or {}).get("runs_dir"))
     requester = Requester(source="cli", user_id=getpass.getuser() or "local")
     if github_repo:
         from integrations.codehost.github import GitHubAuthSettings, GitHubClients

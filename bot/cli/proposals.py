@@ -30,7 +30,7 @@ console = SafeConsole(highlight=False)  # wraps to the terminal (80 columns when
 def _store(ctx: click.Context):  # noqa: ANN202 - LocalRunStore
     from bot.runs.open import open_runs
 
-    return open_runs(runs_dir=(ctx.obj or {}).get("runs_dir"))
+    return open_runs((ctx.obj or {}).get("runs"), runs_dir=(ctx.obj or {}).get("runs_dir"))
 
 
 def _say(markup: str) -> None:

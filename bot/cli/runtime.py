@@ -22,6 +22,9 @@ def _context(handlers: tuple[str, ...]):  # type: ignore[no-untyped-def]
     from bot.runtime.handlers import load_handler_modules
     from bot.runtime.logs import configure_logging
 
+    runs = (click.get_current_context().find_root().obj or {}).get("runs")
+    if runs:  # --runs: this service process and its in-process workers open these stores (bot.runs.open)
+        os.environ["ASAP_RUNS"] = runs
     ctx = RuntimeContext.from_env()
     configure_logging(ctx.settings.log_level, env=os.environ)
     load_handler_modules(handlers)

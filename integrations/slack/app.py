@@ -84,6 +84,22 @@ async def _queue(ctx: RuntimeContext, job: Job) -> tuple[str, str]:
     return sub.status, sub.message
 
 
+NOTICE_PREFIX = "slack:notice:"
+NOTICE_TTL_S = 3600.0  # Slack retries an event three times within about 5 minutes; an hour covers them all
+
+
+def notice_once(ctx: RuntimeContext, job: Job) -> bool:
+    """True the first time a refusal notice is due for ``job.id`` (a claim in the shared store, so every
+    front agrees); False for a retry of a request already told. Only the notice is remembered, never the
+    job: the job id stays free, so a later delivery that is within the limits runs. When the store cannot
+    be reached the notice goes out anyway (a second notice beats none)."""
+    try:
+        return ctx.store.claim(NOTICE_PREFIX + job.id, NOTICE_TTL_S)
+    except Exception as exc:  # the store is down: tell the person rather than nothing
+        log.warning("could not record the refusal notice: %s: %s", type(exc).__name__, exc)
+        return True
+
+
 def retry_num(request: AsyncBoltRequest) -> int:
     """Slack's ``X-Slack-Retry-Num`` (0 for a first delivery); a retry is answered by the dedupe, not here."""
     values = request.headers.get("x-slack-retry-num") or ["0"]
@@ -111,7 +127,14 @@ def build_bolt_app(ctx: RuntimeContext, settings: SlackSettings | None = None) -
     later = after_ack(ctx)
 
     async def refused(job: Job, message: str) -> None:
-        """After the ack: tell a rate-limited person why nothing happens (ephemeral, in the thread)."""
+        """After the ack: tell a rate-limited person why nothing happens (ephemeral, in the thread), once.
+
+        A refused id is not remembered by dedupe (a later delivery must be able to run), so Slack's retries
+        of a refused event are refused again; the notice is claimed per job id so they do not repeat it.
+        """
+        if not notice_once(ctx, job):
+            log.info("refusal notice already sent for this request", extra={"job": job.id})
+            return
         try:
             await client.chat_postEphemeral(channel=str(job.reply_to.get("channel")), user=job.requester.user_id,
                                             thread_ts=str(job.reply_to.get("thread_ts") or "") or None, text=message)

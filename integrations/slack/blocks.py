@@ -156,6 +156,25 @@ def still_working_message() -> SlackMessage:
     return SlackMessage(text=text, blocks=sections(f":hourglass_flowing_sand: {text}"))
 
 
+MAX_FILE_NAMES = 3
+
+
+def empty_question_message(run: str | None, files: list[str]) -> SlackMessage:
+    """The answer to a message with nothing to ask (a file shared without text, a bare mention): what ASAP
+    can answer, for this thread's run when there is one. Attachments are not read (no ``files:read``)."""
+    shown = ", ".join(f"`{escape(clip(f, 80))}`" for f in files[:MAX_FILE_NAMES])
+    more = f" and {len(files) - MAX_FILE_NAMES} more" if len(files) > MAX_FILE_NAMES else ""
+    seen = (f"I see the file{'s' if len(files) > 1 else ''} you shared ({shown}{more}), but no question, and I "
+            "don't read attachments: I analyse the runs in my runs directory. ") if files else "I didn't get a question. "
+    if run:
+        ask = (f"What would you like to know about run {escape(run)}? For example: \"which one first?\", "
+               "\"compare 1 and 3\", \"what if we had 512 chips?\"")
+    else:
+        ask = "What would you like to know? Name a run, e.g. \"why is job 123 slow?\""
+    text = seen + ask
+    return SlackMessage(text=text, blocks=sections(f":speech_balloon: {text}"))
+
+
 # ---------------------------------------------------------------- answers
 EVIDENCE_BULLETS = 3
 WHY_CHARS = 240  # a card's one-line "why": whole sentences up to this length, never cut with "…"

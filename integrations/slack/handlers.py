@@ -53,6 +53,7 @@ SETTINGS_KEY = "slack.settings"
 CODEHOST_KEY = "slack.codehost"  # a CodeHost, or a zero-argument factory returning one
 GROUP_CACHE_KEY = "slack.group_cache"
 TIMINGS_KEY = "slack.timings"  # optional list; handlers append (job id, event, seconds) for benchmarks
+UNSAVED_KEY = "slack.unsaved_records"  # reply records the store refused to write (see ReplyRecord)
 
 
 # ---------------------------------------------------------------- shared pieces
@@ -79,6 +80,11 @@ def slack_client(ctx: RuntimeContext) -> AsyncWebClient:
     if client is None:
         client = ctx.extras[CLIENT_KEY] = slack_clients(ctx).sure
     return client
+
+
+def reply_record(ctx: RuntimeContext, job_id: str) -> ReplyRecord:
+    """The job's reply record, with this process's memo of record writes the store refused (a Redis outage)."""
+    return ReplyRecord(ctx.store, job_id, memo=ctx.extras.setdefault(UNSAVED_KEY, {}))
 
 
 def _mark(ctx: RuntimeContext, job: Job, event: str, at: float | None = None) -> None:
@@ -121,8 +127,10 @@ def _checked_proposal(ctx: RuntimeContext, job: Job) -> tuple[Workspace, dict[st
 # ---------------------------------------------------------------- ask
 async def slack_ask(job: Job, ctx: RuntimeContext) -> None:
     """Answer a mention, DM, thread reply or ``/asap`` command (see the module docstring)."""
-    record = ReplyRecord(ctx.store, job.id)
+    record = reply_record(ctx, job.id)
     if record.done:
+        if record.unsaved:
+            record.flush()  # answered, but "done" never reached the store: store it now (replies wait on it)
         return  # a redelivery of a job that was answered: nothing to do
     if job.payload.get("limit") == "followup" and not await _wait_for_first(job, ctx):
         await _upsert(slack_client(ctx), record, str(job.reply_to["channel"]), str(job.reply_to["thread_ts"]),
@@ -130,6 +138,12 @@ async def slack_ask(job: Job, ctx: RuntimeContext) -> None:
         record.save(done=True)
         return
     command = bool(job.payload.get("command"))
+    if not command and not job.text.strip():  # a file shared without text, a bare mention: ask, don't analyse
+        run = (ctx.store.get_thread(job.thread) or {}).get("run_id") or job.run
+        await _upsert(slack_client(ctx), record, str(job.reply_to["channel"]), str(job.reply_to["thread_ts"]),
+                      [bk.empty_question_message(str(run) if run else None, list(job.payload.get("files") or []))])
+        record.save(done=True)
+        return
     progress = await _open_progress(job, ctx, record)
     if progress is None:
         return
@@ -199,7 +213,7 @@ async def _wait_for_first(job: Job, ctx: RuntimeContext) -> bool:
     end = time.monotonic() + limit
     while True:
         doc = ctx.store.get_thread(job.thread) or {}
-        if doc.get("workspace") or ReplyRecord(ctx.store, first).done:
+        if doc.get("workspace") or reply_record(ctx, first).done:
             return True
         if time.monotonic() >= end:
             log.info("follow-up answered 'still working': the first answer is not there yet",
@@ -223,7 +237,7 @@ async def slack_explain(job: Job, ctx: RuntimeContext) -> None:
     except AsapError as exc:
         await _ephemeral(client, job, exc.message)
         return
-    record = ReplyRecord(ctx.store, job.id)
+    record = reply_record(ctx, job.id)
     msgs = bk.paginate(bk.explain_blocks(str(job.run), index, p), f"Proposal {index} of run {job.run}: {p.get('mesh_short')}")
     await _upsert(client, record, str(job.reply_to["channel"]), str(job.reply_to["thread_ts"]), msgs)
     ctx.store.append_log(job.thread, {"at": round(time.time(), 3), "kind": "slack_explain", "proposal": index,
@@ -359,7 +373,7 @@ async def _open_pull(job: Job, ctx: RuntimeContext, client: AsyncWebClient) -> N
 
     index, rank, mesh = int(job.payload["index"]), int(job.payload["rank"]), str(job.payload.get("mesh", ""))
     channel, root = str(job.reply_to["channel"]), str(job.reply_to["thread_ts"])
-    record = ReplyRecord(ctx.store, job.id)
+    record = reply_record(ctx, job.id)
     who = f"<@{job.requester.user_id}>"
     start = bk.SlackMessage(f"Applying proposal {index} ({mesh})…",
                             bk.sections(f":gear: {who} is applying proposal {index} (`{bk.escape(mesh)}`) of run "
@@ -387,7 +401,7 @@ async def _open_pull(job: Job, ctx: RuntimeContext, client: AsyncWebClient) -> N
 async def slack_failure(job: Job, reason: str, ctx: RuntimeContext) -> None:
     """Tell the person their request failed: in the job's own message when it has one, else in the thread."""
     client = slack_client(ctx)
-    record = ReplyRecord(ctx.store, job.id)
+    record = reply_record(ctx, job.id)
     msg = bk.SlackMessage(bk.clip(f"Sorry, that failed: {reason}", bk.MAX_FALLBACK_TEXT),
                           bk.sections(f":warning: Sorry, that failed: {bk.escape(reason)}"))
     channel = str(job.reply_to.get("channel") or "")

@@ -80,7 +80,19 @@ def event_job(body: dict[str, Any], *, bot_user_id: str | None, deadline_s: floa
     return Job(id=f"slack:{event_id}", source="slack", kind="ask", thread=thread_key(channel, root), text=text,
                requester=_requester(str(user)), deadline_s=deadline_s,
                reply_to={"channel": str(channel), "thread_ts": root, "message_ts": str(ts),
-                         "team": str(body.get("team_id") or "")})
+                         "team": str(body.get("team_id") or "")},
+               payload={"files": file_names(event)} if event.get("files") else {})
+
+
+MAX_FILES = 10
+
+
+def file_names(event: dict[str, Any]) -> list[str]:
+    """The names of the files a ``file_share`` message carries (bounded: at most 10, 200 characters each),
+    so an answer can say which file it means; the files themselves are never fetched."""
+    files = event.get("files") if isinstance(event.get("files"), list) else []
+    names = [str(f.get("name") or f.get("title") or "file")[:200] for f in files if isinstance(f, dict)]
+    return names[:MAX_FILES]
 
 
 def parse_command(text: str) -> str | None:

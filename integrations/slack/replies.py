@@ -9,7 +9,10 @@ The first post is idempotent: the intent to post is recorded before ``chat.postM
 carries a block id derived from the job id. A delivery that finds the intent but no ts (the worker died
 while the post was in flight) looks for that block id in the thread (``conversations.replies``, or
 ``conversations.history`` for a new top-level message) and adopts the message it finds instead of posting
-a second one.
+a second one. When the post succeeded but writing its ts to the store failed (Redis down, and perhaps back
+empty, the intent gone with it), the worker keeps the job and runs it again once the store answers; the
+ts it could not store is kept in the process's memo of unsaved records (:class:`ReplyRecord`), so that
+rerun updates the message it posted instead of posting a second one.
 
 Progress lines arrive from the agents' thread (``Conversation.ask(progress=...)`` runs in a worker
 thread); :meth:`ProgressMessage.say` is thread-safe. Updates go out at most one per ``interval_s`` per
@@ -50,13 +53,28 @@ def _put(store: MemoryStore, key: str, value: dict[str, Any]) -> None:
         store.put_thread(key, value)
 
 
-class ReplyRecord:
-    """Where a job's reply lives in Slack (persisted, so a retry edits instead of re-posting)."""
+UNSAVED_LIMIT = 10_000  # records kept in a process's memo of unsaved writes (oldest dropped first)
 
-    def __init__(self, store: MemoryStore, job_id: str) -> None:
+
+class ReplyRecord:
+    """Where a job's reply lives in Slack (persisted, so a retry edits instead of re-posting).
+
+    ``memo`` is the process's record of writes the store refused (a dict kept by the caller, one per
+    process: ``ctx.extras``). A message is posted *before* its ts can be recorded; when that record write
+    fails (Redis down), the ts would otherwise be known nowhere and the rerun would post a second message.
+    The failed write is kept in ``memo`` instead, a rerun in this process reads it back over what the
+    store holds, and the next successful write (:meth:`flush` at the latest) stores it and clears it.
+    """
+
+    def __init__(self, store: MemoryStore, job_id: str, memo: dict[str, dict[str, Any]] | None = None) -> None:
         self.store = store
         self.key = RECORD_PREFIX + job_id
+        self.memo = memo
         self.data: dict[str, Any] = _get(store, self.key) or {}
+        unsaved = memo.get(self.key) if memo is not None else None
+        self.unsaved = unsaved is not None  # this process knows more than the store: write it back
+        if unsaved is not None:
+            self.data = {**self.data, **unsaved}
 
     @property
     def ts(self) -> str | None:
@@ -68,7 +86,22 @@ class ReplyRecord:
 
     def save(self, **fields: Any) -> None:
         self.data.update(fields)
-        _put(self.store, self.key, self.data)
+        self.flush()
+
+    def flush(self) -> None:
+        """Write the record; when the store refuses, keep it in the memo (see the class docstring) and raise."""
+        try:
+            _put(self.store, self.key, self.data)
+        except Exception:
+            if self.memo is not None:
+                self.memo.pop(self.key, None)
+                self.memo[self.key] = dict(self.data)
+                while len(self.memo) > UNSAVED_LIMIT:
+                    self.memo.pop(next(iter(self.memo)))
+            raise
+        if self.memo is not None:
+            self.memo.pop(self.key, None)
+        self.unsaved = False
 
     def add_extra(self, ts: str) -> None:
         self.save(extra=[*(self.data.get("extra") or []), ts])
@@ -119,6 +152,9 @@ class ProgressMessage:
         """Post the progress message, or adopt the one an earlier delivery of this job posted."""
         self._loop = asyncio.get_running_loop()
         if self.record.ts:
+            if self.record.unsaved:  # posted by an earlier run in this process whose record write failed
+                log.info("adopted the message an earlier run posted but could not record", extra={"ts": self.record.ts})
+                self.record.flush()
             return self.record.ts
         if self.record.data.get("posting"):  # an earlier delivery died with its post in flight
             found = await self._reconcile(float(self.record.data["posting"]))
