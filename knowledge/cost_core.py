@@ -149,7 +149,12 @@ def _stored_transient(shape: Shape, spec, nt: np.ndarray, local_layers: np.ndarr
             per_layer = (recomputed * layer_input + np.maximum(ll - n, 0.0) * full_layer) / np.maximum(ll, 1.0)
             return per_layer, full_layer
         return layer_input / n, n * full_layer
+    if spec.layer_every:  # torchtitan selective layer: one block in k keeps only its input
+        k = float(spec.layer_every)
+        return layer_input / k + (1.0 - 1.0 / k) * (everything + scores), everything + scores
     saved = layer_input.copy()
+    if spec.every_other_mm:  # torchtitan selective op: wq, wv, w1 (half the MLP input matmuls) and SDPA's output
+        saved = saved + tb["q"] / nt + tb["v"] / kv_div + 0.5 * tb["mlpwi"] / nt
     for name in spec.saved:
         if name in ("k", "v"):
             saved = saved + tb[name] / kv_div
@@ -211,6 +216,43 @@ def _stage_factor(shape: Shape, npp: np.ndarray, out_time_share: np.ndarray, den
     return np.where(npp > 1, (1.0 - out) + npp * out, 1.0)
 
 
+# Bytes per logit element at the loss's peak. Megatron's fused cross-entropy keeps the bf16 logits only; its
+# unfused path the bf16 logits and an fp32 softmax (6). Eager PyTorch trainers (torchtitan's loss_fn:
+# ``cross_entropy(pred.flatten(0, 1).float(), labels)``) hold the bf16 logits, their fp32 copy and the fp32
+# log-softmax in forward, and in backward the saved log-softmax, its fp32 gradient and the fp32 input
+# gradient: 12 bytes per element (counted from torchtitan train.py @ 9dec370, the commit of its H100 tables).
+EAGER_LOSS_BYTES = 12.0
+# PyTorch's caching allocator reserves more than the live tensors (block rounding, fragmentation between
+# differently sized activations); torchtitan reports that reserved peak ("memory: X GiB", max_reserved).
+# Fitted across the twelve torchtitan H100 rows of the eval corpus together (docs/cost-model.md, "Memory").
+ALLOCATOR_RESERVE = 0.20
+RESERVING = frozenset({"other"})  # frameworks whose published peaks are the allocator's reserved memory
+
+
+def logit_bytes(shape: Shape) -> float:
+    """Bytes per logit element at the loss's peak (see :data:`EAGER_LOSS_BYTES`)."""
+    if shape.fused_cross_entropy:
+        return 2.0
+    return EAGER_LOSS_BYTES if shape.framework == "other" else 6.0
+
+
+def _workspace(shape: Shape, transient: np.ndarray, logits: np.ndarray) -> np.ndarray:
+    """Peak of the per-layer recompute workspace and the loss buffers on top of the stored activations.
+
+    Eager PyTorch frees the loss buffers before the first layer's backward re-runs its forward, so the two
+    peaks do not coincide there; the other frameworks keep the earlier (additive) estimate.
+    """
+    if shape.framework == "other":
+        return np.maximum(transient, logits)
+    return transient + logits
+
+
+def _fsdp_unsharded_with_pp(shape: Shape) -> bool:
+    """torchtitan's FSDP2 under pipelining: weights stay gathered and gradients unsharded for the step
+    (read from the run's ``torchtitan`` tag by knowledge.cost_shapes; other trainers re-gather per micro-batch)."""
+    return shape.fsdp_gathered_under_pp
+
+
 def _stage_memory(shape: Shape, nd: np.ndarray, nf: np.ndarray, nt: np.ndarray, ns: np.ndarray,
                   ne: np.ndarray, npp: np.ndarray, m: np.ndarray, tok_mb: np.ndarray,
                   local_layers: np.ndarray) -> dict[str, np.ndarray]:
@@ -249,9 +291,19 @@ def _stage_memory(shape: Shape, nd: np.ndarray, nf: np.ndarray, nt: np.ndarray, 
         opt_shard = w_dense / (nd * ns * ne) + w_exp / (nd * ns) if shape.distributed_optimizer else w_shard
         # FSDP keeps ~2 layers' gathered bf16 weights live (current + prefetched next).
         gathered_layer = BF16 * (layers_dense / L / nt + P_e / L / (nt * ne))
+        sharded = nf * seq_shard > 1
+        weights = shape.weight_bytes * w_shard + np.where(sharded, 2.0 * gathered_layer, 0.0)
+        grads = shape.grad_bytes * w_shard
+        if _fsdp_unsharded_with_pp(shape):
+            # torchtitan + PP: FSDP2 keeps the stage's bf16 weights gathered for the whole step
+            # (reshard_after_forward=False) and accumulates its unsharded gradients in the fp32 reduce dtype
+            # until the last micro-batch (torch.distributed.pipelining defers the reduce-scatter).
+            full = dense / nt + P_e / (nt * npp * ne)
+            weights = weights + np.where(pp & sharded, BF16 * full - 2.0 * gathered_layer, 0.0)
+            grads = grads + np.where(pp & sharded, 4.0 * full, 0.0)
         return {
-            "weights": shape.weight_bytes * w_shard + np.where(nf * seq_shard > 1, 2.0 * gathered_layer, 0.0),
-            "gradients": shape.grad_bytes * w_shard,
+            "weights": weights,
+            "gradients": grads,
             "optimizer": (0.0 if shape.optimizer_offload else shape.optimizer_bytes) * opt_shard,
         }
 
@@ -259,11 +311,14 @@ def _stage_memory(shape: Shape, nd: np.ndarray, nf: np.ndarray, nt: np.ndarray, 
     v = float(max(shape.virtual_stages, 1))
     interleave = np.where(pp & (v > 1), 1.0 + (npp - 1.0) / (npp * v), 1.0)
     in_flight = np.minimum(m, npp) * interleave
-    logits = (2.0 if shape.fused_cross_entropy else 6.0) * tok_mb * V / nt
-    first_acts = stored * tok_mb * local_layers * in_flight + transient * tok_mb + np.where(pp, 0.0, logits)
-    last_acts = stored * tok_mb * local_layers + transient * tok_mb + logits
+    logits = logit_bytes(shape) * tok_mb * V / nt
+    first_acts = stored * tok_mb * local_layers * in_flight + _workspace(shape, transient * tok_mb, np.where(pp, 0.0, logits))
+    last_acts = stored * tok_mb * local_layers + _workspace(shape, transient * tok_mb, logits)
     first, last = state(first_dense), state(last_dense)
     first["activations"], last["activations"] = first_acts, last_acts
+    if shape.framework in RESERVING:
+        for st in (first, last):
+            st["allocator_reserve"] = ALLOCATOR_RESERVE * sum(st.values())
     first_total = sum(first.values())
     last_total = sum(last.values())
     pick_first = first_total >= last_total
@@ -358,7 +413,8 @@ def _device_time(shape: Shape, chip: Chip, efficiency: float, mm: _MeshSplit) ->
     moe_mlp = re_mlp if shape.is_moe else 0.0
     dense_flops = 6.0 * dense_params * tokens + 2.0 * L * (re_attn + re_mlp - moe_mlp) * tokens
     expert_flops = 6.0 * expert_active * tokens + 2.0 * L * moe_mlp * tokens
-    attn_hw = attn_flops * (4.0 / 3.0 if re_core else 1.0)
+    core_share = spec.core_recompute_share if re_core else 0.0
+    attn_hw = attn_flops * (1.0 + core_share / 3.0)
     model_flops = 6.0 * matmul_params * tokens + attn_flops
     peak = chip.peak_bf16_flops * efficiency
     bw = chip.hbm_bandwidth * efficiency
@@ -393,7 +449,7 @@ def _device_time(shape: Shape, chip: Chip, efficiency: float, mm: _MeshSplit) ->
     hbm_s = np.maximum(0.0, dense_flops / chips / (i_dense * bw) - t_dense_c) + np.maximum(
         0.0, expert_flops / chips / (i_expert * bw) - t_expert_c
     )
-    hbm_s = hbm_s + _hbm_extras(shape, mm, bw, re_core)
+    hbm_s = hbm_s + _hbm_extras(shape, mm, bw, core_share)
     # Pipeline stages: the slowest stage sets the step. Megatron puts the output layer + loss on the last
     # stage (the embedding lookup on the first costs little time but its weights live there) [PTD §2.2;
     # Megatron-Core pipeline layout]; frameworks that keep them outside the pipeline spread them evenly.
@@ -405,7 +461,7 @@ def _device_time(shape: Shape, chip: Chip, efficiency: float, mm: _MeshSplit) ->
     return _Device(compute_s, hbm_s, stage_factor, model_flops)
 
 
-def _hbm_extras(shape: Shape, mm: _MeshSplit, bw: float, re_core: bool) -> np.ndarray:
+def _hbm_extras(shape: Shape, mm: _MeshSplit, bw: float, core_share: float) -> np.ndarray:
     """HBM time outside the matmuls: elementwise work, and the attention scores without a flash kernel."""
     L, D, F = float(shape.layers), float(shape.d_model), float(shape.d_ff)
     S, B = float(shape.seq_len), float(shape.global_batch)
@@ -418,7 +474,7 @@ def _hbm_extras(shape: Shape, mm: _MeshSplit, bw: float, re_core: bool) -> np.nd
     # with hidden size in published scaling tables. Re-run in backward under full recompute.
     emb_div = nt if shape.sequence_parallel else np.ones_like(nt)
     ew = EW_BYTES_XLA if shape.framework in XLA_FUSING else EW_BYTES
-    ew_passes = ew * (1.0 + (1.0 / 3.0 if spec.is_full else 0.0))
+    ew_passes = ew * (1.0 + spec.elementwise_recompute / 3.0)
     ew_bytes = ew_passes * (L / npp) * (B * S / (dp * ns)) * (D / emb_div + 0.5 * F / nt)
     extra = ew_bytes / bw
     # Without a flash kernel the [heads, S, S] attention scores go through HBM: written by the QK^T matmul,
@@ -427,7 +483,7 @@ def _hbm_extras(shape: Shape, mm: _MeshSplit, bw: float, re_core: bool) -> np.nd
     # forward is recomputed). Flash attention keeps them on chip.
     if not shape.flash_attention:
         score_elems = (L / npp) * (B * S / (dp * ns)) * (shape.heads / nt) * S
-        extra = extra + SCORE_BYTES * (1.0 + (1.0 / 3.0 if re_core else 0.0)) * score_elems / bw
+        extra = extra + SCORE_BYTES * (1.0 + core_share / 3.0) * score_elems / bw
     return extra
 
 
@@ -450,7 +506,10 @@ def _collectives(shape: Shape, chip: Chip, mm: _MeshSplit) -> tuple[dict[str, np
     # the gradients: 3 x (gathered bytes) [ZeRO §7.2.2: 1.5x the 2Ψ of data parallelism; SB
     # "FSDP": AllGather fwd + AllGather bwd + ReduceScatter, each V/W]. Prefetch overlaps with compute.
     gathered = BF16 * (P_ne / (nt * npp) + P_e / (nt * npp * ne))
-    comm_ovl["fsdp"] = m * 3.0 * gather_time(gathered, net, FSDP)
+    # torchtitan under pipelining keeps the weights gathered and defers the reduce-scatter to the last
+    # micro-batch (see _stage_memory): one all-gather and one reduce-scatter per step.
+    fsdp_rounds = np.where(npp > 1, 2.0 / 3.0, m) if _fsdp_unsharded_with_pp(shape) else m
+    comm_ovl["fsdp"] = fsdp_rounds * 3.0 * gather_time(gathered, net, FSDP)
 
     # Data: one gradient all-reduce per step of the (FSDP-sharded) bf16 gradient, 2V/W [SB; DESIGN.md].
     # Sequence ranks hold replicated weights (Megatron context parallel), so their gradients are
@@ -460,7 +519,7 @@ def _collectives(shape: Shape, chip: Chip, mm: _MeshSplit) -> tuple[dict[str, np
     if shape.framework == "megatron":
         comm_ovl["sequence"] = allreduce_time(grad_shard, net, SEQUENCE)
     else:  # sequence ranks shard the weights too: gather and reduce-scatter them like FSDP (see _stage_memory)
-        comm_ovl["sequence"] = m * 3.0 * gather_time(gathered / nf, net, SEQUENCE)
+        comm_ovl["sequence"] = fsdp_rounds * 3.0 * gather_time(gathered / nf, net, SEQUENCE)
     comm_ovl["expert"] = allreduce_time(BF16 * P_ne / (nf * nt * npp), net, EXPERT)
 
     # Tensor: 2 all-reduces of the [tokens, d_model] activations in forward and 2 in backward per

@@ -27,6 +27,13 @@ Sources, per framework:
   core attention, removing the 5·a·s term (§4.3); *full* keeps only each (group of) layer's 2·h input
   (§4: "2sbhL"); sequence parallelism divides every term by t, tensor parallelism alone only 24 of the
   34 (§4.2.2, Table 2: ``sbh(10 + 24/t + 5as/(ht))``).
+* **torchtitan** (``[activation_checkpoint] mode`` / ``selective_ac_option``; pytorch/torchtitan
+  ``torchtitan/models/llama3/infra/parallelize.py`` ``_apply_ac_to_transformer_block``): ``selective_op``
+  (mode "selective", option "op") saves the outputs of the attention kernel (SDPA), the reductions and every
+  *second* ``aten.mm`` of a block and recomputes everything else: about half the block's forward matmuls,
+  all its elementwise ops, and none of the attention core; ``selective_layer`` (option "2": every second
+  block wrapped in full checkpointing) recomputes half the layers in full. Written here as the remat names
+  ``selective_op`` / ``selective_layer`` (``selective_layer_<k>`` for every k-th block).
 * **Plain JAX** policy names (``jax.checkpoint_policies``): ``nothing_saveable`` = full,
   ``everything_saveable`` = none, ``dots_saveable`` / ``checkpoint_dots`` = every dot,
   ``dots_with_no_batch_dims_saveable`` / ``checkpoint_dots_with_no_batch_dims`` = minimal. Other names
@@ -101,6 +108,8 @@ class RematSpec:
     megatron_full: bool = False  # Megatron full recompute
     megatron_method: str = "uniform"  # uniform | block
     megatron_layers: int = 1  # recompute_num_layers
+    every_other_mm: bool = False  # torchtitan selective op: every second matmul output (and SDPA's) saved
+    layer_every: int = 0  # torchtitan selective layer: every k-th block fully checkpointed (0: not this policy)
     exact: bool = True  # the name was recognised exactly (else read from its words)
     source: str = "default"
     notes: tuple[str, ...] = field(default_factory=tuple)
@@ -112,7 +121,19 @@ class RematSpec:
     @property
     def is_full(self) -> bool:
         return self.megatron_full or (self.style == "named" and not self.stores_everything and not self.saved
-                                      and not self.offloaded)
+                                      and not self.offloaded and not self.every_other_mm and not self.layer_every)
+
+    @property
+    def core_recompute_share(self) -> float:
+        """Share of the layers whose attention core is re-run in backward (when it is re-run at all)."""
+        return 1.0 / self.layer_every if self.layer_every else 1.0
+
+    @property
+    def elementwise_recompute(self) -> float:
+        """Share of the layers whose elementwise forward work (norms, activations, rope) is re-run in backward."""
+        if self.is_full or self.every_other_mm:
+            return 1.0
+        return 1.0 / self.layer_every if self.layer_every else 0.0
 
 
 def _norm(text: object) -> str:
@@ -169,6 +190,9 @@ def named_policy(name: str, *, source: str) -> RematSpec | None:
     if n in ("", "null"):
         return None
     n = JAX_POLICY_NAMES.get(n, n)
+    titan = _torchtitan_policy(n, source)
+    if titan is not None:
+        return titan
     if n in ("none", "false", "off", "no"):
         return RematSpec(policy="none", stores_everything=True, source=source)
     if n in MAXTEXT_POLICIES:
@@ -186,6 +210,19 @@ def named_policy(name: str, *, source: str) -> RematSpec | None:
         notes=(f"remat policy {name!r} is not a MaxText/JAX policy name: read from its words as saving "
                f"{', '.join(sorted(spec.saved)) or ('everything' if spec.stores_everything else 'only the layer input')}",),
     )
+
+
+def _torchtitan_policy(name: str, source: str) -> RematSpec | None:
+    """torchtitan's selective activation checkpointing (module docstring); None for other names."""
+    if name in ("selective_op", "torchtitan_selective_op"):
+        return RematSpec(policy="selective_op", saved=frozenset({"context"}), every_other_mm=True, source=source)
+    m = re.fullmatch(r"(?:torchtitan_)?selective_layer(?:_(\d+))?", name)
+    if m:
+        k = int(m.group(1) or 2)
+        if k <= 1:
+            return RematSpec(policy="full", source=source)
+        return RematSpec(policy=name, layer_every=k, source=source)
+    return None
 
 
 def megatron_policy(granularity: object, method: object = None, num_layers: object = None, *,
@@ -304,6 +341,11 @@ def recompute_params_per_layer(spec: RematSpec, d: Dims) -> tuple[float, float, 
         return 0.0, 0.0, spec.recompute_attention_core
     if spec.megatron_full:
         return qkv + out, wi + wo, True
+    if spec.every_other_mm:  # wq, wv, w1, w2 saved; wk, wo, w3 re-run: about half of each side
+        return 0.5 * (qkv + out), 0.5 * (wi + wo), False
+    if spec.layer_every:  # one block in k re-run in full (the core too: RematSpec.core_recompute_share)
+        k = float(spec.layer_every)
+        return (qkv + out) / k, (wi + wo) / k, True
     kept = spec.saved | spec.offloaded
     attn = 0.0
     if not _QKV <= kept:

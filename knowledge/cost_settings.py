@@ -29,8 +29,19 @@ from bot.configs.common import settings as read_settings
 from bot.configs.sharding import ShardingConfig
 from bot.configs.yamlscan import compose
 
+# Megatron keys that change what a mesh costs beyond its sizes (read by :func:`overlap_settings`): the
+# attention kernel flag as Megatron-LM spells it (``--use-flash-attn``), TP communication overlap
+# (``--tp-comm-overlap``), interleaved stages (``--virtual-pipeline-model-parallel-size`` or
+# ``--num-layers-per-virtual-pipeline-stage``), overlapped pipeline sends (``--overlap-p2p-communication``,
+# TransformerConfig ``overlap_p2p_comm``), and the layer / stage counts the per-stage form needs.
+OVERLAP_NAMES: tuple[str, ...] = (
+    "use_flash_attn", "tp_comm_overlap", "virtual_pipeline_model_parallel_size",
+    "num_layers_per_virtual_pipeline_stage", "overlap_p2p_comm", "overlap_p2p_communication", "num_layers",
+    "pipeline_model_parallel_size",
+)
+
 # Every key this module reads (the config readers' own SETTINGS lists do not hold all of them).
-NAMES: tuple[str, ...] = (
+NAMES: tuple[str, ...] = OVERLAP_NAMES + (
     "remat_policy", "remat", "recompute_granularity", "recompute_method", "recompute_num_layers",
     "activations_checkpoint_granularity", "activations_checkpoint_method", "activations_checkpoint_num_layers",
     "micro_batch_size", "per_device_batch_size", "gradient_accumulation_steps", "microbatches",
@@ -39,8 +50,15 @@ NAMES: tuple[str, ...] = (
     "param_dtype", "optimizer_memory_host_offload", "parameter_memory_host_offload", "sequence_parallel",
     "use_flash_attention", "attention", "attention_kernel", "cross_entropy_loss_fusion", "hidden_dropout",
     "attention_dropout", "num_pipeline_microbatches", "name", "main_grads_dtype", "main_params_dtype",
-    "exp_avg_dtype", "exp_avg_sq_dtype",
+    "exp_avg_dtype", "exp_avg_sq_dtype", "account_for_embedding_in_pipeline_split",
+    "account_for_loss_in_pipeline_split", "num_layers_in_first_pipeline_stage", "num_layers_in_last_pipeline_stage",
+    "decoder_first_pipeline_num_layers", "decoder_last_pipeline_num_layers",
 )
+
+UNEVEN_PIPELINE_KEYS = ("account_for_embedding_in_pipeline_split", "account_for_loss_in_pipeline_split",
+                        "num_layers_in_first_pipeline_stage", "num_layers_in_last_pipeline_stage",
+                        "decoder_first_pipeline_num_layers", "decoder_last_pipeline_num_layers")
+"""Megatron-Core settings that let pipeline stages hold unequal layer counts."""
 
 # Logical setting -> the keys that hold it, by config format, first match wins (also the key an edit writes).
 KEYS: dict[str, dict[str, tuple[str, ...]]] = {
@@ -76,6 +94,12 @@ class TrainingSettings(BaseModel):
     distributed_optimizer: bool | None = None
     sequence_parallel: bool | None = None
     flash_attention: bool | None = None
+    virtual_pipeline: int | None = Field(default=None, description="interleaved model chunks per pipeline stage "
+                                         "(Megatron virtual pipeline); None = not stated")
+    tp_comm_overlap: bool | None = Field(default=None, description="Megatron --tp-comm-overlap; None = not stated")
+    overlap_p2p: bool | None = Field(default=None, description="Megatron --overlap-p2p-communication; None = not stated")
+    cp_load_balance: bool | None = Field(default=None, description="causal context parallelism split in balanced "
+                                         "chunks; None = not stated (Megatron-Core always balances)")
     fused_cross_entropy: bool | None = None
     grad_fp32: bool | None = None
     grad_dtype: str | None = Field(default=None, description="Megatron optimizer main_grads_dtype")
@@ -85,6 +109,9 @@ class TrainingSettings(BaseModel):
     optimizer_offload: bool | None = None
     dropout: bool | None = None
     pipeline_microbatches: int | None = None
+    uneven_pipeline: dict[str, Any] | None = Field(
+        default=None, description="Megatron uneven pipeline-stage settings the config states (key -> value); "
+        "None when it states none")
     global_batch_factor: float = Field(
         default=1.0, description="a proposal that raises the per-device batch or accumulation scales the global batch"
     )
@@ -193,12 +220,13 @@ def settings_from_config(config: ShardingConfig) -> TrainingSettings:
         if found:
             out[field_name] = max(found, key=dtype_bytes)
 
-    flash = _bool(_lookup(v, "use_flash_attention")[1])
+    flash = _bool(_lookup(v, "use_flash_attention", "use_flash_attn")[1])
     _, attention = _lookup(v, "attention", "attention_kernel")
     if isinstance(attention, str):
         a = attention.lower()
         flash = a not in ("dot_product", "dot-product", "vanilla", "xla", "eager")
     out["flash_attention"] = flash
+    out.update(overlap_settings(v))
     out["fused_cross_entropy"] = _bool(_lookup(v, "cross_entropy_loss_fusion")[1])
     _, wd = _lookup(v, "weight_dtype", "param_dtype")
     out["weight_dtype"] = None if wd is None else str(wd).lower()
@@ -207,7 +235,29 @@ def settings_from_config(config: ShardingConfig) -> TrainingSettings:
     present = [_lookup(v, k)[0] is not None for k in ("hidden_dropout", "attention_dropout")]
     out["dropout"] = any(d for d in drops) if any(present) else None
     out["pipeline_microbatches"] = _int(_lookup(v, "num_pipeline_microbatches")[1])
+    uneven = {k: _lookup(v, k)[1] for k in UNEVEN_PIPELINE_KEYS if _lookup(v, k)[0] is not None}
+    out["uneven_pipeline"] = uneven or None
     return TrainingSettings(**out)
+
+
+def overlap_settings(values: dict[str, Any]) -> dict[str, Any]:
+    """Megatron's interleaving and overlap settings (:data:`OVERLAP_NAMES`), as TrainingSettings fields.
+
+    ``virtual_pipeline`` is ``virtual_pipeline_model_parallel_size`` when given, else ``num_layers /
+    (pipeline_model_parallel_size x num_layers_per_virtual_pipeline_stage)`` (Megatron-LM's arguments.py
+    derives it the same way); an absent key stays ``None`` (not stated).
+    """
+    out: dict[str, Any] = {}
+    vpp = _int(_lookup(values, "virtual_pipeline_model_parallel_size")[1])
+    per_stage = _int(_lookup(values, "num_layers_per_virtual_pipeline_stage")[1])
+    layers = _int(_lookup(values, "num_layers")[1])
+    pp = _int(_lookup(values, "pipeline_model_parallel_size")[1])
+    if vpp is None and per_stage and layers and pp and layers % (pp * per_stage) == 0:
+        vpp = layers // (pp * per_stage)
+    out["virtual_pipeline"] = vpp
+    out["tp_comm_overlap"] = _bool(_lookup(values, "tp_comm_overlap")[1])
+    out["overlap_p2p"] = _bool(_lookup(values, "overlap_p2p_comm", "overlap_p2p_communication")[1])
+    return out
 
 
 def key_for(settings: TrainingSettings, logical: str, config: ShardingConfig) -> str | None:
@@ -239,3 +289,86 @@ def settings_for_run(run: Any) -> TrainingSettings | None:
         return settings_from_config(load_config(run.path(record.config, field="config")))
     except AsapError:
         return None
+
+
+# ------------------------------------------------------------------------------------------------------------
+# Unstated settings are uncertainty, not the worst case.
+
+
+class UnknownSetting(BaseModel):
+    """A setting that moves memory (and time) which neither the config, run.yaml nor a documented framework
+    default states: the memory band spans its options and the answer names it when it decides a verdict."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    name: str = Field(description="logical name: distributed_optimizer | sequence_parallel | remat")
+    lean: dict[str, Any] = Field(description="TrainingSettings fields of the least memory-hungry option")
+    hungry: dict[str, Any] = Field(description="TrainingSettings fields of the most memory-hungry option")
+    fix: str = Field(description="what to set for the lean option, in the config's words")
+    words: str = Field(description="the setting, as a person names it")
+
+
+def _megatron_unknowns(settings: TrainingSettings) -> list[UnknownSetting]:
+    out: list[UnknownSetting] = []
+    if settings.distributed_optimizer is None:
+        out.append(UnknownSetting(
+            name="distributed_optimizer", lean={"distributed_optimizer": True}, hungry={"distributed_optimizer": False},
+            fix="set use_distributed_optimizer: true", words="the distributed optimizer",
+        ))
+    if settings.sequence_parallel is None:
+        out.append(UnknownSetting(
+            name="sequence_parallel", lean={"sequence_parallel": True}, hungry={"sequence_parallel": False},
+            fix="set sequence_parallel: true", words="sequence parallelism",
+        ))
+    return out
+
+
+REMAT_KEY = {"megatron": "recompute_granularity"}
+
+
+def unknown_settings(settings: TrainingSettings | None, framework: str, runyaml_remat: str | None) -> list[UnknownSetting]:
+    """The memory-moving settings this run leaves unstated (module section docstring).
+
+    Stated means: the config sets it, run.yaml sets it (``training.remat``), or the framework documents a
+    default that applies to every version ASAP reads: MaxText ``remat_policy: full``, optimizer offload off
+    and weight dtype in base.yml; flash attention on in MaxText (``attention: autoselected``) and
+    Megatron-Core (Transformer Engine fused attention); sequence parallelism is how MaxText/GSPMD shard
+    activations anyway. For other trainers (plain JAX, PyTorch) the attention kernel is unknown unless stated. Megatron's distributed optimizer and sequence parallelism differ between
+    Megatron-LM (off unless flagged) and the NeMo / Megatron-Bridge recipes (on), and activation recompute
+    between Megatron-LM (off) and recipes (selective or full): unstated, they are unknown.
+    """
+    s = settings or TrainingSettings()
+    out: list[UnknownSetting] = []
+    if framework == "megatron" or s.format == "megatron":
+        out.extend(_megatron_unknowns(s))
+    if s.flash_attention is None and framework in ("jax", "other") and s.format not in ("maxtext", "megatron"):
+        # No documented default: plain JAX attention materialises the scores unless a flash/splash kernel is
+        # used; PyTorch trainers (torchtitan) default to SDPA's flash kernel. MaxText ('autoselected') and
+        # Megatron-Core (Transformer Engine fused attention) document a fused default.
+        out.append(UnknownSetting(
+            name="flash_attention", lean={"flash_attention": True}, hungry={"flash_attention": False},
+            fix="use a fused/flash attention kernel (e.g. attention: flash)", words="a flash attention kernel",
+        ))
+    remat_stated = s.remat_key is not None or runyaml_remat is not None or framework == "maxtext"
+    if not remat_stated:
+        key = REMAT_KEY.get(framework, "remat_policy")
+        if framework == "megatron" or s.format == "megatron":
+            lean = {"remat_policy": "full", "remat_key": key, "recompute_method": "uniform", "recompute_num_layers": 1}
+            hungry = {"remat_policy": "none", "remat_key": key}
+            fix = "set recompute_granularity: selective (or full)"
+        else:
+            lean, hungry = {"remat_policy": "full", "remat_key": key}, {"remat_policy": "none", "remat_key": key}
+            fix = f"set {key}: full (or a policy that saves less)"
+        out.append(UnknownSetting(name="remat", lean=lean, hungry=hungry, fix=fix, words="activation recompute"))
+    return out
+
+
+def with_options(settings: TrainingSettings | None, unknowns: list[UnknownSetting], which: str,
+                 *, only: str | None = None) -> TrainingSettings:
+    """``settings`` with every unknown at its ``lean`` or ``hungry`` option (``only``: that one lean, the
+    rest hungry), leaving stated settings as they are."""
+    base = settings or TrainingSettings()
+    update: dict[str, Any] = {}
+    for u in unknowns:
+        pick = u.lean if (which == "lean" if only is None else u.name == only) else u.hungry
+        update.update(pick)
+    return base.model_copy(update=update)

@@ -79,6 +79,7 @@ class Shape:
     p2p_overlap: bool = False  # pipeline sends overlapped (Megatron --overlap-p2p-communication, interleaved only)
     tp_comm_overlap: bool = False  # tensor-parallel collectives overlapped with GEMMs (Megatron --tp-comm-overlap)
     cp_load_balanced: bool = True  # causal attention split in balanced chunks over context ranks (Megatron CP default)
+    fsdp_gathered_under_pp: bool = False  # torchtitan: FSDP2 weights kept gathered, gradients unsharded under PP
     fp8: bool = False  # linear layers in fp8 (training.dtype fp8): matmuls at the chip's fp8 peak where it has one
 
     @property
@@ -314,7 +315,14 @@ def _mesh_behaviour(run: RunRecord, cfg: TrainingSettings | None, notes: list[st
             "tensor-parallel collectives priced exposed (not overlapped): the config does not enable TP "
             "communication overlap (Megatron --tp-comm-overlap)"
         )
+    titan = "torchtitan" in {t.lower() for t in run.tags}
+    if titan:
+        notes.append(
+            "torchtitan (run tag): under pipelining FSDP2 keeps each stage's weights gathered for the step and its "
+            "gradients unsharded until the last micro-batch (torchtitan apply_fsdp, reshard_after_forward=False)"
+        )
     return {
+        "fsdp_gathered_under_pp": titan,
         "virtual_stages": virtual,
         "pipeline_output_on_last": run.framework != "maxtext",
         "p2p_overlap": bool(p2p) if p2p is not None else (megatron and virtual > 1),

@@ -215,14 +215,22 @@ def config_warnings(run: Run) -> list[str]:
 def analyze_run(run: Run, profile: Profile | None = None, *, top_n: int = DEFAULT_TOP_N) -> AnalysisReport:
     """Load a stored run's profile (unless given) and config, then :func:`analyze` it.
 
-    A run with ``derived_from`` (it applied an ASAP proposal) also has its outcome recorded in the history.
+    Reading never writes: a run with ``derived_from`` (it applied an ASAP proposal) is only told how to
+    record its outcome (``asap record-outcome``, :func:`bot.proposals.outcomes.record_run_outcome`).
     """
-    if profile is None:
-        from bot.profiles.loader import load_profile  # lazy: keeps `asap runs` fast
-
-        profile = load_profile(run)
     mesh, config_format, notes = load_mesh(run)
     notes = notes + (config_warnings(run) if mesh is not None else [])
+    if profile is None:
+        from bot.profiles.loader import NoProfileData, load_profile  # lazy: keeps `asap runs` fast
+
+        try:
+            profile = load_profile(run)
+        except NoProfileData as exc:
+            if exc.read_sources or exc.warnings:
+                raise  # profile files exist but are broken or missing: say so rather than answer without them
+            from bot.analysis.preflight import preflight_report
+
+            return _with_outcome_hint(run, preflight_report(run, mesh, config_format, warnings=notes))
     try:
         report = analyze(run.record, profile, mesh, config_format, top_n=top_n, warnings=notes)
     except UnknownChip as exc:
@@ -230,9 +238,15 @@ def analyze_run(run: Run, profile: Profile | None = None, *, top_n: int = DEFAUL
             exc.source = str(run.folder / RUN_FILE)
             exc.args = (exc.render(),)
         raise
-    if run.record.derived_from is not None:
-        # This run applied an ASAP proposal: record predicted vs measured in the history (idempotent).
-        from bot.proposals.outcomes import record_run_outcome
+    return _with_outcome_hint(run, report)
 
-        report.warnings.extend(record_run_outcome(run, report))
+
+def _with_outcome_hint(run: Run, report: AnalysisReport) -> AnalysisReport:
+    """A run that applied a proposal is told how to record its outcome (reading never writes it)."""
+    d = run.record.derived_from
+    if d is not None:
+        report.warnings.append(
+            f"derived_from: this run applied proposal {d.proposal} of run {d.run}; `asap record-outcome "
+            f"{run.record.id}` records its measured outcome in the history (reading a run never writes it)"
+        )
     return report

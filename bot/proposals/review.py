@@ -2,9 +2,11 @@
 
 ``review(old, new, run=None)`` parses both files, resolves their meshes, predicts step time and memory
 per chip before and after (calibrated on the run's profile when a run is given), runs the Critic on the
-new mesh against the old one, and turns every failed check into a finding. Problems (exit status 1):
-a mesh that does not multiply to the chips or does not divide the model, out of memory, a move that
-contradicts the run's diagnosis, a configuration recorded as failed. Warnings: predicted slower, a
+new mesh against the old one, and turns every failed check into a finding. Problems (exit status 1) are
+what the change *introduces*: a mesh that does not multiply to the chips or does not divide the model, out
+of memory, a move that contradicts the run's diagnosis, a configuration recorded as failed. A hard check the
+old config already fails is reported as ``pre-existing`` and does not fail the review (a PR that changes only
+the learning rate of a config with a bad mesh is not the PR's problem). Warnings: predicted slower, a
 mesh change on a host-bound run. Without a run, checks that need the model are reported as skipped
 with the reason.
 """
@@ -132,6 +134,7 @@ def review(
         skipped.append("divisibility, memory and diagnosis checks: need --run (model, chip and profile)")
 
     critic: list[Check] = []
+    before: dict[str, Check] = {}  # hard checks the old config already fails
     if new_mesh is not None:
         if record is not None:
             result = critique(
@@ -144,6 +147,16 @@ def review(
                 settings=new_settings,
             )
             critic = result.checks
+            old_result = critique(
+                run,  # type: ignore[arg-type]
+                old_mesh,
+                report=report,
+                prediction=old_pred,
+                baseline=old_mesh,
+                baseline_prediction=old_pred,
+                settings=old_settings,
+            )
+            before = {c.name: c for c in old_result.checks if not c.passed and c.hard}
         else:
             critic = [
                 Check(
@@ -154,15 +167,27 @@ def review(
                 check_diagnosis(None, old_mesh, new_mesh),
             ]
         for ch in critic:
-            if not ch.passed:
-                findings.append(ReviewFinding(severity="problem" if ch.hard else "warning", check=ch.name, message=ch.reason))
+            if ch.passed:
+                continue
+            if ch.hard and ch.name in before:
+                # Present before and after: not what this change introduces, so it does not fail the review.
+                findings.append(ReviewFinding(
+                    severity="pre-existing", check=ch.name,
+                    message=f"{ch.reason} (already so before this change: {before[ch.name].reason})"
+                    if before[ch.name].reason != ch.reason else f"{ch.reason} (already so before this change)"))
+                continue
+            findings.append(ReviewFinding(severity="problem" if ch.hard else "warning", check=ch.name, message=ch.reason))
 
     _batch_findings(old_cfg, new_cfg, bottleneck, findings)
     from bot.configs.checks import startup_problems  # issue 13: what the framework refuses, device counts
 
-    for p in startup_problems(new_cfg, chips, slices, record.model if record is not None else None):
+    model = record.model if record is not None else None
+    before = {p.message for p in startup_problems(old_cfg, chips, slices, model) if p.error}
+    for p in startup_problems(new_cfg, chips, slices, model):
         if p.rule != "note" and not (p.rule == "mesh" and new_mesh is None):
-            severity = "problem" if p.error else ("info" if p.rule == "reading" else "warning")
+            # a refusal the old config already has is not what this change introduces (pre-existing)
+            severity = ("pre-existing" if p.message in before else "problem") if p.error else (
+                "info" if p.rule == "reading" else "warning")
             findings.append(ReviewFinding(severity=severity, check=f"startup_{p.rule}", message=p.message))
 
     change = None

@@ -88,6 +88,11 @@ class Measured(BaseModel):
     tokens_per_second: PositiveFloat | None = Field(default=None, description="global throughput")
     hbm_peak_bytes: PositiveFloat | None = Field(default=None, description="peak HBM in use per chip, bytes")
     mfu_percent: float | None = Field(default=None, ge=0, le=100, description="as reported by the job")
+    oom: bool | None = Field(
+        default=None,
+        description="true: the job ran out of device memory with this config (a fact the Critic uses); "
+        "false: it ran",
+    )
 
 
 class DerivedFrom(BaseModel):

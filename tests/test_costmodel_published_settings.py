@@ -1,0 +1,89 @@
+"""The cost model on published rows whose framework settings decide the answer (issue 12's accuracy targets).
+
+Every number here is a published measurement from a case in examples/eval (sources in each case's
+expected.yaml and docs/eval.md): torchtitan's H100 tables (peak memory, allocator-reserved), its A100
+activation-checkpointing rows, Megatron-Core's H100 weak-scaling table (--tp-comm-overlap) and Narayanan
+et al. 2021 Table 1 (SC'21, interleaved stages, unfused attention).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from bot.configs.detect import load_config
+from bot.proposals.engine import baseline_mesh
+from bot.proposals.eval_figures import measured_points
+from bot.proposals.evaluate import load_expected
+from bot.runs.store import LocalRunStore
+from knowledge import costmodel
+from knowledge.cost_remat import named_policy
+from knowledge.cost_settings import settings_for_run, settings_from_config
+
+EVAL = Path(__file__).resolve().parents[1] / "examples" / "eval"
+GIB = 2**30
+
+
+def _predict(case: str) -> costmodel.Prediction:
+    run = LocalRunStore(EVAL).get(case)
+    mesh, _ = baseline_mesh(run, None)
+    return costmodel.predict(run.record, mesh, settings=settings_for_run(run))
+
+
+def test_megatron_overlap_and_interleaving_flags_are_read() -> None:
+    # SC'21 145B: --num-layers-per-virtual-pipeline-stage 5 with 80 layers over PP 8 -> 2 chunks per stage.
+    sc21 = settings_from_config(load_config(EVAL / "megatron-sc21-table1-gpt-145b" / "megatron.yaml"))
+    assert sc21.virtual_pipeline == 2
+    assert sc21.flash_attention is False  # use_flash_attn: false (2021, before FlashAttention)
+    assert sc21.tp_comm_overlap is None  # not stated: the cost model prices TP exposed
+    core = settings_from_config(load_config(EVAL / "megatron-core-h100-weak-scaling-gpt-32b" / "megatron.yaml"))
+    assert core.tp_comm_overlap is True and core.sequence_parallel is True
+    nemo = settings_from_config(load_config(EVAL / "nemo-24.07-h100-llama2-70b-64gpu" / "megatron.yaml"))
+    assert nemo.virtual_pipeline == 20
+
+
+@pytest.mark.parametrize("case,measured_gib", [
+    ("torchtitan-h100-llama3-8b-fsdp8", 82.4),  # Table 1 row FSDP (selective op AC, local batch 2)
+    ("torchtitan-h100-llama3-8b-fsdp8-cp1", 83.9),  # Table 2 FSDP 8, CP 1, 32k tokens, full AC
+    ("torchtitan-h100-llama3-8b-fsdp1-cp8", 84.5),  # Table 2 FSDP 1, CP 8, 262k tokens
+    ("torchtitan-h100-llama3-405b-fsdp8-tp8-pp8", 82.5),  # Table 5 1F1B, FSDP 8 TP 8 PP 8
+    ("torchtitan-h100-llama3-405b-fsdp4-cp2", 75.9),  # Table 6 FSDP 4, CP 2
+])
+def test_torchtitan_peak_memory_within_ten_percent(case: str, measured_gib: float) -> None:
+    # The model of main before this change predicted 0.22-0.90 of these peaks: the eager loss's fp32 buffers,
+    # FSDP2's gathered weights and unsharded fp32 gradients under pipelining and the allocator's reserve were
+    # missing.
+    pred = _predict(case).memory_per_chip_bytes / GIB
+    assert pred / measured_gib == pytest.approx(1.0, abs=0.10), pred
+
+
+def test_torchtitan_selective_op_checkpointing_costs_recompute() -> None:
+    # torchtitan docs/performance.md, Llama 2 13B on 64 A100, local batch 2: no AC 2,162 WPS vs selective op
+    # 1,904 WPS: selective op is 13.5% slower per token (steps 3,789 vs 4,303 ms). Priced as no recompute
+    # (remat 'dots'), the two rows were predicted equal.
+    none = _predict("torchtitan-a100-llama2-13b-bs2-none").step_time_ms
+    sel_op = _predict("torchtitan-a100-llama2-13b-bs2-sel-op").step_time_ms
+    assert 1.05 < sel_op / none < 1.25
+
+
+def test_selective_policies_recompute_between_none_and_full() -> None:
+    op = named_policy("selective_op", source="test")
+    layer = named_policy("selective_layer", source="test")
+    assert op is not None and op.every_other_mm and not op.is_full and op.elementwise_recompute == 1.0
+    assert layer is not None and layer.layer_every == 2 and layer.core_recompute_share == 0.5
+
+
+def test_megatron_core_weak_scaling_rows_agree_once_tp_overlap_is_stated() -> None:
+    # Megatron-LM README (Megatron-Core r0.8.0, H100): TP 1 (1.7B) to TP 8 PP 16 (462B), all with
+    # --tp-comm-overlap (which requires sequence parallelism). Priced with TP exposed and replicated norms, the
+    # TP 8 rows were predicted ~1.45x slower relative to the TP 1 row than measured (ratio spread 1.49).
+    ratios = []
+    for size in ("1.7b", "7.1b", "16b", "32b", "70b", "119b", "177b", "314b", "462b"):
+        case = f"megatron-core-h100-weak-scaling-gpt-{size}"
+        run = LocalRunStore(EVAL).get(case)
+        mesh, _ = baseline_mesh(run, None)
+        point = measured_points(run, load_expected(EVAL / case / "expected.yaml"), mesh)[0]
+        assert point.measured_step_ms and point.predicted_step_ms
+        ratios.append(point.measured_step_ms / point.predicted_step_ms)
+    assert max(ratios) / min(ratios) < 1.25, ratios
