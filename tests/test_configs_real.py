@@ -419,3 +419,14 @@ def test_review_warns_that_current_maxtext_ignores_a_sequence_key(tmp_path: Path
     r = review(tmp_path / "old.yml", tmp_path / "new.yml", num_chips=64, num_slices=1)
     assert not r.mesh_changed  # MaxText builds the same mesh
     assert any(f.severity == "warning" and "ici_sequence_parallelism=2 is ignored" in f.message for f in r.findings)
+
+
+def test_recorded_megatron_command_overrides_a_nemo_yaml(tmp_path: Path) -> None:
+    (tmp_path / "nemo.yaml").write_text((REAL / "nemo" / "gpt3_5b.yaml").read_text())
+    c = load_config(tmp_path / "nemo.yaml", command="torchrun --nproc_per_node 8 --nnodes 16 pretrain_gpt.py "
+                                                     "--tensor-model-parallel-size 2 --micro-batch-size 2")
+    assert {k.key: k.value for k in c.keys}["tensor_model_parallel_size"] == 2
+    assert c.setting("micro_batch_size") == 2 and c.devices == 128
+    assert any("on the recorded command overrides 1" in n for n in c.reading)
+    with pytest.raises(ConfigError, match="cannot edit in place"):
+        apply_mesh(c, Mesh(ici={"tensor": 4, "data": 2}, dcn={"data": 16}))

@@ -86,7 +86,9 @@ def _parse(text: str, source: str, path: Path | None, command: str | None, overl
         return launch.yaml_maxtext(text, source, root, files, command)
     cfg = _READERS[fmt](root, text, source)
     if fmt == "megatron" and command:
-        cfg = launch.with_megatron_command(cfg, command)
+        from bot.configs.megatron_launch import with_megatron_command
+
+        cfg = with_megatron_command(cfg, command)
     return cfg
 
 
