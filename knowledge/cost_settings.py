@@ -82,6 +82,11 @@ class TrainingSettings(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
     source: str | None = Field(default=None, description="config file the settings were read from")
     format: str | None = Field(default=None, description="maxtext | ici_mesh | megatron")
+    launch_defaults: bool = Field(
+        default=False,
+        description="a Megatron launch command (flags): a flag it omits takes Megatron's arguments.py default "
+        "(--use-distributed-optimizer, --sequence-parallel off; no --recompute-granularity: no recompute)",
+    )
     remat_policy: str | None = None
     remat_key: str | None = Field(default=None, description="the key that set the remat policy")
     recompute_method: str | None = None
@@ -189,6 +194,9 @@ def settings_from_config(config: ShardingConfig) -> TrainingSettings:
     v = all_settings(config)
     fmt = config.format
     out: dict[str, Any] = {"source": config.source, "format": fmt}
+    # A launch command is the whole argument list Megatron parses: what it leaves out is argparse's default.
+    # A YAML summary (a recipe, a NeMo config, a published table) may leave things out that its launcher set.
+    out["launch_defaults"] = fmt == "megatron" and getattr(config, "launch", None) is not None
 
     key, remat = _lookup(v, "remat_policy", "recompute_granularity", "activations_checkpoint_granularity", "remat")
     if key is not None:
@@ -338,6 +346,8 @@ def unknown_settings(settings: TrainingSettings | None, framework: str, runyaml_
     """
     s = settings or TrainingSettings()
     out: list[UnknownSetting] = []
+    if s.launch_defaults:
+        return out  # a Megatron launch command: every omitted flag is argparse's documented default
     if framework == "megatron" or s.format == "megatron":
         out.extend(_megatron_unknowns(s))
     if s.flash_attention is None and framework in ("jax", "other") and s.format not in ("maxtext", "megatron"):

@@ -160,3 +160,19 @@ def test_megatron_uneven_pipeline_is_a_warning_naming_the_settings_that_allow_it
         assert "as the config's account_for_embedding_in_pipeline_split, account_for_loss_in_pipeline_split allow" in c.reason
     else:
         assert "126 layers + embedding + loss = 128 = 8 x 16: set account_for_embedding_in_pipeline_split" in c.reason
+
+
+def test_a_megatron_launch_script_omits_flags_at_their_argparse_defaults(tmp_path: Path) -> None:
+    """Megatron-LM's own example launch (tests/data/real): what the torchrun line leaves out is off, by
+    arguments.py's defaults (--use-distributed-optimizer, --sequence-parallel are store_true; no
+    --recompute-granularity means no recompute). That is stated, not unknown; a YAML summary stays unknown."""
+    from bot.configs.detect import load_config
+    from knowledge.cost_settings import settings_from_config
+
+    script = Path(__file__).parent / "data" / "real" / "megatron" / "train_gpt3_175b_distributed.sh"
+    settings = settings_from_config(load_config(script))
+    assert settings.launch_defaults
+    assert unknown_settings(settings, "megatron", None) == []
+    yaml_settings = TrainingSettings(format="megatron")
+    assert {u.name for u in unknown_settings(yaml_settings, "megatron", None)} >= {"distributed_optimizer",
+                                                                                    "sequence_parallel", "remat"}
