@@ -86,12 +86,27 @@ def _brief(n: int, p: dict[str, Any]) -> dict[str, Any]:
 
 
 def recommend_first(ws: Workspace) -> dict[str, Any]:
-    """The proposal to try first: best expected gain x confidence, ties to the lower number."""
+    """The proposal to try first: the engine's own ranking and verdict, never a different order.
+
+    The engine ranks by predicted time, or, when the band is too wide to tell, by the playbook move that
+    matches the diagnosis first (``bot.proposals.verdict``); a push-back that revised the recommendation on
+    the numbers is kept. A ``near_optimal`` verdict recommends no change: proposal 1 is only the nearest
+    alternative, and the answer says so.
+    """
     props = _need(ws)
-    ranked = sorted(range(len(props)), key=lambda i: (-score(props[i]), i))
-    best = ranked[0]
-    p = props[best]
+    verdict = (ws.proposals or {}).get("verdict")
+    summary = (ws.proposals or {}).get("summary") or ""
+    revised = ws.stance.get("recommended") if ws.stance.get("pushbacks") else None
+    choice = int(revised) if revised and 1 <= int(revised) <= len(props) else 1
+    p = props[choice - 1]
     reasons = []
+    if revised and choice != 1:
+        reasons.append("revised from proposal 1 after your push-back, on the numbers")
+    elif verdict == "uncertain":
+        reasons.append("ranked first: the prediction band is too wide to rank on time alone, so the playbook move that "
+                       "matches the diagnosis comes first")
+    else:
+        reasons.append("ranked first by predicted time per token among the proposals that pass every check")
     if _pct(p) is not None:
         reasons.append(f"predicted step time {_pct(p):+.1f}% vs the current mesh")
     reasons.append(f"confidence {p.get('confidence', 0):.2f}")
@@ -99,17 +114,24 @@ def recommend_first(ws: Workspace) -> dict[str, Any]:
         reasons.append("the predicted gain is inside the prediction's uncertainty")
     if _addresses(p):
         reasons.append(f"it targets the diagnosed bottleneck ({(ws.report or {}).get('diagnosis', {}).get('bottleneck', 'unknown')})")
-    for i in ranked[1:]:
-        q = props[i]
+    for i, q in enumerate(props, start=1):
+        if i == choice:
+            continue
         reasons.append(
-            f"proposal {i + 1} ({q.get('mesh_short')}): score {score(q):.2f} vs {score(p):.2f}"
-            + (f", step time {_pct(q):+.1f}%" if _pct(q) is not None else "")
+            f"proposal {i} ({q.get('mesh_short')})"
+            + (f": step time {_pct(q):+.1f}%" if _pct(q) is not None else "")
             + f", confidence {q.get('confidence', 0):.2f}"
         )
-    tradeoffs = p.get("tradeoffs") or []
-    ws.stance["recommended"] = best + 1
-    return {"choice": best + 1, "proposal": _brief(best + 1, p), "reasons": reasons, "tradeoffs": tradeoffs,
-            "ranking": [i + 1 for i in ranked]}
+    change = verdict not in ("near_optimal",)
+    headline = (f"Start with proposal {choice}: {p.get('mesh_short')}." if change else
+                f"No change recommended: the run looks near-optimal. If you try one, proposal {choice} "
+                f"({p.get('mesh_short')}) is the nearest alternative.")
+    if verdict == "uncertain":
+        headline = f"Start with proposal {choice}: {p.get('mesh_short')} (improvement likely, size uncertain: measure it)."
+    ws.stance["recommended"] = choice
+    return {"choice": choice, "proposal": _brief(choice, p), "reasons": reasons, "tradeoffs": p.get("tradeoffs") or [],
+            "ranking": [choice] + [i for i in range(1, len(props) + 1) if i != choice], "verdict": verdict,
+            "recommend_change": change, "headline": headline, "summary": summary}
 
 
 def assess_confidence(ws: Workspace) -> dict[str, Any]:
@@ -143,8 +165,58 @@ def assess_confidence(ws: Workspace) -> dict[str, Any]:
     return out
 
 
-def weigh_pushback(ws: Workspace, preferred: int) -> dict[str, Any]:
-    """Defend the recommendation or revise it, from the numbers -- never by agreeing for its own sake."""
+def weigh_pushback_others(ws: Workspace) -> dict[str, Any]:
+    """Push-back without a number ("the other two look better", "I disagree", "why not the others?").
+
+    Every other proposal is weighed against the recommendation on the same numbers as a numbered push-back;
+    the recommendation is revised to the best of them when one scores higher, else defended point by point.
+    """
+    props = _need(ws)
+    ours_n = ws.stance.get("recommended") or recommend_first(ws)["choice"]
+    ours = props[ours_n - 1]
+    b = _brief(ours_n, ours)
+    others = [i for i in range(1, len(props) + 1) if i != ours_n]
+    if not others:
+        return {"verdict": "defend", "preferred": None, "recommended": ours_n, "others": [],
+                "evidence": [f"proposal {ours_n} is the only checked proposal; no other passed every check"],
+                "compared": [b]}
+    evidence: list[str] = []
+    compared = [b]
+    for n in others:
+        a = _brief(n, props[n - 1])
+        compared.append(a)
+        parts = []
+        if a["step_time_change_percent"] is not None and b["step_time_change_percent"] is not None:
+            parts.append(f"step time {a['step_time_change_percent']:+.1f}% vs {b['step_time_change_percent']:+.1f}%")
+        parts.append(f"confidence {a['confidence']:.2f} vs {b['confidence']:.2f}")
+        if a["memory_per_chip_gb"] is not None and b["memory_per_chip_gb"] is not None:
+            parts.append(f"memory {a['memory_per_chip_gb']} vs {b['memory_per_chip_gb']} GB per chip")
+        if a["within_noise"]:
+            parts.append("its gain is inside the prediction's noise")
+        if not a["addresses_bottleneck"]:
+            parts.append("it does not address the diagnosed bottleneck")
+        parts.append(f"expected gain x confidence {a['score']} vs {b['score']}")
+        evidence.append(f"proposal {n} ({a['mesh']}) vs proposal {ours_n}: " + "; ".join(parts))
+    best_other = max(others, key=lambda n: (score(props[n - 1]), -n))
+    if score(props[best_other - 1]) > score(ours) + 1e-9:
+        verdict = "revise"
+        ws.stance["recommended"] = best_other
+        evidence.append(f"proposal {best_other} scores higher on the numbers: revising to it")
+    else:
+        verdict = "defend"
+        evidence.append(f"none of the others scores higher than proposal {ours_n}: keeping it")
+    ws.stance.setdefault("pushbacks", []).append({"preferred": None, "verdict": verdict})
+    return {"verdict": verdict, "preferred": None, "recommended": ws.stance["recommended"], "others": others,
+            "evidence": evidence, "compared": compared}
+
+
+def weigh_pushback(ws: Workspace, preferred: int | None) -> dict[str, Any]:
+    """Defend the recommendation or revise it, from the numbers -- never by agreeing for its own sake.
+
+    ``preferred`` None: the person pushed back without naming a proposal (:func:`weigh_pushback_others`).
+    """
+    if preferred is None:
+        return weigh_pushback_others(ws)
     props = _need(ws)
     pick = _number(ws, preferred)
     ours_n = ws.stance.get("recommended") or recommend_first(ws)["choice"]

@@ -84,6 +84,14 @@ def parse_mesh(text: str) -> dict[str, dict[str, int]] | None:
     return mesh
 
 
+_PUSHBACK_NO_NUMBER = re.compile(
+    r"\b(the (?:other|remaining) (?:two|ones?|proposals?|options?)|the others|the rest|other ones|others look"
+    r"|why not the others?|i (?:don't|do not|dont) (?:buy|agree|believe)|i disagree|not convinced|unconvinced"
+    r"|i'm not sure about (?:that|this|it)|doesn't convince|does not convince|disagree)\b"
+)
+"""Push-back that names no proposal: answered by weighing every other proposal against the recommendation."""
+
+
 def classify(text: str, *, first: bool) -> Intent:
     """The intent of one message; the first message of a thread is always the full analysis."""
     t = text.lower().strip()
@@ -102,6 +110,8 @@ def classify(text: str, *, first: bool) -> Intent:
                       rf"|why not\s+(?:proposal\s+|#)?{_NUM}", t):
         num = next(g for g in m.groups() if g and g not in ("better", "prefer", "instead", "rather", "go with", "looks good"))
         return Intent("pushback", {"preferred": _n(num)})
+    if _PUSHBACK_NO_NUMBER.search(t):
+        return Intent("pushback", {})
     if re.search(r"\b(explain|what does|what is|what's|meaning of|mean)\b", t):
         topic = re.sub(r"^.*?\b(explain|what does|what is|what's|meaning of)\b", "", t).strip(" ?.!")
         topic = re.sub(r"\b(mean|means)\b", "", topic).strip(" ?.!") or t

@@ -115,7 +115,7 @@ def render_followup(ws: Workspace, intent: Intent) -> str:
 
 def _which_first(r: dict[str, Any], ws: Workspace) -> str:
     p = r["proposal"]
-    lines = [f"Start with proposal {r['choice']}: {p['mesh']}."]
+    lines = [r.get("headline") or f"Start with proposal {r['choice']}: {p['mesh']}."]
     lines += [f"  - {x}" for x in r["reasons"]]
     if r.get("tradeoffs"):
         lines.append(f"  trade-offs: {'; '.join(r['tradeoffs'])}")
@@ -140,6 +140,10 @@ def _sure(r: dict[str, Any], ws: Workspace) -> str:
 
 
 def _pushback(r: dict[str, Any], ws: Workspace) -> str:
+    if r.get("preferred") is None:
+        head = (f"Weighing the others against proposal {r['recommended']}, on the numbers:" if r["verdict"] == "defend"
+                else f"You have a point: revised to proposal {r['recommended']}, on the numbers:")
+        return "\n".join([head] + [f"  - {e}" for e in r["evidence"]])
     head = {"defend": f"I would still start with proposal {r['recommended']}, not {r['preferred']}:",
             "revise": f"You are right: proposal {r['preferred']} is the better first try. Revised:",
             "tie": f"Proposals {r['preferred']} and {r['recommended']} are even on the numbers:",

@@ -88,7 +88,12 @@ class ToolBox:
         """Load the run and its profile; KPIs, top ops with roofline position, diagnosis with evidence."""
 
         def go() -> dict[str, Any]:
-            report = self.backend.analyze(self.run(run_id))
+            run = self.run(run_id)
+            try:
+                report = self.backend.analyze(run)
+            except AsapError:
+                self.ws.report = {"run": _run_facts(run)}  # chips and mesh are known even when analysis is not
+                raise
             self.ws.report = report
             return report
 
@@ -184,10 +189,12 @@ class ToolBox:
         """How sure the diagnosis and the recommended proposal are, with reasons and what would raise it."""
         return self._call("assess_confidence", {"run_id": run_id}, lambda: (self.run(run_id), followups.assess_confidence(self.ws))[1], lambda r: r)
 
-    def weigh_pushback(self, run_id: str, preferred: int) -> dict[str, Any]:
-        """Compare the proposal the person prefers with the recommendation; defend or revise from the numbers."""
+    def weigh_pushback(self, run_id: str, preferred: int | None = None) -> dict[str, Any]:
+        """Compare the proposal the person prefers (omit it for "the others" / "I disagree") with the
+        recommendation; defend or revise from the numbers."""
         return self._call("weigh_pushback", {"run_id": run_id, "preferred": preferred},
-                          lambda: (self.run(run_id), followups.weigh_pushback(self.ws, int(preferred)))[1], lambda r: r)
+                          lambda: (self.run(run_id), followups.weigh_pushback(
+                              self.ws, int(preferred) if preferred is not None else None))[1], lambda r: r)
 
     # ---------------------------------------------------------------- Coordinator
     def recommend_first(self, run_id: str) -> dict[str, Any]:
@@ -281,3 +288,20 @@ def _summarize_whatif(w: dict[str, Any]) -> dict[str, Any]:
     return {"chips": w["chips"], "enumerated": w["enumerated"], "rejected": w["rejected"],
             "candidates": [{"mesh": c["mesh_short"], "step_time_ms": c["predicted"].get("step_time_ms"),
                             "memory_per_chip_bytes": c["predicted"].get("memory_per_chip_bytes")} for c in w["candidates"]]}
+
+
+def _run_facts(run: Any) -> dict[str, Any]:
+    """What run.yaml and the config say about a run (chips, chip, mesh), for an answer whose analysis failed."""
+    record = getattr(run, "record", None)
+    if record is None:
+        return {}
+    out: dict[str, Any] = {"id": record.id, "name": record.name, "chip": record.chip, "num_chips": record.num_chips}
+    try:
+        from bot.analysis.analyze import load_mesh
+
+        mesh, _, _ = load_mesh(run)
+        if mesh is not None:
+            out["mesh_short"] = mesh.short()
+    except (AsapError, AttributeError, TypeError):
+        pass
+    return out

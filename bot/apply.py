@@ -373,8 +373,8 @@ def render_pr_body(run_id: str, index: int, path: str, report: AnalysisReport, p
     lines += ["", f"**Compare against**: run `{run_id}`"
               + (f" (measured {measured:.1f} ms/step)" if measured else "")
               + ". Launch the merged config and compare its step time with this run's; put "
-              f"`derived_from: {{run: \"{run_id}\", proposal: {index}}}` in the new run's run.yaml so ASAP records "
-              "the outcome (predicted vs measured) and later proposals cite it."]
+              f"`derived_from: {{run: \"{run_id}\", proposal: {index}}}` in the new run's run.yaml, then "
+              "`asap record-outcome <new run>` records the outcome (predicted vs measured) and later proposals cite it."]
     who = getattr(requester, "display", None) or getattr(requester, "user_id", None)
     src = getattr(requester, "source", None)
     if who:

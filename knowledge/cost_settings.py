@@ -50,8 +50,15 @@ NAMES: tuple[str, ...] = OVERLAP_NAMES + (
     "param_dtype", "optimizer_memory_host_offload", "parameter_memory_host_offload", "sequence_parallel",
     "use_flash_attention", "attention", "attention_kernel", "cross_entropy_loss_fusion", "hidden_dropout",
     "attention_dropout", "num_pipeline_microbatches", "name", "main_grads_dtype", "main_params_dtype",
-    "exp_avg_dtype", "exp_avg_sq_dtype",
+    "exp_avg_dtype", "exp_avg_sq_dtype", "account_for_embedding_in_pipeline_split",
+    "account_for_loss_in_pipeline_split", "num_layers_in_first_pipeline_stage", "num_layers_in_last_pipeline_stage",
+    "decoder_first_pipeline_num_layers", "decoder_last_pipeline_num_layers",
 )
+
+UNEVEN_PIPELINE_KEYS = ("account_for_embedding_in_pipeline_split", "account_for_loss_in_pipeline_split",
+                        "num_layers_in_first_pipeline_stage", "num_layers_in_last_pipeline_stage",
+                        "decoder_first_pipeline_num_layers", "decoder_last_pipeline_num_layers")
+"""Megatron-Core settings that let pipeline stages hold unequal layer counts."""
 
 # Logical setting -> the keys that hold it, by config format, first match wins (also the key an edit writes).
 KEYS: dict[str, dict[str, tuple[str, ...]]] = {
@@ -75,6 +82,11 @@ class TrainingSettings(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
     source: str | None = Field(default=None, description="config file the settings were read from")
     format: str | None = Field(default=None, description="maxtext | ici_mesh | megatron")
+    launch_defaults: bool = Field(
+        default=False,
+        description="a Megatron launch command (flags): a flag it omits takes Megatron's arguments.py default "
+        "(--use-distributed-optimizer, --sequence-parallel off; no --recompute-granularity: no recompute)",
+    )
     remat_policy: str | None = None
     remat_key: str | None = Field(default=None, description="the key that set the remat policy")
     recompute_method: str | None = None
@@ -102,6 +114,9 @@ class TrainingSettings(BaseModel):
     optimizer_offload: bool | None = None
     dropout: bool | None = None
     pipeline_microbatches: int | None = None
+    uneven_pipeline: dict[str, Any] | None = Field(
+        default=None, description="Megatron uneven pipeline-stage settings the config states (key -> value); "
+        "None when it states none")
     global_batch_factor: float = Field(
         default=1.0, description="a proposal that raises the per-device batch or accumulation scales the global batch"
     )
@@ -163,6 +178,8 @@ def _lookup(values: dict[str, Any], *names: str) -> tuple[str | None, Any]:
 
 def all_settings(config: ShardingConfig) -> dict[str, Any]:
     """Every setting in :data:`NAMES` found in the file, dotted path -> scalar value."""
+    if config.launch or config.files:  # a launch script / base_config chain: the reader resolved the settings
+        return dict(config.settings)
     root = compose(config.text, config.source)
     if root is None:
         return dict(config.settings)
@@ -177,6 +194,9 @@ def settings_from_config(config: ShardingConfig) -> TrainingSettings:
     v = all_settings(config)
     fmt = config.format
     out: dict[str, Any] = {"source": config.source, "format": fmt}
+    # A launch command is the whole argument list Megatron parses: what it leaves out is argparse's default.
+    # A YAML summary (a recipe, a NeMo config, a published table) may leave things out that its launcher set.
+    out["launch_defaults"] = fmt == "megatron" and getattr(config, "launch", None) is not None
 
     key, remat = _lookup(v, "remat_policy", "recompute_granularity", "activations_checkpoint_granularity", "remat")
     if key is not None:
@@ -223,6 +243,8 @@ def settings_from_config(config: ShardingConfig) -> TrainingSettings:
     present = [_lookup(v, k)[0] is not None for k in ("hidden_dropout", "attention_dropout")]
     out["dropout"] = any(d for d in drops) if any(present) else None
     out["pipeline_microbatches"] = _int(_lookup(v, "num_pipeline_microbatches")[1])
+    uneven = {k: _lookup(v, k)[1] for k in UNEVEN_PIPELINE_KEYS if _lookup(v, k)[0] is not None}
+    out["uneven_pipeline"] = uneven or None
     return TrainingSettings(**out)
 
 
@@ -275,3 +297,88 @@ def settings_for_run(run: Any) -> TrainingSettings | None:
         return settings_from_config(load_config(run.path(record.config, field="config")))
     except AsapError:
         return None
+
+
+# ------------------------------------------------------------------------------------------------------------
+# Unstated settings are uncertainty, not the worst case.
+
+
+class UnknownSetting(BaseModel):
+    """A setting that moves memory (and time) which neither the config, run.yaml nor a documented framework
+    default states: the memory band spans its options and the answer names it when it decides a verdict."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    name: str = Field(description="logical name: distributed_optimizer | sequence_parallel | remat")
+    lean: dict[str, Any] = Field(description="TrainingSettings fields of the least memory-hungry option")
+    hungry: dict[str, Any] = Field(description="TrainingSettings fields of the most memory-hungry option")
+    fix: str = Field(description="what to set for the lean option, in the config's words")
+    words: str = Field(description="the setting, as a person names it")
+
+
+def _megatron_unknowns(settings: TrainingSettings) -> list[UnknownSetting]:
+    out: list[UnknownSetting] = []
+    if settings.distributed_optimizer is None:
+        out.append(UnknownSetting(
+            name="distributed_optimizer", lean={"distributed_optimizer": True}, hungry={"distributed_optimizer": False},
+            fix="set use_distributed_optimizer: true", words="the distributed optimizer",
+        ))
+    if settings.sequence_parallel is None:
+        out.append(UnknownSetting(
+            name="sequence_parallel", lean={"sequence_parallel": True}, hungry={"sequence_parallel": False},
+            fix="set sequence_parallel: true", words="sequence parallelism",
+        ))
+    return out
+
+
+REMAT_KEY = {"megatron": "recompute_granularity"}
+
+
+def unknown_settings(settings: TrainingSettings | None, framework: str, runyaml_remat: str | None) -> list[UnknownSetting]:
+    """The memory-moving settings this run leaves unstated (module section docstring).
+
+    Stated means: the config sets it, run.yaml sets it (``training.remat``), or the framework documents a
+    default that applies to every version ASAP reads: MaxText ``remat_policy: full``, optimizer offload off
+    and weight dtype in base.yml; flash attention on in MaxText (``attention: autoselected``) and
+    Megatron-Core (Transformer Engine fused attention); sequence parallelism is how MaxText/GSPMD shard
+    activations anyway. For other trainers (plain JAX, PyTorch) the attention kernel is unknown unless stated. Megatron's distributed optimizer and sequence parallelism differ between
+    Megatron-LM (off unless flagged) and the NeMo / Megatron-Bridge recipes (on), and activation recompute
+    between Megatron-LM (off) and recipes (selective or full): unstated, they are unknown.
+    """
+    s = settings or TrainingSettings()
+    out: list[UnknownSetting] = []
+    if s.launch_defaults:
+        return out  # a Megatron launch command: every omitted flag is argparse's documented default
+    if framework == "megatron" or s.format == "megatron":
+        out.extend(_megatron_unknowns(s))
+    if s.flash_attention is None and framework in ("jax", "other") and s.format not in ("maxtext", "megatron"):
+        # No documented default: plain JAX attention materialises the scores unless a flash/splash kernel is
+        # used; PyTorch trainers (torchtitan) default to SDPA's flash kernel. MaxText ('autoselected') and
+        # Megatron-Core (Transformer Engine fused attention) document a fused default.
+        out.append(UnknownSetting(
+            name="flash_attention", lean={"flash_attention": True}, hungry={"flash_attention": False},
+            fix="use a fused/flash attention kernel (e.g. attention: flash)", words="a flash attention kernel",
+        ))
+    remat_stated = s.remat_key is not None or runyaml_remat is not None or framework == "maxtext"
+    if not remat_stated:
+        key = REMAT_KEY.get(framework, "remat_policy")
+        if framework == "megatron" or s.format == "megatron":
+            lean = {"remat_policy": "full", "remat_key": key, "recompute_method": "uniform", "recompute_num_layers": 1}
+            hungry = {"remat_policy": "none", "remat_key": key}
+            fix = "set recompute_granularity: selective (or full)"
+        else:
+            lean, hungry = {"remat_policy": "full", "remat_key": key}, {"remat_policy": "none", "remat_key": key}
+            fix = f"set {key}: full (or a policy that saves less)"
+        out.append(UnknownSetting(name="remat", lean=lean, hungry=hungry, fix=fix, words="activation recompute"))
+    return out
+
+
+def with_options(settings: TrainingSettings | None, unknowns: list[UnknownSetting], which: str,
+                 *, only: str | None = None) -> TrainingSettings:
+    """``settings`` with every unknown at its ``lean`` or ``hungry`` option (``only``: that one lean, the
+    rest hungry), leaving stated settings as they are."""
+    base = settings or TrainingSettings()
+    update: dict[str, Any] = {}
+    for u in unknowns:
+        pick = u.lean if (which == "lean" if only is None else u.name == only) else u.hungry
+        update.update(pick)
+    return base.model_copy(update=update)

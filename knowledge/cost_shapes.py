@@ -273,7 +273,7 @@ def resolve_shape(run: RunRecord, settings: TrainingSettings | None = None) -> S
         micro_batch=micro_batch,
         remat=spec.policy,
         optimizer=t.optimizer,
-        framework=run.framework,
+        framework=effective_framework(run.framework, cfg),
         distributed_optimizer=state["distributed_optimizer"],
         assumptions=tuple(assumptions),
         guessed=frozenset(guessed),
@@ -292,6 +292,18 @@ def resolve_shape(run: RunRecord, settings: TrainingSettings | None = None) -> S
         fp8=t.dtype == "fp8",
         **_mesh_behaviour(run, cfg, assumptions),
     )
+
+
+def effective_framework(stated: str, cfg: Any) -> str:
+    """run.yaml's framework, or, when it leaves it at ``other``, the framework the config's own format names.
+
+    A MaxText YAML or a Megatron launch is what ran, so its runtime's memory behaviour applies (an XLA program
+    has no caching allocator to reserve memory; a Megatron/PyTorch one does).
+    """
+    fmt = getattr(cfg, "format", None)
+    if stated == "other" and fmt in ("maxtext", "megatron"):
+        return str(fmt)
+    return stated
 
 
 def _mesh_behaviour(run: RunRecord, cfg: TrainingSettings | None, notes: list[str]) -> dict[str, Any]:

@@ -67,6 +67,10 @@ class Calibration(BaseModel):
     activation_measured: bool = Field(
         default=False, description="activation_scale was fitted on a measured peak (narrows the memory band)"
     )
+    time_measured: bool = Field(
+        default=True, description="false: fitted on a measured memory peak only (calibrate_memory); the step-time "
+        "scales stay 1 and step-time predictions keep the uncalibrated band"
+    )
 
 
 class Prediction(BaseModel):
@@ -191,7 +195,7 @@ def predict(
             "(the larger is checked against HBM)"
         )
     u = 0.0
-    if calibration is None:
+    if calibration is None or not calibration.time_measured:
         u += U_UNCALIBRATED
         assumptions.append(
             f"not calibrated on a measured step: absolute prediction at {100 * chip_efficiency(chip):.0f}% of peak "
@@ -436,3 +440,27 @@ def calibrate(
         settings=settings,
         activation_measured=used is not None and acts > 0,
     )
+
+
+def calibrate_memory(
+    run: RunRecord, mesh: Mesh, used_bytes: float, *, settings: TrainingSettings | None = None
+) -> Calibration:
+    """Fit only the activation-memory scale to a measured peak (a run with no step time measured yet).
+
+    Step-time scales stay 1 and ``time_measured`` is false, so step-time predictions keep the uncalibrated
+    band; memory predictions use the measured peak like :func:`calibrate`'s.
+    """
+    shape = resolve_shape(run, settings)
+    chip = get_chip(run.chip)
+    mesh.validate_against(run.num_chips, source=f"mesh {mesh.short()}")
+    terms = _evaluate_one(run, shape, chip, mesh)
+    acts = float(terms.memory["activations"][0])
+    state = float(sum(v[0] for key, v in terms.memory.items() if key != "activations"))
+    raw = (used_bytes - state) / acts if acts > 0 else 1.0
+    scale = min(max(raw, ACTIVATION_SCALE_RANGE[0]), ACTIVATION_SCALE_RANGE[1])
+    note = (f"memory: measured {used_bytes / 1e9:.1f} GB per chip vs modelled {(state + acts) / 1e9:.1f} GB; "
+            f"activations scaled x{scale:.2f}" + ("" if raw == scale else f" (fit {raw:.2f} clamped)"))
+    step_ms = float(predict(run, mesh, chip=chip, settings=settings).step_time_ms)
+    return Calibration(measured_step_ms=step_ms, notes=[note, "no step time measured: step-time scales left at 1"],
+                       baseline_mesh=mesh, activation_scale=scale, settings=settings,
+                       activation_measured=acts > 0, time_measured=False)

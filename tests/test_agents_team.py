@@ -216,3 +216,31 @@ def test_thread_survives_a_restart_on_redis(tmp_path: Path, backend: FakeBackend
     assert [e["kind"] for e in c2.log("r1")].count("answer") == 2
     for key in c2.store._r.scan_iter(match=f"{prefix}*"):
         c2.store._r.delete(key)
+
+
+@pytest.mark.parametrize("text", [
+    "I think the other two look more promising", "why not the others?", "I disagree", "I don't buy it",
+    "what about the rest?",
+])
+def test_pushback_without_a_number_is_weighed_against_every_other_proposal(conv: Conversation, text: str) -> None:
+    ask(conv, "why is job 123 slow?")
+    a = ask(conv, text)
+    assert a.intent == "pushback"
+    assert "Free-form questions need a model" not in a.text  # answered in analyst mode, not a canned reply
+    # proposals 2 and 3 are each weighed against proposal 1 with their numbers, and proposal 1 is defended
+    assert "Weighing the others against proposal 1, on the numbers:" in a.text
+    assert "proposal 2 (fsdp=16 tensor=4) vs proposal 1:" in a.text and "proposal 3 (fsdp=64) vs proposal 1:" in a.text
+    assert "step time -19.4% vs -12.9%" in a.text and "confidence 0.40 vs 0.70" in a.text
+    assert "none of the others scores higher than proposal 1: keeping it" in a.text
+
+
+def test_pushback_without_a_number_revises_when_another_scores_higher(conv: Conversation) -> None:
+    from agents.followups import weigh_pushback
+    from agents.workspace import Workspace
+
+    ask(conv, "why is job 123 slow?")
+    ws = Workspace.from_dict(conv.store.get_thread("t1")["workspace"])
+    ws.stance["recommended"] = 2  # a weaker standing recommendation: "the others" wins on the numbers
+    out = weigh_pushback(ws, None)
+    assert out["verdict"] == "revise" and ws.stance["recommended"] == 1
+    assert "proposal 1 scores higher on the numbers: revising to it" in out["evidence"]

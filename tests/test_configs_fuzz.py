@@ -5,6 +5,7 @@ config that parses either resolves to a valid mesh or explains why not with a Co
 
 from __future__ import annotations
 
+import pytest
 import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -126,3 +127,34 @@ def test_random_maxtext_files_take_random_meshes(keys: dict, ici: dict, dcn: dic
     new_text = apply_mesh(config, target)
     assert parse_config(new_text, "fuzz.yml").mesh(target.num_devices, target.num_slices) == target.normalized()
     assert new_text.split(eol)[0] == "# header" and ("\r\n" in new_text) == crlf
+
+
+# ------------------------------------------------------------------------------------------ launch scripts
+SHELL_BITS = st.sampled_from([
+    "TP=8\n", "export A=${1:-4}\n", "ARGS=(--tensor-model-parallel-size $TP --micro-batch-size 2)\n",
+    "if [ $X = y ]; then\nTP=2\nelse\nTP=4\nfi\n", "for i in 1 2; do echo $i; done\n", "case $A in 4) B=1;; esac\n",
+    "f() { echo; }\nf a b\n", "torchrun --nproc_per_node 8 pretrain_gpt.py \"${ARGS[@]}\" --global-batch-size 64\n",
+    "python3 -m MaxText.train MaxText/configs/base.yml ici_tensor_parallelism=$TP\n", "eval \"$CMD\"\n",
+    "echo 'x\n", "$((1+))\n", "\\\n", "\"${A[@]}\"\n", "}\n", "fi\n", "(( i++ ))\n", "<<EOF\nbody\nEOF\n",
+    "${X%%y}\n", "`date`\n", "done\n", "while true; do :; done\n",
+])
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.one_of(SHELL_BITS, st.text(max_size=12)), max_size=12))
+def test_random_launch_scripts_parse_or_explain(bits: list[str]) -> None:
+    """Any script text is read or refused with a ConfigError naming the file: never another exception."""
+    text = "#!/bin/bash\n" + "".join(bits)
+    try:
+        cfg = parse_config(text, "fuzz.sh")
+    except ConfigError as exc:
+        assert exc.message and exc.source is not None
+        return
+    assert cfg.format in ("maxtext", "megatron")
+
+
+def test_nested_loops_are_bounded() -> None:
+    loops = "".join(f"for v{i} in " + " ".join(str(n) for n in range(60)) + "; do\n" for i in range(4))
+    text = "#!/bin/bash\n" + loops + "X=1\n" + "done\n" * 4 + "torchrun pretrain_gpt.py --tensor-model-parallel-size 2\n"
+    with pytest.raises(ConfigError, match="too complex to read"):
+        parse_config(text, "loops.sh")

@@ -184,7 +184,7 @@ def test_random_meshes_round_trip_megatron(name: str, target: Mesh, nodes_log2: 
 
 SETTINGS_GOLDEN = Path(__file__).parent / "data" / "proposals" / "settings"
 SETTINGS_CASES = {
-    # CRLF, tabs, trailing spaces, a quoted string value and a float that becomes an int
+    # CRLF, tabs, trailing spaces, a quoted string value, and a float (2.0) that stays a float (4.0, issue 13)
     "maxtext_crlf_quoted.yml": {"remat_policy": "minimal", "per_device_batch_size": 4, "gradient_accumulation_steps": 1},
     # single-quoted value with a trailing comment
     "maxtext_llama3_8b_v5p.yml": {"remat_policy": "full"},

@@ -65,7 +65,9 @@ def test_why_answer_leads_with_verdict_and_three_proposals_and_folds_details_onc
     [reply] = double.comments_on(REPO, 1)
     body = reply["body"]
     screen = first_screen(body)
-    assert "**communication-bound**" in screen and "**Verdict:** Best: fsdp=256" in screen
+    # run 311's own mesh (tensor=16 with 40 heads) fails a hard check, so the verdict says so and names the fix
+    assert "**communication-bound**" in screen and "**Verdict:** The current configuration fails a hard check" in screen
+    assert "Best checked alternative: fsdp=256" in screen
     assert "| # | mesh | predicted step | memory / chip | confidence |" in screen
     rows = table_rows(screen)
     assert [r[0] for r in rows] == ["1", "2", "3"]
@@ -240,5 +242,5 @@ def test_multislice_meshes_and_unknown_models_keep_the_table_intact(double, tmp_
     screen = first_screen(double.comments_on(REPO, 1)[0]["body"])
     rows = table_rows(screen)
     assert len(rows) == 3 and all(len(r) == 5 for r in rows)  # an unescaped | would add a column
-    assert all("dcn data=8" in r[1] for r in rows)
+    assert all("dcn data=" in r[1] for r in rows)  # a DCN part in every mesh cell, its pipe escaped
     assert all(r[3] == "not computed" for r in rows)  # memory is not computed without the model; never "0.0 GB"

@@ -58,12 +58,16 @@ def test_one_review_comment_updated_in_place_and_a_status_per_push(tmp_path):
         assert len(first) == 1
         body1 = first[0]["body"]
         assert "tensor=32" in body1 and "communication" in body1
-        assert "❌" in body1 and "diagnosis" in body1  # more tensor parallelism on a communication-bound run
+        # More tensor parallelism on a communication-bound run is a rule of thumb: a warning weighed against the
+        # prediction, not a failure; tensor=32 not dividing 40 heads was already so with tensor=16: pre-existing.
+        assert "⚠️ **diagnosis**" in body1 and "model-parallel degree" in body1
+        assert "🔸 **divisibility**" in body1 and "already so before this change" in body1
+        assert "❌" not in body1
         final = review_comments(d, n)
         assert len(final) == 1 and final[0]["edits"] >= 1 and final[0]["body"] != body1
         assert "tensor=8" in final[0]["body"] and sha2[:10] in final[0]["body"]
         st = {(s["sha"], s["state"]) for s in d.repos[REPO].statuses if s["context"] == "asap/sharding-review"}
-        assert (sha1, "failure") in st and (sha2, "success") in st
+        assert (sha1, "success") in st and (sha2, "success") in st
 
 
 def test_invalid_mesh_is_a_problem_and_fails_the_status(tmp_path):

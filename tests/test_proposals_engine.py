@@ -51,7 +51,11 @@ def test_every_proposal_passes_its_own_critic_and_differs_in_kind(tmp_path: Path
     if len(ps.proposals) < 3:
         assert any("only" in n for n in ps.notes)
     per_token = [p.change.time_per_token_percent for p in ps.proposals]
-    assert per_token == sorted(per_token)  # type: ignore[type-var]
+    if ps.verdict == "uncertain":  # wide band: diagnosis-matched playbook moves first, then predicted time
+        matched = [p.move is not None for p in ps.proposals]
+        assert matched == sorted(matched, reverse=True)
+    else:
+        assert per_token == sorted(per_token)  # type: ignore[type-var]
 
 
 def assert_distinct(base: Mesh, proposals: list) -> None:  # type: ignore[type-arg]
@@ -87,18 +91,26 @@ def test_communication_bound_tensor_heavy_run_is_told_to_shrink_tensor(tmp_path:
 
 
 def test_near_optimal_run_is_labelled_and_not_churned(tmp_path: Path) -> None:
-    # No remat left to lighten (remat_policy none), pure FSDP, collectives hidden: nothing beats it.
-    text = maxtext_config({"fsdp": 64}).replace("remat_policy: full", "remat_policy: none")
+    # No remat left to lighten (remat_policy none), pure FSDP, collectives hidden: nothing beats it. One
+    # 4096-token sequence per chip: with no remat, Llama-3-8B keeps ~0.6 GB of activations per layer per
+    # sequence (Korthikanti et al. 2022, 34·s·h bytes), so 4 per chip (the old scenario) cannot fit 96 GB.
+    text = maxtext_config({"fsdp": 64}, per_device_batch=1).replace("remat_policy: full", "remat_policy: none")
     run = make_run(tmp_path, num_chips=64, ici={"fsdp": 64}, step_ms=2500, config_text=text,
-                   training={"global_batch": 256, "seq_len": 4096, "remat": "none"})
+                   training={"global_batch": 64, "seq_len": 4096, "remat": "none"})
     base, _ = baseline_mesh(run, None)
-    ps = propose(run, make_report(run, base, "compute", step_ms=2500, collective_pct=3))
+    report = make_report(run, base, "compute", step_ms=2500, collective_pct=3)
+    measured = report.model_copy(update={"kpis": report.kpis.model_copy(update={"mfu_percent": 61.0})})
+    ps = propose(run, measured)  # evidence of little headroom: 61% MFU on a TPU
     assert ps.verdict == "near_optimal"
-    assert "near-optimal" in ps.summary
+    assert "near-optimal" in ps.summary and "MFU 61%" in ps.summary
     assert len(ps.proposals) == 3  # still three checked alternatives, none recommended
     for p in ps.proposals:
         assert "within noise" in p.labels or "predicted slower" in p.labels
         assert p.confidence <= 0.3
+    # The same predictions without a measurement that shows little headroom: not "near-optimal".
+    ps = propose(run, report)
+    assert ps.verdict == "uncertain" and "near-optimal" not in ps.summary.replace("not enough to call the run near-optimal", "")
+    assert len({p.confidence for p in ps.proposals}) > 1  # confidence says why, it is not one flat figure
 
 
 def test_host_bound_run_is_told_the_mesh_is_not_the_problem(tmp_path: Path) -> None:
@@ -172,15 +184,18 @@ def test_sample_runs_get_checked_distinct_proposals(example_runs: Path) -> None:
         assert_distinct(base, ps.proposals)
 
 
-def test_hbm_bound_run_with_one_lever_offers_a_labelled_further_step(example_runs: Path) -> None:
-    """Run 204 has one real lever (a larger micro-batch): the third proposal is another step of it, said so."""
+def test_hbm_bound_run_shows_another_kind_before_another_step_of_the_same_lever(example_runs: Path) -> None:
+    """Run 204 has one strong lever (a larger micro-batch). When another kind of change passes the checks it is
+    shown (labelled, with the Critic's warning) rather than a second step of the same lever."""
     from bot.analysis.analyze import analyze_run
     from bot.runs.store import LocalRunStore
 
     run = LocalRunStore(example_runs).get("204")
     ps = propose(run, analyze_run(run))
     assert len(ps.proposals) == 3
-    variant = [p for p in ps.proposals if any("the same lever as proposal 1" in t for t in p.tradeoffs)]
-    assert len(variant) == 1 and variant[0].settings != ps.proposals[0].settings
-    assert variant[0].change.within_noise or (variant[0].change.time_per_token_percent or 0) <= 0
-    assert any("same lever" in n for n in ps.notes)
+    assert not [p for p in ps.proposals if any("the same lever as proposal" in t for t in p.tradeoffs)]
+    assert len({p.kind for p in ps.proposals}) == 3
+    assert ps.proposals[0].settings_changes and "micro_batch" in ps.proposals[0].kind
+    slower = [p for p in ps.proposals if "predicted slower" in p.labels]
+    for p in slower:  # shown for comparison, and the confidence says so
+        assert p.confidence < ps.proposals[0].confidence

@@ -16,6 +16,7 @@ from bot.analysis.analyze import analyze_run
 from bot.configs.mesh import Mesh
 from bot.proposals.engine import propose
 from bot.proposals.models import ProposalSet
+from bot.proposals.outcomes import record_run_outcome
 from bot.runs.store import LocalRunStore
 from knowledge.history import HistoryStore
 from knowledge.history_sources.applied import record_applied
@@ -154,15 +155,17 @@ def test_applied_outcome_flows_back_into_the_next_answer(loop: tuple[Path, Local
     assert history.get("applied:312").outcome == "pending"  # type: ignore[union-attr]
 
     b = store.get("312")
-    report_b = analyze_run(b)  # analysing the run that used the proposal records predicted vs measured
+    report_b = analyze_run(b)  # reading the run that used the proposal writes nothing ...
+    assert history.get("applied:312").outcome == "pending"  # type: ignore[union-attr]
+    assert any("asap record-outcome 312" in w for w in report_b.warnings)
+    assert record_run_outcome(b, report_b, store=history) == []  # ... recording is the explicit step
     rec = history.get("applied:312")
     assert rec is not None and rec.outcome == "improved"
     assert rec.after_metrics and rec.after_metrics.step_time_ms == 5100.0
     pred = p1.predicted.step_time_ms  # type: ignore[union-attr]
     assert f"Predicted {pred:g} ms, measured 5100 ms" in rec.summary
-    assert not [w for w in report_b.warnings if "derived_from" in w]
     mtime = (state / "history.jsonl").stat().st_mtime_ns
-    analyze_run(b)  # idempotent: the same measurement is not recorded twice
+    record_run_outcome(b, analyze_run(b), store=history)  # idempotent: the same measurement is not recorded twice
     assert (state / "history.jsonl").stat().st_mtime_ns == mtime
     assert rec.summary.count("measured 5100 ms") == 1
 
@@ -183,12 +186,13 @@ def test_outcome_recorded_from_derived_from_alone_and_a_regression_lowers_confid
     state, store, history = loop
     runs = store.root
     _derived_run(runs, "311", "313", {"ici_fsdp_parallelism": 256, "ici_tensor_parallelism": 1}, 9900.0)
-    report = analyze_run(store.get("313"))  # nobody called record_applied: created from derived_from
+    run = store.get("313")
+    warnings = record_run_outcome(run, analyze_run(run), store=history)  # nobody called record_applied
     rec = history.get("applied:313")
     assert rec is not None and rec.outcome == "regressed" and rec.run_ids == ["311", "313"]
     assert rec.predicted and rec.predicted.step_time_ms < 9900.0
     assert rec.after and rec.after.mesh == Mesh(ici={"fsdp": 256})
-    assert not [w for w in report.warnings if "derived_from" in w]
+    assert warnings == []
     a = store.get("311")
     q1 = propose(a, analyze_run(a)).proposals[0]
     assert q1.mesh_short == "fsdp=256"
@@ -207,13 +211,15 @@ def test_derived_from_a_missing_run_or_proposal_is_a_warning_not_a_crash(tmp_pat
     rec = yaml.safe_load(path.read_text())
     rec["derived_from"] = {"run": "999", "proposal": 1}
     path.write_text(yaml.safe_dump(rec))
-    report = analyze_run(LocalRunStore(runs).get("314"))
-    assert any("derived_from" in w and "999" in w and "not recorded" in w for w in report.warnings)
+    run = LocalRunStore(runs).get("314")
+    warnings = record_run_outcome(run, analyze_run(run))
+    assert any("derived_from" in w and "999" in w and "not recorded" in w for w in warnings)
     shutil.copytree(RUNS / "204", runs / "204")  # a run with three proposals
     rec["derived_from"] = {"run": "204", "proposal": 11}  # more than `asap propose -k` can ever show
     path.write_text(yaml.safe_dump(rec))
-    report = analyze_run(LocalRunStore(runs).get("314"))
-    assert any("not a proposal 11" in w and "not recorded" in w for w in report.warnings), report.warnings
+    run = LocalRunStore(runs).get("314")
+    warnings = record_run_outcome(run, analyze_run(run))
+    assert any("not a proposal 11" in w and "not recorded" in w for w in warnings), warnings
     assert HistoryStore(tmp_path / "state").load() == []
     rec["derived_from"] = {"run": "311", "proposal": 0}
     path.write_text(yaml.safe_dump(rec))
@@ -237,3 +243,23 @@ def test_cli_shows_citations_and_json_carries_them(state: Path, capsys: pytest.C
     first = data["proposals"][0]
     assert first["move"]["citation"] == first["citations"][0]["ref"]
     assert {c["kind"] for p in data["proposals"] for c in p["citations"]} <= {"playbook", "history", "pr", "commit"}
+
+
+def test_asap_why_never_writes_history_and_record_outcome_is_the_explicit_step(
+    loop: tuple[Path, LocalRunStore, HistoryStore], capsys: pytest.CaptureFixture[str]
+) -> None:
+    from bot.cli import main
+
+    state, store, history = loop
+    main(["--runs-dir", str(store.root), "why", "312"])  # derived_from run 311 proposal 1, nothing recorded yet
+    assert "asap record-outcome 312" in " ".join(capsys.readouterr().out.split())
+    assert not (state / "history.jsonl").exists()  # reading wrote nothing
+    main(["--runs-dir", str(store.root), "record-outcome", "312"])
+    out = capsys.readouterr().out
+    assert "recorded: run 312 applied proposal 1 of run 311: outcome improved" in out
+    rec = history.get("applied:312")
+    assert rec is not None and rec.outcome == "improved"
+    with pytest.raises(SystemExit) as exc:  # a run that applied nothing has nothing to record: a clear error
+        main(["--runs-dir", str(store.root), "record-outcome", "311"])
+    assert exc.value.code == 2
+    assert "has no derived_from" in capsys.readouterr().err

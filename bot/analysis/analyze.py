@@ -184,29 +184,53 @@ def discount_for_damage(diagnosis: Diagnosis, unreadable: list[str]) -> Diagnosi
 
 
 def load_mesh(run: Run) -> tuple[Mesh | None, str | None, list[str]]:
-    """The run's sharding config as a mesh, its format, and warnings (a broken config is reported, not fatal)."""
+    """The run's sharding config as a mesh, its format, and problems (a broken config is reported, not fatal)."""
     if not run.record.config:
         return None, None, []
-    from bot.configs.detect import load_config  # lazy: the config readers are optional for analysis
+    from bot.configs.detect import load_run_config  # lazy: the config readers are optional for analysis
 
-    path = run.path(run.record.config, field="config")
     try:
-        config = load_config(path)
+        config = load_run_config(run)
         return config.mesh(run.record.num_chips, run.record.num_slices), config.format, []
     except AsapError as exc:
         return None, None, [f"sharding config not used: {exc.render()}"]
 
 
+def config_warnings(run: Run) -> list[str]:
+    """What the framework would refuse at start-up, a launch for another device count, and how the launch was
+    read (which place wins when a value is set twice): shown with the diagnosis (issue 13)."""
+    if not run.record.config:
+        return []
+    from bot.configs.checks import startup_problems
+    from bot.configs.detect import load_run_config
+
+    try:
+        config = load_run_config(run)
+        return [p.render() for p in startup_problems(config, run.record.num_chips, run.record.num_slices,
+                                                     run.record.model) if p.rule != "note"]
+    except AsapError:
+        return []  # load_mesh already reports an unreadable config
+
+
 def analyze_run(run: Run, profile: Profile | None = None, *, top_n: int = DEFAULT_TOP_N) -> AnalysisReport:
     """Load a stored run's profile (unless given) and config, then :func:`analyze` it.
 
-    A run with ``derived_from`` (it applied an ASAP proposal) also has its outcome recorded in the history.
+    Reading never writes: a run with ``derived_from`` (it applied an ASAP proposal) is only told how to
+    record its outcome (``asap record-outcome``, :func:`bot.proposals.outcomes.record_run_outcome`).
     """
-    if profile is None:
-        from bot.profiles.loader import load_profile  # lazy: keeps `asap runs` fast
-
-        profile = load_profile(run)
     mesh, config_format, notes = load_mesh(run)
+    notes = notes + (config_warnings(run) if mesh is not None else [])
+    if profile is None:
+        from bot.profiles.loader import NoProfileData, load_profile  # lazy: keeps `asap runs` fast
+
+        try:
+            profile = load_profile(run)
+        except NoProfileData as exc:
+            if exc.read_sources or exc.warnings:
+                raise  # profile files exist but are broken or missing: say so rather than answer without them
+            from bot.analysis.preflight import preflight_report
+
+            return _with_outcome_hint(run, preflight_report(run, mesh, config_format, warnings=notes))
     try:
         report = analyze(run.record, profile, mesh, config_format, top_n=top_n, warnings=notes)
     except UnknownChip as exc:
@@ -214,9 +238,15 @@ def analyze_run(run: Run, profile: Profile | None = None, *, top_n: int = DEFAUL
             exc.source = str(run.folder / RUN_FILE)
             exc.args = (exc.render(),)
         raise
-    if run.record.derived_from is not None:
-        # This run applied an ASAP proposal: record predicted vs measured in the history (idempotent).
-        from bot.proposals.outcomes import record_run_outcome
+    return _with_outcome_hint(run, report)
 
-        report.warnings.extend(record_run_outcome(run, report))
+
+def _with_outcome_hint(run: Run, report: AnalysisReport) -> AnalysisReport:
+    """A run that applied a proposal is told how to record its outcome (reading never writes it)."""
+    d = run.record.derived_from
+    if d is not None:
+        report.warnings.append(
+            f"derived_from: this run applied proposal {d.proposal} of run {d.run}; `asap record-outcome "
+            f"{run.record.id}` records its measured outcome in the history (reading a run never writes it)"
+        )
     return report

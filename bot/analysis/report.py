@@ -110,6 +110,11 @@ class AnalysisReport(_Out):
     diagnosis: Diagnosis
     unavailable: list[str] = Field(description="what could not be computed, and what input would unlock it")
     warnings: list[str]
+    basis: Literal["profile", "predicted"] = Field(
+        default="profile",
+        description="profile: diagnosed from the profile; predicted: no profile, the diagnosis is the cost "
+        "model's prediction for the config (pre-flight), calibrated on what run.yaml measured",
+    )
     damaged_inputs: list[str] = Field(
         default_factory=list,
         description="profile files that were skipped as malformed, empty or missing (partial damage: the analysis "

@@ -184,6 +184,43 @@ def _print_aot(labels: list[str], reports: list[Any]) -> None:
     console.print(f"[dim]{CAVEAT}[/]")
 
 
+@cli.command("record-outcome")
+@click.argument("run_id")
+@click.pass_context
+def record_outcome_cmd(ctx: click.Context, run_id: str) -> None:
+    """Record RUN_ID's measured outcome against the ASAP proposal it applied (its run.yaml derived_from).
+
+    The one command that writes the history of applied proposals ($ASAP_STATE_DIR/history.jsonl):
+    `asap why` / `propose` only read. Idempotent; exits 1 when nothing could be recorded.
+    """
+    from bot.analysis.analyze import analyze_run
+    from bot.errors import AsapError
+    from bot.proposals.outcomes import record_run_outcome
+    from knowledge.history import HistoryStore
+    from knowledge.history_sources.applied import applied_id
+
+    run = _store(ctx).get(run_id)
+    d = run.record.derived_from
+    if d is None:
+        raise AsapError(
+            f"run {run_id} has no derived_from, so it applied no ASAP proposal and has no outcome to record",
+            source=str(run.folder / "run.yaml"), field="derived_from",
+            hint="add derived_from: {run: <run id>, proposal: <rank>} when the run used a proposal",
+        )
+    store = HistoryStore()
+    warnings = record_run_outcome(run, analyze_run(run), store=store)
+    rec = store.get(applied_id(run.record.id))
+    for w in warnings:
+        console.print(f"[yellow]warning:[/] {w}", markup=True)
+    if rec is None or rec.outcome == "pending":
+        ctx.exit(1)
+        return
+    console.print(
+        f"recorded: run {run_id} applied proposal {d.proposal} of run {d.run}: outcome {rec.outcome}. {rec.summary}".strip(),
+        markup=False,
+    )
+
+
 @cli.command("review")
 @click.argument("old", type=click.Path(path_type=Path))
 @click.argument("new", type=click.Path(path_type=Path))
@@ -221,21 +258,25 @@ def review_cmd(
             click.echo(json.dumps(data, indent=2))
     else:
         console.print(f"[bold]{result.old.mesh_short}[/] -> [bold]{result.new.mesh_short or '(invalid)'}[/]"
-                      + (f"  (run {result.run_id}, {result.bottleneck}-bound)" if result.run_id else ""))
+                      + (f"  (run {result.run_id}, " + (f"{result.bottleneck}-bound" if result.bottleneck
+                                                             else "no diagnosis") + ")" if result.run_id else ""))
         if result.old.predicted and result.new.predicted and result.change:
             o, n = result.old.predicted, result.new.predicted
             console.print(
                 f"step {_ms(o.step_time_ms)} -> {_ms(n.step_time_ms)} ({result.change.step_time_percent:+.1f}%), "
                 f"memory/chip {_gb(o.memory_per_chip_bytes)} -> {_gb(n.memory_per_chip_bytes)} of {_gb(n.memory_capacity_bytes)}"
             )
-        colors = {"problem": "red", "warning": "yellow", "info": "dim"}
+        colors = {"problem": "red", "pre-existing": "magenta", "warning": "yellow", "info": "dim"}
         for f in result.findings:
             console.print(f"[{colors[f.severity]}]{f.severity}[/] {f.check}: {f.message}")
         for s in result.skipped:
             console.print(f"[dim]skipped:[/] {s}")
         if report:
             _print_aot(["new"], [report])
-        console.print("[green]OK: no problems flagged[/]" if result.ok else "[red]problems flagged[/]")
+        pre = sum(1 for f in result.findings if f.severity == "pre-existing")
+        extra = f" ({pre} pre-existing problem(s) the change did not introduce)" if pre else ""
+        console.print(f"[green]OK: no problems introduced by this change{extra}[/]" if result.ok
+                      else f"[red]problems flagged{extra}[/]")
     if not result.ok:
         # SystemExit, not ctx.exit: bot.cli.main runs click with standalone_mode=False, which turns
         # ctx.exit(code) into a discarded return value instead of the process exit status.

@@ -20,10 +20,10 @@ from bot.errors import ConfigError
 
 
 # ---------------------------------------------------------------------------------------------- reading
-def unique(root: Node, names: Collection[str], source: str) -> dict[str, Found]:
+def unique(root: Node, names: Collection[str], source: str, *, normalize: bool = False) -> dict[str, Found]:
     """Each of ``names`` found in the tree, which must occur at most once (else ConfigError with lines)."""
     found: dict[str, list[Found]] = {}
-    for hit in walk(root, names):
+    for hit in walk(root, names, normalize=normalize):
         found.setdefault(hit.key, []).append(hit)
     for name, hits in found.items():
         if len(hits) > 1:
@@ -71,10 +71,10 @@ def config_key(hit: Found, *, group: Group, axis: Axis, value: int, text: str, k
     )
 
 
-def settings(root: Node, names: Collection[str]) -> dict[str, Scalar]:
+def settings(root: Node, names: Collection[str], *, normalize: bool = False) -> dict[str, Scalar]:
     """Scalar values of the extra settings in ``names`` wherever they sit, by dotted path."""
     out: dict[str, Scalar] = {}
-    for hit in walk(root, names):
+    for hit in walk(root, names, normalize=normalize):
         if isinstance(hit.value_node, ScalarNode):
             value = scalar(hit.value_node)
             if not isinstance(value, (str, int, float, bool)) and value is not None:
@@ -207,19 +207,30 @@ class Splice:
     start: int
     end: int
     new: str
+    file: str | None = None  # None: the config's own text; else a base_config file or a called script
 
 
 def replace_value(text: str, key: ConfigKey, value: int) -> Splice:
-    """Rewrite one value in place, keeping its quotes and any tag/anchor written before it."""
+    """Rewrite one value in place, keeping its quotes and any tag/anchor written before it.
+
+    ``text`` is the text of the file holding the key (``key.file``). A value a launch script computes
+    (``start < 0``) cannot be edited in place: ConfigError naming where it comes from.
+    """
+    if key.start < 0:
+        raise ConfigError(
+            f"{key.key} is set by {key.via or 'an expression'}, which ASAP cannot edit in place",
+            field=key.key,
+            hint=f"set {key.key} to {value} by hand",
+        )
     raw = text[key.start:key.end]
     new = str(value)
-    if raw and raw[-1] in "\"'" and len(raw) >= 2:
+    if raw and raw[-1] in "\"'" and len(raw) >= 2 and raw[0] == raw[-1]:
         quote = raw[-1]
         opening = raw.rfind(quote, 0, len(raw) - 1)  # an integer string holds no escaped quotes
-        return Splice(key.start + opening + 1, key.end - 1, new)
+        return Splice(key.start + opening + 1, key.end - 1, new, key.file)
     # plain scalar: its text is the last token (a tag or anchor may precede it)
     token = raw.split()[-1] if raw.split() else raw
-    return Splice(key.end - len(token), key.end, new)
+    return Splice(key.end - len(token), key.end, new, key.file)
 
 
 def line_ending(text: str, at: int | None = None) -> str:

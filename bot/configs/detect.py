@@ -15,6 +15,7 @@ ones), keys of two formats at once, duplicate keys, and sizes that are not integ
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from yaml.nodes import MappingNode
 
@@ -24,7 +25,7 @@ from bot.configs.yamlscan import MAX_CONFIG_BYTES, compose, walk
 from bot.errors import ConfigError
 
 FORMAT_KEYS: dict[Format, tuple[str, ...]] = {
-    "maxtext": maxtext.KEYS,
+    "maxtext": maxtext.DETECT_KEYS,
     "ici_mesh": plainmesh.KEYS,
     "megatron": megatron.KEYS,
 }
@@ -41,10 +42,36 @@ def expected_keys() -> str:
     )
 
 
-def parse_config(text: str, source: str = "<config>") -> ShardingConfig:
-    """Parse config ``text`` (``source`` names it in messages), detecting its format from its keys."""
+def is_script(text: str, source: str) -> bool:
+    """A launch script rather than YAML: a ``.sh``/``.bash`` name or a ``#!`` first line."""
+    return source.lower().endswith((".sh", ".bash")) or text.lstrip("\ufeff").startswith("#!")
+
+
+def parse_config(text: str, source: str = "<config>", *, path: Path | None = None, command: str | None = None,
+                 overlay: dict[str, str] | None = None, root: Path | None = None) -> ShardingConfig:
+    """Parse config ``text`` (``source`` names it in messages), detecting its format from its keys.
+
+    ``text`` may be YAML (MaxText keys and ``base_config`` chains, ``ici_mesh``, Megatron/NeMo keys,
+    Megatron flag-style YAML, NeMo 2 dotted keys) or a launch script (``.sh`` or ``#!``). ``path`` lets
+    ASAP find ``base_config`` files and scripts the launch calls; ``command`` is the launch command line
+    (run.yaml ``command:``): its ``key=value`` overrides or flags win over the files, or, for a script, it
+    gives the script's positional arguments. ``overlay`` (path -> text) is read instead of the disk. Other
+    files are read only inside ``root`` (default: the config's git repository, else its folder).
+    """
+    cfg = _parse(text, source, path, command, overlay, root)
+    return cfg.model_copy(update={"command": command, "has_path": path is not None,
+                                  "root": str(root) if root is not None else None})
+
+
+def _parse(text: str, source: str, path: Path | None, command: str | None, overlay: dict[str, str] | None,
+           root: Path | None) -> ShardingConfig:
+    from bot.configs import launch
+
     if not isinstance(text, str):
         raise ConfigError(f"expected config text, got {type(text).__name__}", source=source)
+    files = launch.Files(Path(path) if path is not None else None, dict(overlay or {}), root)
+    if is_script(text, source):
+        return launch.script_config(text, source, files, _script_args(command, source), command)
     root = compose(text, source)
     if root is None:
         raise ConfigError(f"the file is empty; expected a YAML mapping with one of: {expected_keys()}", source=source)
@@ -54,10 +81,23 @@ def parse_config(text: str, source: str = "<config>") -> ShardingConfig:
             f"expected a YAML mapping (key: value lines) at the top level, got {kind} (line {root.start_mark.line + 1})",
             source=source,
         )
-    hits = {fmt: next(iter(walk(root, names)), None) for fmt, names in FORMAT_KEYS.items()}
+    fmt = _detect(root, source)
+    if fmt == "maxtext":
+        return launch.yaml_maxtext(text, source, root, files, command)
+    cfg = _READERS[fmt](root, text, source)
+    if fmt == "megatron" and command:
+        from bot.configs.megatron_launch import with_megatron_command
+
+        cfg = with_megatron_command(cfg, command)
+    return cfg
+
+
+def _detect(root: MappingNode, source: str) -> Format:
+    hits = {fmt: next(iter(walk(root, names, normalize=fmt == "megatron")), None) for fmt, names in FORMAT_KEYS.items()}
     present = {fmt: hit for fmt, hit in hits.items() if hit is not None}
     if not present:
-        raise ConfigError(f"no sharding keys found; expected one of: {expected_keys()}", source=source)
+        raise ConfigError(f"no sharding keys found; expected one of: {expected_keys()}", source=source,
+                          hint="for a launch script, give ASAP the .sh file (or a name ending in .sh)")
     if len(present) > 1:
         which = "; ".join(f"{fmt} ({hit.dotted}, line {hit.line})" for fmt, hit in present.items())
         raise ConfigError(
@@ -65,12 +105,29 @@ def parse_config(text: str, source: str = "<config>") -> ShardingConfig:
             source=source,
             hint="keep the keys of one format; ASAP cannot tell which one the training job reads",
         )
-    fmt = next(iter(present))
-    return _READERS[fmt](root, text, source)
+    return next(iter(present))
 
 
-def load_config(path: Path) -> ShardingConfig:
-    """Read and parse a config file: UTF-8 text up to 1 MiB, line endings kept exactly as on disk."""
+def _script_args(command: str | None, source: str) -> list[str] | None:
+    """Positional arguments of the script in a recorded command (``bash train.sh 4 full 1``)."""
+    if not command:
+        return None
+    import shlex
+
+    try:
+        words = shlex.split(command, comments=True)
+    except ValueError as exc:
+        raise ConfigError(f"the recorded launch command cannot be split into words: {exc}", source=source,
+                          field="command") from None
+    name = Path(source).name
+    for i, w in enumerate(words):
+        if Path(w).name == name:
+            return words[i + 1:]
+    return None
+
+
+def read_config_text(path: Path) -> str:
+    """A config or launch script's text: UTF-8 up to 1 MiB, line endings kept exactly as on disk."""
     path = Path(path)
     source = str(path)
     try:
@@ -80,7 +137,7 @@ def load_config(path: Path) -> ShardingConfig:
     except OSError as exc:
         raise ConfigError(f"cannot read the config file: {exc.strerror or exc}", source=source) from None
     if path.is_dir():
-        raise ConfigError("is a directory; expected a YAML config file", source=source)
+        raise ConfigError("is a directory; expected a YAML config file or a launch script", source=source)
     if size > MAX_CONFIG_BYTES:
         raise ConfigError(
             f"config is {size:,} bytes; sharding configs larger than {MAX_CONFIG_BYTES:,} bytes (1 MiB) are refused",
@@ -94,7 +151,7 @@ def load_config(path: Path) -> ShardingConfig:
     if len(data) > MAX_CONFIG_BYTES:  # grew between stat and read
         raise ConfigError(f"config is larger than {MAX_CONFIG_BYTES:,} bytes (1 MiB); refused", source=source)
     try:
-        text = data.decode("utf-8")
+        return data.decode("utf-8")
     except UnicodeDecodeError as exc:
         line = data.count(b"\n", 0, exc.start) + 1
         raise ConfigError(
@@ -102,4 +159,23 @@ def load_config(path: Path) -> ShardingConfig:
             source=source,
             hint="save the file as UTF-8",
         ) from None
-    return parse_config(text, source)
+
+
+def load_config(path: Path, *, command: str | None = None, root: Path | None = None) -> ShardingConfig:
+    """Read and parse a config file or launch script (``command``: the launch command line, if known;
+    ``root``: the folder other files it names must sit in, default its git repository or its folder)."""
+    path = Path(path)
+    return parse_config(read_config_text(path), str(path), path=path, command=command, root=root)
+
+
+def load_run_config(run: Any) -> ShardingConfig:
+    """The run's config read as its launch resolves it: ``config:`` plus ``command:`` from run.yaml."""
+    return load_config(run.path(run.record.config, field="config"), command=getattr(run.record, "command", None),
+                       root=repo_root_of_run(run))
+
+
+def repo_root_of_run(run: Any) -> Path:
+    """Files a run's config names are read inside the run folder's repository (else the run folder)."""
+    from bot.configs.launch import repo_root
+
+    return repo_root(run.folder / "run.yaml")

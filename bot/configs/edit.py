@@ -17,6 +17,7 @@ what was asked is refused instead of written.
 from __future__ import annotations
 
 import difflib
+from pathlib import Path
 
 from bot.configs import maxtext, megatron, plainmesh
 from bot.configs.common import apply_splices
@@ -35,23 +36,68 @@ def apply_mesh(config: ShardingConfig, mesh: Mesh) -> str:
     MaxText and plain-mesh files get the mesh's ICI and DCN sizes; Megatron files get its total
     tensor/pipeline/context/expert sizes (data parallelism stays implicit; node placement follows
     Megatron's rank order). Raises :class:`ConfigError` when the mesh has a non-positive axis or an
-    axis the format cannot express (FSDP for Megatron).
+    axis the format cannot express (FSDP for Megatron), and when the change must be written in another
+    file (a base_config file or a called script): use :func:`apply_mesh_files` for those.
     """
+    return _primary(config, apply_mesh_files(config, mesh))
+
+
+def _primary(config: ShardingConfig, texts: dict[str, str]) -> str:
+    others = [f for f in texts if f != config.source]
+    if others:
+        raise ConfigError(
+            f"the change must be written in {', '.join(others)}, where the winning value is set",
+            source=config.source, field="mesh", hint="use the multi-file edit (apply_mesh_files / config_diff)",
+        )
+    return texts.get(config.source, config.text)
+
+
+def apply_mesh_files(config: ShardingConfig, mesh: Mesh) -> dict[str, str]:
+    """Every file the edit changes (path -> new text): the value is changed where it wins (launch override,
+    shell variable, YAML key, or the base_config file that sets it when nothing overrides it)."""
     for where, axes in (("ici", mesh.ici), ("dcn", mesh.dcn)):
         for axis, size in axes.items():
             if isinstance(size, bool) or size < 1:
                 raise ConfigError(f"axis size must be a positive integer, got {size}", source=config.source,
                                   field=f"mesh.{where}.{axis}")
-    root = compose(config.text, config.source)
-    splices = _PLANNERS[config.format](config, root, mesh)
-    new_text = apply_splices(config.text, splices)
-    _verify(config, new_text, mesh)
-    return new_text
+    bad = sorted(a for a, v in mesh.sizes().items() if v > 1 and a not in config.allowed_axes())
+    if bad and config.format == "maxtext":
+        raise ConfigError(
+            f"this config's framework has no {', '.join(bad)} axis"
+            + (f" ({config.vintage}; mesh_axes: {', '.join(config.mesh_axes)})" if config.mesh_axes else ""),
+            source=config.source, field="mesh",
+        )
+    root = None if config.launch else compose(config.text, config.source)
+    splices = _PLANNERS[config.format](config, root, mesh)  # type: ignore[arg-type]
+    texts = _apply_by_file(config, splices)
+    _verify(config, texts, mesh)
+    return texts
 
 
-def _verify(config: ShardingConfig, new_text: str, mesh: Mesh) -> None:
+def _apply_by_file(config: ShardingConfig, splices: list) -> dict[str, str]:  # type: ignore[type-arg]
+    """Apply splices to the file each belongs to; only changed files are returned."""
+    by_file: dict[str, list] = {}  # type: ignore[type-arg]
+    for sp in splices:
+        by_file.setdefault(sp.file or config.source, []).append(sp)
+    out: dict[str, str] = {}
+    for file, group in by_file.items():
+        new = apply_splices(config.text_of(file), group)
+        if new != config.text_of(file):
+            out[file] = new
+    return out
+
+
+def reparse(config: ShardingConfig, texts: dict[str, str]) -> ShardingConfig:
+    """Read the config again with some files' texts replaced (to verify an edit means what was asked)."""
+    overlay = {f: t for f, t in texts.items() if f != config.source}
+    return parse_config(texts.get(config.source, config.text), config.source,
+                        path=Path(config.source) if config.has_path else None, command=config.command,
+                        overlay=overlay or None, root=Path(config.root) if config.root else None)
+
+
+def _verify(config: ShardingConfig, texts: dict[str, str], mesh: Mesh) -> None:
     """Parse the edited text again; it must give exactly the requested mesh."""
-    got = parse_config(new_text, config.source).mesh(mesh.num_devices, mesh.num_slices)
+    got = reparse(config, texts).mesh(mesh.num_devices, mesh.num_slices)
     if config.format == "megatron":
         ok = got.sizes() == mesh.sizes()
     else:
@@ -86,6 +132,7 @@ def diff_text(old: str, new: str, path: str) -> str:
 # Settings besides the mesh (additive): micro-batch, remat policy, per-device batch, accumulation steps.
 
 _SETTING_PLAIN = __import__("re").compile(r"^[A-Za-z0-9_.+-]+$")
+_FLOAT_TEXT = __import__("re").compile(r"[+-]?([0-9]+\.[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?|[+-]?[0-9]+[eE][+-]?[0-9]+")
 
 
 def _setting_text(value: object, raw: str) -> str:
@@ -94,6 +141,8 @@ def _setting_text(value: object, raw: str) -> str:
         return "null"
     if isinstance(value, bool):
         return "true" if value else "false"
+    if isinstance(value, int | float) and not isinstance(value, bool) and _FLOAT_TEXT.fullmatch(raw.strip("'\"")):
+        return str(float(value))  # the file wrote a float (12.0): keep it a float (24.0, not 24)
     if isinstance(value, float) and value.is_integer():
         value = int(value)
     if isinstance(value, int | float):
@@ -127,6 +176,9 @@ def apply_settings(config: ShardingConfig, values: dict[str, object]) -> str:
 
     if not values:
         return config.text
+    _check_framework_keys(config, values)
+    if config.launch or config.origins:
+        return _primary(config, apply_settings_files(config, values))
     root = compose(config.text, config.source)
     names = {path.rsplit(".", 1)[-1] for path in values}
     hits = list(walk(root, names))
@@ -195,3 +247,76 @@ def apply_changes(config: ShardingConfig, mesh: Mesh, values: dict[str, object])
         return text
     edited = parse_config(text, config.source)
     return apply_settings(edited, values)
+
+
+def _check_framework_keys(config: ShardingConfig, values: dict[str, object]) -> None:
+    """Refuse a setting the config's framework does not read (no micro_batch_size in MaxText)."""
+    known = set(config.framework_keys())
+    for path in values:
+        name = path.rsplit(".", 1)[-1]
+        if name not in known and config.setting(name) is None:
+            raise ConfigError(
+                f"{config.format} has no {name} setting; ASAP does not add keys a framework does not read",
+                source=config.source, field=name,
+                hint="MaxText's per-chip batch is per_device_batch_size" if config.format == "maxtext" else None,
+            )
+
+
+def apply_settings_files(config: ShardingConfig, values: dict[str, object]) -> dict[str, str]:
+    """Settings of a launch/chain config changed where each value wins (changed files only)."""
+    from bot.configs.common import Splice
+
+    splices: list[Splice] = []
+    new_entries: list[tuple[str, str]] = []
+    for path, value in values.items():
+        name = path.rsplit(".", 1)[-1]
+        origin = config.origins.get(name)
+        if origin is not None and origin.start >= 0:
+            raw = config.text_of(origin.file)[origin.start:origin.end]
+            splices.append(Splice(origin.start, origin.end, _setting_text(value, raw), origin.file))
+        elif origin is not None:
+            raise ConfigError(f"{name} is set by {origin.via or 'a computed value'}, which ASAP cannot edit in place",
+                              source=config.source, field=name, hint=f"set {name} to {value!r} by hand")
+        else:
+            new_entries.append((name, _setting_text(value, "")))
+    if new_entries:
+        if config.insert_at is None:
+            raise ConfigError(f"ASAP does not know where to add {new_entries[0][0]} in this launch",
+                              source=config.source, field=new_entries[0][0])
+        if config.insert_style == "flag":
+            added = "".join(f" --{n.replace('_', '-')}" + ("" if v == "true" else f" {v}") for n, v in new_entries)
+        else:
+            added = "".join(f" {n}={v}" for n, v in new_entries)
+        splices.append(Splice(config.insert_at, config.insert_at, added))
+    texts = _apply_by_file(config, splices)
+    again = reparse(config, texts)
+    for path, want in values.items():
+        name = path.rsplit(".", 1)[-1]
+        have = again.setting(name)
+        expect = int(want) if isinstance(want, float) and want.is_integer() else want
+        if have != expect:
+            raise ConfigError(f"internal error: the edited launch reads {name} as {have!r}, not {expect!r}",
+                              source=config.source, field=name)
+    return texts
+
+
+def config_diff(config: ShardingConfig, mesh: Mesh, settings: dict[str, object] | None, label: str) -> str:
+    """Unified diff of every file the change touches (``label`` names the config's own file)."""
+    texts = apply_mesh_files(config, mesh)
+    if settings:
+        edited = reparse(config, texts)
+        more = apply_settings_files(edited, settings) if (edited.launch or edited.origins) else \
+            {edited.source: apply_settings(edited, settings)}
+        texts = {**texts, **more}
+    out = []
+    for file, new in texts.items():
+        name = label if file == config.source else file
+        out.append(diff_text(config.text_of(file), new, name))
+    return "".join(out)
+
+
+def settings_applied(config: ShardingConfig, values: dict[str, object]) -> ShardingConfig:
+    """The config as it reads after ``values`` are written where they win (for pricing a settings change)."""
+    if config.launch or config.origins:
+        return reparse(config, apply_settings_files(config, values))
+    return parse_config(apply_settings(config, values), config.source)

@@ -62,17 +62,38 @@ SETTINGS: tuple[str, ...] = (
     "encoder_seq_length",
     "devices",
     "num_nodes",
+    "num_attention_heads",
+    "num_query_groups",
+    "hidden_size",
+    "recompute_activations",
+    "use_flash_attn",
+    "attention_backend",
+    "use_flash_attention",  # NeMo
+    "fp8",
+    "fp8_format",
+    "fp8_hybrid",
+    "bf16",
+    "fp16",
+    "num_experts",
 )
 
 
 def read(root: Node, text: str, source: str) -> ShardingConfig:
     """Parse the Megatron parallel sizes (positive integers; Megatron has no -1)."""
-    found = unique(root, KEYS, source)
+    found = unique(root, KEYS, source, normalize=True)
     keys: list[ConfigKey] = []
     for name, hit in sorted(found.items(), key=lambda kv: kv[1].key_node.start_mark.index):
         value = size_value(hit, source, allow_rest=False)
         keys.append(config_key(hit, group="world", axis=AXIS_OF[name], value=value, text=text))
-    return ShardingConfig(format="megatron", source=source, text=text, keys=keys, settings=settings(root, SETTINGS))
+    got = settings(root, SETTINGS, normalize=True)
+    if any(k.endswith("recompute_activations") and v is True for k, v in got.items()):
+        got.setdefault("recompute_granularity", "selective")
+    cfg = ShardingConfig(format="megatron", source=source, text=text, keys=keys, settings=got)
+    devices, nodes = cfg.setting("devices"), cfg.setting("num_nodes")
+    if _pos_int(devices):
+        n = nodes if _pos_int(nodes) else 1
+        cfg = cfg.model_copy(update={"devices": devices * n, "nodes": n})  # type: ignore[operator]
+    return cfg
 
 
 def sizes(config: ShardingConfig) -> dict[str, int]:
@@ -200,18 +221,41 @@ def plan(config: ShardingConfig, root: Node, target: Mesh) -> list[Splice]:
         raise ConfigError(f"mesh data x expert = {t['data'] * t['expert']}, but world / (tp x pp x cp) = {dp}",
                           source=config.source, field="mesh")
     present = {k.key: k for k in config.keys}
-    hits = {h.key: h for h in walk(root, KEYS)}
     splices: list[Splice] = []
     new_entries: list[tuple[str, int]] = []
     for key, axis in AXIS_OF.items():
         want = t[axis]
         if key in present:
             if present[key].value != want:
-                splices.append(replace_value(config.text, present[key], want))
+                splices.append(replace_value(config.text_of(present[key].file), present[key], want))
         elif want != 1:
             new_entries.append((key, want))
     if new_entries:
-        anchor = hits[max(config.keys, key=lambda k: k.start).key]
-        splices.append(insert_after_entry(config.text, anchor.key_node, anchor.value_node, is_flow(anchor.parent),
-                                          new_entries))
+        splices.append(_insert(config, root, new_entries))
     return splices
+
+
+def _insert(config: ShardingConfig, root: Node | None, entries: list[tuple[str, int]]) -> Splice:
+    """New sizes: ``--flag N`` at the launch line's end, else a YAML line after the last size key, written in
+    the file's own spelling (``--tensor-model-parallel-size:``, ``trainer.strategy.x:`` or plain)."""
+    if config.insert_style == "flag" and config.insert_at is not None:
+        return Splice(config.insert_at, config.insert_at,
+                      "".join(f" --{n.replace('_', '-')} {v}" for n, v in entries))
+    own = [k for k in config.keys if k.file is None and k.editable]
+    if root is None or not own:
+        raise ConfigError("the config sets none of the parallel sizes, so ASAP does not know where to add "
+                          + ", ".join(n for n, _ in entries), source=config.source, field=entries[0][0],
+                          hint="add the key(s) by hand where your trainer reads them")
+    anchor_key = max(own, key=lambda k: k.start)
+    hit = next(h for h in walk(root, KEYS, normalize=True) if h.key_node.start_mark.index <= anchor_key.start
+               and h.value_node.start_mark.index == anchor_key.start)
+    written = hit.key_node.value
+    prefix = written[: len(written) - len(written.split(".")[-1])]
+    flag = written.split(".")[-1].startswith("--")
+    named = [((prefix + "--" + n.replace("_", "-")) if flag else prefix + n, v) for n, v in entries]
+    return insert_after_entry(config.text, hit.key_node, hit.value_node, is_flow(hit.parent), named)
+
+
+def allowed_axes(config: ShardingConfig) -> set[Axis]:
+    """Megatron sizes tensor, pipeline, context and expert parallelism; data parallelism is the rest; no FSDP."""
+    return {"data", "tensor", "pipeline", "sequence", "expert"}

@@ -212,3 +212,8 @@ def _new_mapping_line(
     if nl == -1:
         return Splice(len(text), len(text), eol + line)
     return Splice(nl + 1, nl + 1, line + eol)
+
+
+def allowed_axes(config: ShardingConfig) -> set[Axis]:
+    """A plain mesh mapping can name every canonical axis."""
+    return set(AXES)

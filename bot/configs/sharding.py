@@ -35,6 +35,16 @@ class ConfigKey(BaseModel):
     column: int = Field(description="1-based column of the key")
     start: int = Field(description="character offset where the value's text starts")
     end: int = Field(description="character offset just past the value's text")
+    file: str | None = Field(
+        default=None,
+        description="the file holding the value when it is not the config's own text (a base_config file, a "
+        "script the launch calls); None: the config's own text. start = end = -1: not a literal ASAP can edit",
+    )
+    via: str | None = Field(default=None, description="how the value reaches the framework, e.g. 'shell variable TP'")
+
+    @property
+    def editable(self) -> bool:
+        return self.start >= 0
 
 
 class ShardingConfig(BaseModel):
@@ -53,6 +63,49 @@ class ShardingConfig(BaseModel):
         default_factory=list,
         description="ici_mesh format only: which of ici_mesh / dcn_mesh the file has (an empty one counts)",
     )
+    files: dict[str, str] = Field(
+        default_factory=dict,
+        description="other files the reading used (base_config chain, called scripts): path -> text as read",
+    )
+    origins: dict[str, ConfigKey] = Field(
+        default_factory=dict,
+        description="where each setting's winning value is written (setting name -> position), for edits",
+    )
+    mesh_axes: list[str] | None = Field(
+        default=None, description="MaxText: the mesh_axes in force (from the config chain); None when unknown"
+    )
+    vintage: str | None = Field(default=None, description="MaxText: which MaxText version the axes look like")
+    devices: int | None = Field(default=None, description="the device count the launch itself states, if any")
+    nodes: int | None = Field(default=None, description="nodes / slices the launch itself states, if any")
+    launch: str | None = Field(default=None, description="the launch command read, e.g. 'torchrun ... (train.sh:77)'")
+    insert_at: int | None = Field(
+        default=None, description="offset in the config's text where a new override/flag goes (launch scripts)"
+    )
+    command: str | None = Field(default=None, description="the recorded launch command the reading used, if any")
+    has_path: bool = Field(default=False, description="read from a path on disk (base_config files were looked up)")
+    root: str | None = Field(default=None, description="the folder other files the config names were read inside")
+    insert_style: str | None = Field(default=None, description="override (key=value) | flag (--key value)")
+    reading: list[str] = Field(
+        default_factory=list,
+        description="how values were resolved: which place wins when a value is set twice, keys the framework "
+        "ignores, defaults assumed",
+    )
+
+    def text_of(self, file: str | None) -> str:
+        """The text of ``file`` (None: the config's own text)."""
+        return self.text if file is None or file == self.source else self.files[file]
+
+    def allowed_axes(self) -> set[Axis]:
+        """Canonical axes this config's framework can express: a proposal must use no others.
+
+        MaxText: the axes of its own ``mesh_axes`` (a MaxText without a ``sequence``/``context`` axis cannot
+        take sequence parallelism); Megatron: no FSDP axis; plain ``ici_mesh``: all six.
+        """
+        return _module(self.format).allowed_axes(self)
+
+    def framework_keys(self) -> tuple[str, ...]:
+        """Setting names this framework reads (an edit never adds any other key)."""
+        return _module(self.format).SETTINGS
 
     def key(self, name: str) -> ConfigKey | None:
         """The mesh key written as ``name`` (e.g. ``ici_tensor_parallelism`` or ``ici_mesh.model``)."""

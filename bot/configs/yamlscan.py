@@ -87,11 +87,20 @@ def compose(text: str, source: str) -> Node | None:
         raise ConfigError("malformed YAML: nested too deeply to read", source=source) from None
 
 
-def walk(root: Node, names: Collection[str]) -> Iterator[Found]:
+def flag_name(key: str) -> str:
+    """A key as Megatron/NeMo spell it, normalized: ``--tensor-model-parallel-size`` and
+    ``trainer.strategy.tensor_model_parallel_size`` both end in ``tensor_model_parallel_size``."""
+    return key.lstrip("-").replace("-", "_")
+
+
+def walk(root: Node, names: Collection[str], *, normalize: bool = False) -> Iterator[Found]:
     """Every mapping entry in the tree whose (string) key is in ``names``, in document order.
 
     Aliased nodes are visited once (at their anchor), so an anchor reused by ``<<: *base`` is not
-    reported twice. Keys that are not plain strings (numbers, complex keys) are skipped.
+    reported twice. Keys that are not plain strings (numbers, complex keys) are skipped. With
+    ``normalize``, keys are compared as :func:`flag_name` forms and a dotted key (NeMo 2's
+    ``trainer.strategy.tensor_model_parallel_size``) matches by its last part; ``Found.key`` is then the
+    normalized name and ``Found.path`` the normalized dotted path.
     """
     seen: set[int] = set()
     stack: list[tuple[Node, tuple[str, ...]]] = [(root, ())]
@@ -106,6 +115,13 @@ def walk(root: Node, names: Collection[str]) -> Iterator[Found]:
             for key_node, value_node in node.value:
                 if isinstance(key_node, ScalarNode) and key_node.tag == "tag:yaml.org,2002:str":
                     name = key_node.value
+                    if normalize:
+                        parts = tuple(flag_name(x) for x in name.split("."))
+                        name = parts[-1]
+                        if name in names:
+                            out.append(Found(path + parts, name, key_node, value_node, node))
+                        children.append((value_node, path + parts))
+                        continue
                     if name in names:
                         out.append(Found(path + (name,), name, key_node, value_node, node))
                     children.append((value_node, path + (name,)))

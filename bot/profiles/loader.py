@@ -172,10 +172,25 @@ def load_profile(run: Run) -> Profile:
     return profile
 
 
+class NoProfileData(ProfileError):
+    """No usable profile data for a run: the answer can still be a pre-flight one (``bot.analysis.preflight``).
+
+    ``read_sources`` lists the files that were read but held nothing usable (empty when none was found),
+    ``warnings`` what went wrong with them.
+    """
+
+    def __init__(self, message: str, *, read_sources: list[str], warnings: list[str], **kw: str) -> None:
+        self.read_sources = read_sources
+        self.warnings = warnings
+        super().__init__(message, **kw)
+
+
 def _nothing_usable(folder: Path, profile: Profile) -> ProfileError:
     detail = "; ".join(profile.warnings[:3])
-    return ProfileError(
+    return NoProfileData(
         f"no usable profile data found (looked for {EXPECTED})" + (f"; {detail}" if detail else ""),
+        read_sources=list(profile.sources),
+        warnings=list(profile.warnings),
         source=str(folder),
         field="profile",
         hint="list the profile files in run.yaml under 'profile:', or put XProf exports beside run.yaml",

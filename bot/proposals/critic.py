@@ -9,16 +9,19 @@ language model's suggestion — and returns every check with a reason that names
 * ``memory``        — the predicted memory per chip fits the chip's HBM with headroom
                       (:class:`knowledge.costmodel.Prediction`); skipped, with the reason, when the model
                       is unknown;
-* ``diagnosis``     — the change from the baseline mesh does not work against the diagnosed bottleneck
-                      (more tensor/sequence parallelism or a heavy axis onto DCN for a communication-bound
-                      run; more tensor parallelism or more predicted HBM traffic for an HBM-bound run). A
-                      host-bound run gets a soft failure: a mesh change cannot fix it;
+* ``diagnosis``     — a rule of thumb, so a *warning*, never a veto: the change raises the model-parallel
+                      degree (tensor x sequence, judged jointly) or puts a per-layer axis on DCN for a
+                      communication-bound run, raises it or the predicted HBM traffic for an HBM-bound run,
+                      or changes the mesh of a host-bound run; stated with the predicted step time it is
+                      weighed against;
 * ``known_failure`` — the mesh is not recorded as failed (OOM, invalid, crash) for this model and chip;
 * ``aot_compile``   — only with ``aot=True`` (the jax extra): the sharded train step lowers and compiles at
                       reduced scale on virtual CPU devices (:func:`bot.proposals.aot.aot_check`); a compile
                       error is a hard failure, a missing jax or a timeout a skip.
 
-Hard failures keep a mesh from ever being proposed; soft ones are shown as warnings.
+Hard failures are facts (arithmetic, memory beyond even the optimistic band of every unstated setting, a
+recorded failure, a compile error) and keep a mesh from ever being proposed; soft ones are warnings that
+weigh the proposal's confidence down.
 """
 
 from __future__ import annotations
@@ -40,6 +43,12 @@ if TYPE_CHECKING:
 HEAVY_ON_DCN = ("tensor", "sequence", "fsdp", "expert")
 """Axes whose collectives run every layer; on the slow DCN they stall the step (MaxText's Sharding guide
 recommends only data, and pipeline, across slices)."""
+
+EVEN_PIPELINE_FRAMEWORKS = ("maxtext",)
+"""Frameworks that refuse to start when pipeline stages do not divide the layers (MaxText). Megatron-Core starts
+with unequal stages when its uneven-stage settings are set (account_for_embedding/loss_in_pipeline_split,
+num_layers_in_first/last_pipeline_stage: Megatron-Bridge runs Llama 3.1 405B, 126 layers, on PP8 that way), so
+unstated they are a warning naming the fix; torchtitan splits stages unevenly by itself."""
 
 HBM_TERM_TOLERANCE = 0.10
 """A predicted rise of the HBM term beyond this share counts as working against an HBM-bound run."""
@@ -115,10 +124,37 @@ def batch_split_problems(record: RunRecord, mesh: Mesh, settings: Any | None) ->
     return out
 
 
+def _uneven_pipeline_allowed(record: RunRecord, mesh: Mesh, settings: Any | None) -> str | None:
+    """Why pipeline stages that do not divide the layers may still start, or None when the framework refuses."""
+    pp = mesh.size("pipeline")
+    layers = record.model.layers if record.model else None
+    if record.framework == "megatron" or getattr(settings, "format", None) == "megatron":
+        stated = getattr(settings, "uneven_pipeline", None)
+        fix = ""
+        if layers and (layers + 2) % pp == 0:
+            fix = (f" ({layers} layers + embedding + loss = {layers + 2} = {pp} x {(layers + 2) // pp}: set "
+                   "account_for_embedding_in_pipeline_split and account_for_loss_in_pipeline_split)")
+        if stated:
+            return (f"stages get unequal layer counts, as the config's {', '.join(sorted(stated))} allow; the slowest "
+                    "stage sets the step")
+        return ("Megatron-LM refuses to start with unequal stages unless the uneven-stage settings are set, which this "
+                f"config does not state{fix}: starts only with them")
+    if record.framework not in EVEN_PIPELINE_FRAMEWORKS:
+        return (f"stages get unequal layer counts; MaxText refuses to start, but a {record.framework!r} trainer may "
+                "split them unevenly (torchtitan does), so the slowest stage sets the step")
+    return None
+
+
 def check_divisibility(record: RunRecord, mesh: Mesh, settings: Any | None = None) -> Check:
     from knowledge.meshsearch import divisibility_problems
 
     problems = divisibility_problems(record, mesh) + batch_split_problems(record, mesh, settings)
+    uneven = [p for p in problems if p.startswith("pipeline=") and "does not divide layers" in p]
+    why = _uneven_pipeline_allowed(record, mesh, settings) if uneven else None
+    if why is not None:
+        problems = [p for p in problems if p not in uneven]
+        if not problems:  # not a fact for this framework/config: stages may hold unequal layer counts
+            return Check(name="divisibility", passed=False, hard=False, reason=f"{'; '.join(uneven)}: {why}")
     if problems:
         return Check(name="divisibility", passed=False, reason="; ".join(problems))
     known = []
@@ -139,13 +175,15 @@ def check_divisibility(record: RunRecord, mesh: Mesh, settings: Any | None = Non
     return Check(name="divisibility", passed=True, reason=f"axis sizes divide {what}")
 
 
-def check_memory(record: RunRecord, mesh: Mesh, prediction: Any | None) -> Check:
-    """Memory per chip against HBM with headroom.
+def check_memory(record: RunRecord, mesh: Mesh, prediction: Any | None, options: Any | None = None) -> Check:
+    """Memory per chip against HBM with headroom, across the settings the run leaves unstated.
 
-    Fails hard when the prediction is out of memory beyond its own uncertainty: the point estimate exceeds
-    the chip's whole HBM, or even the low edge of the memory band exceeds the usable part. Between the
-    headroom line and that, the mesh is *tight*: a warning (soft), because published expert configurations
-    run there (e.g. Megatron-Bridge's 70B recipes on 80 GB H100s) and the band straddles the line.
+    Fails hard only on a fact: even the least memory-hungry option of every unstated setting
+    (``options.lean``, :mod:`bot.proposals.memory`) needs more than the chip's whole HBM and its band's
+    optimistic edge more than the usable part. When the options straddle the usable line the check is a
+    warning that names the setting that decides it ("fits only with the distributed optimizer: set
+    use_distributed_optimizer: true"). Between the headroom line and the HBM the mesh is *tight*: a warning,
+    because published expert configurations run there (e.g. Megatron-Bridge's 70B recipes on 80 GB H100s).
     """
     if prediction is not None and getattr(prediction, "memory_per_chip_bytes", 0.0) is None:
         return Check(
@@ -163,34 +201,74 @@ def check_memory(record: RunRecord, mesh: Mesh, prediction: Any | None) -> Check
             reason="skipped: the model is unknown, so memory per chip cannot be computed "
             "(give model layers, d_model, d_ff, heads, vocab and training global_batch, seq_len in run.yaml)",
         )
-    used, cap = prediction.memory_per_chip_bytes, prediction.memory_capacity_bytes
-    parts = ", ".join(f"{k} {gb(v)}" for k, v in prediction.memory_breakdown_bytes.items() if v > 0)
+    cap = prediction.memory_capacity_bytes
     headroom = _headroom()
     usable = cap * (1 - headroom)
+    if options is None:
+        return _memory_one(prediction, usable, cap, headroom)
+    return _memory_options(prediction, options, usable, cap, headroom)
+
+
+def _parts(p: Any) -> str:
+    return ", ".join(f"{k} {gb(v)}" for k, v in p.memory_breakdown_bytes.items() if v > 0)
+
+
+def _memory_one(prediction: Any, usable: float, cap: float, headroom: float) -> Check:
+    """Every memory-moving setting is stated: the prediction and its own band decide."""
+    used = prediction.memory_per_chip_bytes
     low = getattr(prediction, "memory_low_bytes", None)
-    band = f" (band {gb(low)}-{gb(prediction.memory_high_bytes)})" if low is not None and getattr(
-        prediction, "memory_high_bytes", None) is not None else ""
+    high = getattr(prediction, "memory_high_bytes", None)
+    band = f" (band {gb(low)}-{gb(high)})" if low is not None and high is not None else ""
     if not prediction.fits_memory:
         if used <= cap or (low is not None and low <= usable):
             return Check(
-                name="memory",
-                passed=False,
-                hard=False,
-                reason=f"tight: needs {gb(used)} per chip{band} ({parts}), above the {gb(usable)} usable with "
-                f"{headroom:.0%} headroom but within the prediction's band / the {gb(cap)} HBM; measure the peak "
+                name="memory", passed=False, hard=False,
+                reason=f"tight: needs {gb(used)} per chip{band} ({_parts(prediction)}), above the {gb(usable)} usable "
+                f"with {headroom:.0%} headroom but within the prediction's band / the {gb(cap)} HBM; measure the peak "
                 "before relying on it",
             )
         return Check(
-            name="memory",
-            passed=False,
-            reason=f"out of memory: needs {gb(used)} per chip{band} ({parts}), but only {gb(usable)} of {gb(cap)} HBM "
-            f"is usable with {headroom:.0%} headroom",
+            name="memory", passed=False,
+            reason=f"out of memory: needs {gb(used)} per chip{band} ({_parts(prediction)}), but only {gb(usable)} of "
+            f"{gb(cap)} HBM is usable with {headroom:.0%} headroom",
         )
     return Check(
-        name="memory",
-        passed=True,
-        reason=f"fits: {gb(used)} per chip{band} ({parts}) of {gb(usable)} usable ({gb(cap)} HBM, {headroom:.0%} headroom)",
+        name="memory", passed=True,
+        reason=f"fits: {gb(used)} per chip{band} ({_parts(prediction)}) of {gb(usable)} usable ({gb(cap)} HBM, "
+        f"{_headroom_why(headroom)})",
     )
+
+
+def _headroom_why(headroom: float) -> str:
+    from bot.proposals.memory import headroom_words
+
+    return headroom_words(headroom)
+
+
+def _memory_options(prediction: Any, options: Any, usable: float, cap: float, headroom: float) -> Check:
+    """Some memory-moving settings are unstated: the band spans their options (lean .. hungry)."""
+    lean, hungry = options.lean, options.hungry
+    lean_mem, hungry_mem = float(lean.memory_per_chip_bytes), float(hungry.memory_per_chip_bytes)
+    lean_low = float(getattr(lean, "memory_low_bytes", None) or lean_mem)
+    span = (f"{gb(lean_mem)} to {gb(hungry_mem)} per chip across the options of {options.names} (not stated in "
+            "the config or run.yaml)")
+    of = f"of {gb(usable)} usable ({gb(cap)} HBM, {_headroom_why(headroom)})"
+    if lean_mem > cap and lean_low > usable:
+        return Check(name="memory", passed=False,
+                     reason=f"out of memory whatever the unstated settings: needs {span}; even the optimistic edge "
+                     f"{gb(lean_low)} exceeds the {gb(usable)} usable ({gb(cap)} HBM)")
+    if hungry_mem <= usable:
+        return Check(name="memory", passed=True, reason=f"fits whatever the unstated settings: {span}, {of}")
+    if lean_mem > usable:
+        return Check(name="memory", passed=False, hard=False,
+                     reason=f"tight: needs {span}, above the {gb(usable)} usable even at the leanest but within the "
+                     f"band / the {gb(cap)} HBM; measure the peak before relying on it")
+    if options.deciding:
+        fix = " or ".join(f"{u.words} ({u.fix})" for u in options.deciding)
+        what = f"fits only with {fix}"
+    else:
+        what = "fits only with all of: " + "; ".join(f"{u.words} ({u.fix})" for u in options.unknowns)
+    return Check(name="memory", passed=False, hard=False, reason=f"{what}: needs {span}, {of}")
 
 
 def _headroom() -> float:
@@ -202,6 +280,44 @@ def _headroom() -> float:
         return 0.1
 
 
+def _weighed(prediction: Any | None, baseline_prediction: Any | None) -> str:
+    """The predicted step-time change a rule of thumb is weighed against, in words."""
+    if prediction is None or baseline_prediction is None or not baseline_prediction.step_time_ms:
+        return "no prediction to weigh it against"
+    pct = 100.0 * (prediction.step_time_ms - baseline_prediction.step_time_ms) / baseline_prediction.step_time_ms
+    u = float(getattr(prediction, "uncertainty", 0.0) or 0.0)
+    return f"weighed against the prediction: {pct:+.1f}% step time (band +-{u:.0%})"
+
+
+def model_parallel_degree(mesh: Mesh) -> int:
+    """Tensor x sequence (context) parallelism: the axes whose collectives run inside every layer."""
+    return mesh.size("tensor") * mesh.size("sequence")
+
+
+def _rules_of_thumb(bottleneck: str, baseline: Mesh, mesh: Mesh, prediction: Any | None,
+                    baseline_prediction: Any | None) -> list[str]:
+    """The playbook's rules of thumb this change goes against, judging model parallelism jointly."""
+    out: list[str] = []
+    mp0, mp1 = model_parallel_degree(baseline), model_parallel_degree(mesh)
+    if bottleneck in ("communication", "hbm") and mp1 > mp0:
+        what = ("adds per-layer activation collectives to a communication-bound run" if bottleneck == "communication"
+                else "replicates activation traffic over more chips and thins each matmul on an HBM-bound run")
+        out.append(f"raises the model-parallel degree (tensor x sequence) {mp0}->{mp1}: {what}")
+    if bottleneck == "communication":
+        for axis in HEAVY_ON_DCN:
+            if mesh.dcn.get(axis, 1) > baseline.dcn.get(axis, 1):  # type: ignore[call-overload]
+                out.append(
+                    f"moves {axis} onto DCN ({baseline.dcn.get(axis, 1)}->{mesh.dcn.get(axis, 1)}): its per-layer "  # type: ignore[call-overload]
+                    "collectives would cross the slowest network of a communication-bound run"
+                )
+    if bottleneck == "hbm" and prediction is not None and baseline_prediction is not None:
+        new_hbm = prediction.breakdown_ms.get("hbm", 0.0)
+        old_hbm = baseline_prediction.breakdown_ms.get("hbm", 0.0)
+        if old_hbm > 0 and new_hbm > old_hbm * (1 + HBM_TERM_TOLERANCE):
+            out.append(f"predicted HBM time per step rises {old_hbm:.1f} -> {new_hbm:.1f} ms on an HBM-bound run")
+    return out
+
+
 def check_diagnosis(
     bottleneck: str | None,
     baseline: Mesh | None,
@@ -210,7 +326,13 @@ def check_diagnosis(
     prediction: Any | None = None,
     baseline_prediction: Any | None = None,
 ) -> Check:
-    """Does the change from ``baseline`` to ``mesh`` work against the diagnosed bottleneck?"""
+    """Does the change from ``baseline`` to ``mesh`` go against the playbook's rules for the diagnosed bottleneck?
+
+    These are rules of thumb, not facts: a change that goes against one is a *warning* (soft), stated with the
+    predicted step-time change it is weighed against, never a veto. Model parallelism is judged jointly
+    (tensor x sequence/context): trading one model-parallel axis for another at the same degree does not
+    add per-layer collectives.
+    """
     if bottleneck is None:
         return Check(name="diagnosis", passed=True, skipped=True, reason="skipped: no diagnosis (no profile analysed)")
     if baseline is None:
@@ -228,47 +350,24 @@ def check_diagnosis(
             reason=f"the run is host/input-bound: a mesh change ({change}) cannot fix that; at most it shortens the "
             "device part of the step. Look at the input pipeline instead",
         )
-    contradictions: list[str] = []
-    grew = {a: mesh.size(a) > baseline.size(a) for a in AXES}
-    if bottleneck == "communication":
-        if grew["tensor"]:
-            contradictions.append(
-                f"more tensor parallelism ({baseline.size('tensor')}->{mesh.size('tensor')}) adds per-layer activation "
-                "collectives to a communication-bound run"
-            )
-        if grew["sequence"]:
-            contradictions.append(
-                f"more sequence parallelism ({baseline.size('sequence')}->{mesh.size('sequence')}) adds per-layer "
-                "key/value exchanges to a communication-bound run"
-            )
-        for axis in HEAVY_ON_DCN:
-            if mesh.dcn.get(axis, 1) > baseline.dcn.get(axis, 1):  # type: ignore[call-overload]
-                contradictions.append(
-                    f"moves {axis} onto DCN ({baseline.dcn.get(axis, 1)}->{mesh.dcn.get(axis, 1)}): its per-layer "  # type: ignore[call-overload]
-                    "collectives would cross the slowest network of a communication-bound run"
-                )
-    elif bottleneck == "hbm":
-        if grew["tensor"]:
-            contradictions.append(
-                f"more tensor parallelism ({baseline.size('tensor')}->{mesh.size('tensor')}) replicates activation "
-                "traffic on every chip of the tensor group and thins each matmul: the opposite of what an HBM-bound run needs"
-            )
-        if prediction is not None and baseline_prediction is not None:
-            new_hbm = prediction.breakdown_ms.get("hbm", 0.0)
-            old_hbm = baseline_prediction.breakdown_ms.get("hbm", 0.0)
-            if old_hbm > 0 and new_hbm > old_hbm * (1 + HBM_TERM_TOLERANCE):
-                contradictions.append(
-                    f"predicted HBM time per step rises {old_hbm:.1f} -> {new_hbm:.1f} ms on an HBM-bound run"
-                )
-    if contradictions:
-        return Check(name="diagnosis", passed=False, reason="; ".join(contradictions))
+    against = _rules_of_thumb(bottleneck, baseline, mesh, prediction, baseline_prediction)
+    if against:
+        return Check(name="diagnosis", passed=False, hard=False,
+                     reason="; ".join(against) + f" ({_weighed(prediction, baseline_prediction)})")
     if change == "no change":
         return Check(name="diagnosis", passed=True, reason=f"{bottleneck}-bound run, mesh unchanged")
+    mp0, mp1 = model_parallel_degree(baseline), model_parallel_degree(mesh)
+    traded = (mp0 == mp1 and mp0 > 1 and (baseline.size("tensor"), baseline.size("sequence"))
+              != (mesh.size("tensor"), mesh.size("sequence")))
     why = {
-        "communication": "does not add tensor/sequence parallelism or put a per-layer axis on DCN",
-        "hbm": "does not add tensor parallelism or predicted HBM traffic",
+        "communication": "does not raise the model-parallel degree (tensor x sequence) or put a per-layer axis on DCN",
+        "hbm": "does not raise the model-parallel degree or predicted HBM traffic",
         "compute": "a compute-bound run is judged by predicted step time; the mesh mostly moves communication",
     }.get(bottleneck, "")
+    if traded:
+        why = (f"trades one model-parallel axis for another at the same degree ({mp0}: tensor "
+               f"{baseline.size('tensor')}->{mesh.size('tensor')}, sequence {baseline.size('sequence')}->"
+               f"{mesh.size('sequence')}), so it adds no per-layer collectives; " + why)
     return Check(name="diagnosis", passed=True, reason=f"{bottleneck}-bound run: {change} {why}".strip())
 
 
@@ -314,6 +413,7 @@ def critique(
     settings: Any | None = None,
     aot: bool = False,
     aot_timeout_s: float | None = None,
+    base_settings: Any | None = None,
 ) -> CriticResult:
     """Run every check on ``mesh`` for ``run``.
 
@@ -325,12 +425,12 @@ def critique(
     a proposal that changes the micro-batch or remat policy passes its changed copy), so memory and the
     batch split are checked with them. Checks that cannot run say why and count as passed-but-skipped.
     ``aot=True`` adds the ``aot_compile`` check (a subprocess compile, seconds; off by default).
+    ``base_settings``: the run config's own settings when the caller has read them already (else re-read).
     """
     record = record_of(run)
     if history is None and not isinstance(run, RunRecord):
         history = load_failures(run.folder)
-    base_settings = None
-    if not isinstance(run, RunRecord):
+    if base_settings is None and not isinstance(run, RunRecord):  # the engine passes the baseline's settings
         from knowledge.cost_settings import settings_for_run
 
         base_settings = settings_for_run(run)
@@ -346,11 +446,17 @@ def critique(
         )
     base = baseline or baseline_from_report(report)
     if prediction is None and product_ok:
-        prediction, baseline_prediction = _predict_or_none(
+        prediction, baseline_prediction, calibration = _predict_or_none(
             record, mesh, base, report, calibration, baseline_prediction, settings, base_settings
         )
     if product_ok:
-        checks.append(check_memory(record, mesh, prediction))
+        options = None
+        if prediction is not None and getattr(prediction, "memory_per_chip_bytes", None) is not None:
+            from bot.proposals.memory import memory_options
+
+            options = memory_options(record, mesh, settings=settings, calibration=calibration,
+                                     usable=float(prediction.memory_capacity_bytes) * (1 - _headroom()))
+        checks.append(check_memory(record, mesh, prediction, options))
     else:
         checks.append(Check(name="memory", passed=True, skipped=True, reason="skipped: the axes do not multiply to the chips"))
     bottleneck = report.diagnosis.bottleneck if report is not None else None
@@ -396,12 +502,12 @@ def _predict_or_none(
     baseline_prediction: Any | None,
     settings: Any | None = None,
     base_settings: Any | None = None,
-) -> tuple[Any | None, Any | None]:
-    """Prediction for ``mesh`` (and the baseline), calibrated on the report when there is one."""
+) -> tuple[Any | None, Any | None, Any | None]:
+    """Prediction for ``mesh`` (and the baseline), calibrated on the report when there is one; and the calibration."""
     from knowledge import costmodel
 
     if not costmodel.model_known(record, settings):
-        return None, baseline_prediction
+        return None, baseline_prediction, calibration
     if calibration is None and report is not None and base is not None:
         try:
             calibration = costmodel.calibrate(record, base, report, settings=base_settings)
@@ -411,6 +517,6 @@ def _predict_or_none(
         pred = costmodel.predict(record, mesh, calibration=calibration, settings=settings)
         if baseline_prediction is None and base is not None and calibration is not None:
             baseline_prediction = costmodel.predict(record, base, calibration=calibration, settings=base_settings)
-        return pred, baseline_prediction
+        return pred, baseline_prediction, calibration
     except AsapError:
-        return None, baseline_prediction
+        return None, baseline_prediction, calibration

@@ -91,3 +91,39 @@ def describe_change(baseline: Mesh, mesh: Mesh) -> str:
             if o != n:
                 parts.append(f"{net}{axis} {o}->{n}")
     return ", ".join(parts) or "no change"
+
+
+def combination_of(baseline: Mesh, mesh: Mesh, chosen: list[Mesh]) -> tuple[int, int] | None:
+    """Indices ``(i, j)`` of two chosen meshes whose changes, each scaled by a positive amount, add up to
+    ``mesh``'s change, else None.
+
+    ``fsdp->data`` and ``dcn.data->dcn.fsdp`` shown as proposals 1 and 2 make ``data=2 fsdp=128 | dcn data=8
+    fsdp=2`` (their sum) or ``data=4 fsdp=64 | dcn data=4 fsdp=4`` (twice each) no new kind of change for a
+    person, even though their own kind labels differ.
+    """
+    v = change_vector(baseline, mesh)
+    vecs = [change_vector(baseline, m) for m in chosen]
+    for i in range(len(vecs)):
+        for j in range(i + 1, len(vecs)):
+            if vecs[i] and vecs[j] and _positive_mix(v, vecs[i], vecs[j]):
+                return i, j
+    return None
+
+
+def _positive_mix(v: dict[str, float], a: dict[str, float], b: dict[str, float]) -> bool:
+    """``v == x * a + y * b`` exactly for some x, y > 0 (least squares on the union of coordinates)."""
+    keys = sorted(set(v) | set(a) | set(b))
+    va, vb, vv = ([d.get(k, 0.0) for k in keys] for d in (a, b, v))
+    aa = sum(x * x for x in va)
+    bb = sum(x * x for x in vb)
+    ab = sum(x * y for x, y in zip(va, vb, strict=True))
+    det = aa * bb - ab * ab
+    if abs(det) < 1e-12:
+        return False
+    av = sum(x * y for x, y in zip(va, vv, strict=True))
+    bv = sum(x * y for x, y in zip(vb, vv, strict=True))
+    x = (av * bb - bv * ab) / det
+    y = (bv * aa - av * ab) / det
+    if x <= 1e-9 or y <= 1e-9:
+        return False
+    return all(abs(p * x + q * y - r) < 1e-6 for p, q, r in zip(va, vb, vv, strict=True))

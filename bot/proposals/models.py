@@ -170,7 +170,12 @@ class ProposalSet(_Out):
     schema_version: int = SCHEMA_VERSION
     run_id: str
     bottleneck: str | None
-    verdict: Literal["improve", "near_optimal", "mesh_not_the_problem", "no_valid_proposals"]
+    verdict: Literal["improve", "near_optimal", "uncertain", "current_fails", "mesh_not_the_problem",
+                     "no_valid_proposals"] = Field(
+        description="improve: best predicted faster beyond its band; near_optimal: evidence of little headroom; "
+        "uncertain: a gain inside a wide band, or a model that cannot move the dominant term; current_fails: the "
+        "current configuration fails a hard check (e.g. a recorded OOM); see bot/proposals/verdict.py"
+    )
     summary: str
     baseline: Baseline
     proposals: list[Proposal]
@@ -192,7 +197,10 @@ class ReviewSide(_Out):
 
 
 class ReviewFinding(_Out):
-    severity: Literal["problem", "warning", "info"]
+    severity: Literal["problem", "pre-existing", "warning", "info"] = Field(
+        description="problem: introduced by the change (fails the review); pre-existing: a hard check the old "
+        "config already failed (shown, does not fail the review); warning; info"
+    )
     check: str
     message: str
 

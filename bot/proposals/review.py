@@ -2,9 +2,11 @@
 
 ``review(old, new, run=None)`` parses both files, resolves their meshes, predicts step time and memory
 per chip before and after (calibrated on the run's profile when a run is given), runs the Critic on the
-new mesh against the old one, and turns every failed check into a finding. Problems (exit status 1):
-a mesh that does not multiply to the chips or does not divide the model, out of memory, a move that
-contradicts the run's diagnosis, a configuration recorded as failed. Warnings: predicted slower, a
+new mesh against the old one, and turns every failed check into a finding. Problems (exit status 1) are
+what the change *introduces*: a mesh that does not multiply to the chips or does not divide the model, out
+of memory, a move that contradicts the run's diagnosis, a configuration recorded as failed. A hard check the
+old config already fails is reported as ``pre-existing`` and does not fail the review (a PR that changes only
+the learning rate of a config with a bad mesh is not the PR's problem). Warnings: predicted slower, a
 mesh change on a host-bound run. Without a run, checks that need the model are reported as skipped
 with the reason.
 """
@@ -32,6 +34,8 @@ BATCH_SETTINGS = ("micro_batch_size", "per_device_batch_size")
 
 def _infer_counts(cfg: ShardingConfig) -> tuple[int, int] | None:
     """Chips and slices a config spells out by itself (every axis explicit, no -1, not Megatron)."""
+    if cfg.devices:  # a launch or NeMo trainer states its device count (issue 13)
+        return cfg.devices, cfg.nodes or 1
     if cfg.format == "megatron" or any(k.value == -1 for k in cfg.keys):
         return None
     chips = math.prod((k.value for k in cfg.keys), start=1)
@@ -130,6 +134,7 @@ def review(
         skipped.append("divisibility, memory and diagnosis checks: need --run (model, chip and profile)")
 
     critic: list[Check] = []
+    before: dict[str, Check] = {}  # hard checks the old config already fails
     if new_mesh is not None:
         if record is not None:
             result = critique(
@@ -142,6 +147,16 @@ def review(
                 settings=new_settings,
             )
             critic = result.checks
+            old_result = critique(
+                run,  # type: ignore[arg-type]
+                old_mesh,
+                report=report,
+                prediction=old_pred,
+                baseline=old_mesh,
+                baseline_prediction=old_pred,
+                settings=old_settings,
+            )
+            before = {c.name: c for c in old_result.checks if not c.passed and c.hard}
         else:
             critic = [
                 Check(
@@ -152,10 +167,28 @@ def review(
                 check_diagnosis(None, old_mesh, new_mesh),
             ]
         for ch in critic:
-            if not ch.passed:
-                findings.append(ReviewFinding(severity="problem" if ch.hard else "warning", check=ch.name, message=ch.reason))
+            if ch.passed:
+                continue
+            if ch.hard and ch.name in before:
+                # Present before and after: not what this change introduces, so it does not fail the review.
+                findings.append(ReviewFinding(
+                    severity="pre-existing", check=ch.name,
+                    message=f"{ch.reason} (already so before this change: {before[ch.name].reason})"
+                    if before[ch.name].reason != ch.reason else f"{ch.reason} (already so before this change)"))
+                continue
+            findings.append(ReviewFinding(severity="problem" if ch.hard else "warning", check=ch.name, message=ch.reason))
 
     _batch_findings(old_cfg, new_cfg, bottleneck, findings)
+    from bot.configs.checks import startup_problems  # issue 13: what the framework refuses, device counts
+
+    model = record.model if record is not None else None
+    before = {p.message for p in startup_problems(old_cfg, chips, slices, model) if p.error}
+    for p in startup_problems(new_cfg, chips, slices, model):
+        if p.rule != "note" and not (p.rule == "mesh" and new_mesh is None):
+            # a refusal the old config already has is not what this change introduces (pre-existing)
+            severity = ("pre-existing" if p.message in before else "problem") if p.error else (
+                "info" if p.rule == "reading" else "warning")
+            findings.append(ReviewFinding(severity=severity, check=f"startup_{p.rule}", message=p.message))
 
     change = None
     if new_mesh is not None and old_pred is not None and new_pred is not None:
@@ -193,7 +226,13 @@ def review(
                 )
             )
     mesh_changed = new_mesh is None or mesh_key(new_mesh) != mesh_key(old_mesh)
-    if new_mesh is not None and not mesh_changed:
+    from bot.configs.checks import native_change
+
+    native = native_change(old_cfg, new_cfg, chips, slices) if new_mesh is not None and not mesh_changed else None
+    if native:  # e.g. fsdp 64 x fsdp_transpose 2 -> fsdp 128: same totals, another layout in MaxText's own axes
+        mesh_changed = True
+        findings.append(ReviewFinding(severity="info", check="mesh", message=f"mesh change in MaxText's axes: {native}"))
+    elif new_mesh is not None and not mesh_changed:
         findings.append(ReviewFinding(severity="info", check="mesh", message="the mesh is unchanged"))
     elif new_mesh is not None:
         findings.append(ReviewFinding(severity="info", check="mesh", message=f"mesh change: {describe_change(old_mesh, new_mesh)}"))

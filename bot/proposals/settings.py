@@ -186,11 +186,10 @@ def settings_of_proposal(run: Any, config_values: dict[str, Any]) -> TrainingSet
     An independent path from :func:`apply` (edit the run's config with the proposal's values, parse the
     result, read its settings): rechecking a proposal with these catches a change the file cannot carry.
     """
-    from bot.configs.detect import load_config, parse_config
-    from bot.configs.edit import apply_settings
+    from bot.configs.detect import load_run_config
+    from bot.configs.edit import settings_applied
     from knowledge.cost_settings import settings_for_run, settings_from_config
 
     if not config_values:
         return settings_for_run(run)
-    cfg = load_config(run.path(run.record.config, field="config"))
-    return settings_from_config(parse_config(apply_settings(cfg, config_values), cfg.source))
+    return settings_from_config(settings_applied(load_run_config(run), config_values))

@@ -88,6 +88,11 @@ class Measured(BaseModel):
     tokens_per_second: PositiveFloat | None = Field(default=None, description="global throughput")
     hbm_peak_bytes: PositiveFloat | None = Field(default=None, description="peak HBM in use per chip, bytes")
     mfu_percent: float | None = Field(default=None, ge=0, le=100, description="as reported by the job")
+    oom: bool | None = Field(
+        default=None,
+        description="true: the job ran out of device memory with this config (a fact the Critic uses); "
+        "false: it ran",
+    )
 
 
 class DerivedFrom(BaseModel):
@@ -110,6 +115,11 @@ class RunRecord(BaseModel):
     num_chips: PositiveInt = Field(description="total chips in the job")
     num_slices: PositiveInt = Field(default=1, description="TPU slices / GPU node groups joined by DCN")
     config: str | None = Field(default=None, description="sharding config file, relative to the run folder")
+    command: str | None = Field(
+        default=None,
+        description="the launch command line as run (python3 -m MaxText.train base.yml key=value ..., torchrun ... "
+        "pretrain_gpt.py --flags, or bash train.sh ARGS): its overrides win over the config file",
+    )
     profile: list[str] | None = Field(
         default=None, description="profile files/folders relative to the run folder; discovered when omitted"
     )

@@ -72,7 +72,8 @@ def _not_a_sharding_config(text: str | None, path: str) -> bool:
     try:
         parse_config(text, path)
     except ConfigError as exc:
-        return "no sharding keys" in exc.message or "expected a YAML mapping" in exc.message or "empty" in exc.message
+        return ("no sharding keys" in exc.message or "expected a YAML mapping" in exc.message or "empty" in exc.message
+                or "no training launch found" in exc.message)  # a shell script that launches no training
     return False
 
 

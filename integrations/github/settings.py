@@ -3,8 +3,9 @@
 Reading the file from the default branch means a pull request cannot widen its own review rules, link
 itself to a different run, or add itself to the apply allow-list. Format (every key optional)::
 
-    configs:                  # globs of files the auto-review looks at (default: every *.yml / *.yaml)
-      - "configs/**/*.yml"
+    configs:                  # globs of files the auto-review looks at (default: every *.yml / *.yaml / *.sh;
+      - "configs/**/*.yml"    #   a script without a MaxText/Megatron launch line is skipped)
+      - "scripts/train_*.sh"
     exclude: [".github/**"]   # globs never reviewed
     runs:                     # config path -> the run it is measured by (latest analysed run)
       configs/llama3-8b.yml: "123"
@@ -33,7 +34,7 @@ from bot.errors import AsapError, ConfigError
 from integrations.codehost.base import safe_repo_path
 
 SETTINGS_FILE = ".asap.yml"
-DEFAULT_GLOBS = ("**/*.yml", "**/*.yaml")
+DEFAULT_GLOBS = ("**/*.yml", "**/*.yaml", "**/*.sh")
 DEFAULT_EXCLUDE = (".github/**", ".asap.yml", "**/.pre-commit-config.yaml", "**/docker-compose*.yml")
 MAX_REVIEWED_FILES = 20
 

@@ -1,0 +1,204 @@
+"""Megatron-LM / Pai-Megatron-Patch launch lines read as argparse reads them (the last flag wins).
+
+:func:`megatron_from_command` turns the training command a script runs (``torchrun ... pretrain_gpt.py
+--tensor-model-parallel-size 8 ...``) into a ``megatron`` :class:`ShardingConfig`: the tp/pp/cp/ep sizes
+(each with the span where its value is written, for in-place edits), the settings that matter (batch,
+virtual pipeline, sequence parallel, recompute, distributed optimizer, flash attention, fp8, model sizes)
+and the device count from the launcher's ``--nproc_per_node x --nnodes``. :func:`with_megatron_command`
+lays a recorded command (run.yaml ``command:``) over a Megatron/NeMo YAML.
+"""
+
+from __future__ import annotations
+
+import re
+
+from bot.configs import megatron
+from bot.configs.sharding import ConfigKey, Scalar, ShardingConfig
+from bot.configs.shell import Command, Script, Val, read_script
+from bot.errors import ConfigError
+
+
+def yaml_value(text: str | None) -> Scalar:
+    import yaml
+
+    if text is None:
+        return None
+    try:
+        v = yaml.safe_load(text)
+    except yaml.YAMLError:
+        return text
+    return v if isinstance(v, str | int | float | bool) or v is None else text
+
+def megatron_launch(cmd: Command) -> int | None:
+    """Index of the training script word (``pretrain_gpt.py``...) when ``cmd`` launches Megatron, else None."""
+    words = [w.text or "" for w in cmd.words]
+    flags = any(w.startswith("--tensor-model-parallel-size") or w.startswith("--pipeline-model-parallel-size")
+                or w.startswith("--micro-batch-size") for w in words)
+    for i, w in enumerate(words):
+        if w.endswith(".py") and (re.search(r"(pretrain|finetune|train)[\w-]*\.py$", w) or flags):
+            return i
+    return None
+
+
+def launcher_counts(words: list[str]) -> tuple[int | None, int | None]:
+    """GPUs per node and nodes from torchrun / torch.distributed flags (``--nproc_per_node 8 --nnodes 2``)."""
+    per = nodes = None
+    for i, w in enumerate(words):
+        name, _, val = w.partition("=")
+        if not val and i + 1 < len(words):
+            val = words[i + 1]
+        if name in ("--nproc_per_node", "--nproc-per-node"):
+            per = to_int(val)
+        elif name in ("--nnodes",):
+            nodes = to_int(val.split(":")[-1])
+    return per, nodes
+
+
+def to_int(text: str) -> int | None:
+    return int(text) if re.fullmatch(r"\d+", text or "") else None
+
+def insert_point(cmd: Command, source: str) -> int | None:
+    """Offset just past the launch line's last token in the config's own text, where a new override or flag
+    goes (None when the launch sits in another file, e.g. a script the config calls)."""
+    return cmd.end if cmd.file == source and cmd.end >= 0 else None
+
+FLAG_SETTINGS: dict[str, str] = {
+    "micro_batch_size": "micro_batch_size", "global_batch_size": "global_batch_size",
+    "num_layers_per_virtual_pipeline_stage": "num_layers_per_virtual_pipeline_stage",
+    "virtual_pipeline_model_parallel_size": "virtual_pipeline_model_parallel_size",
+    "num_virtual_stages_per_pipeline_rank": "virtual_pipeline_model_parallel_size",
+    "sequence_parallel": "sequence_parallel", "recompute_granularity": "recompute_granularity",
+    "recompute_method": "recompute_method", "recompute_num_layers": "recompute_num_layers",
+    "recompute_activations": "recompute_granularity", "use_distributed_optimizer": "use_distributed_optimizer",
+    "use_flash_attn": "use_flash_attn", "attention_backend": "attention_backend", "fp8_format": "fp8",
+    "fp8": "fp8", "fp8_hybrid": "fp8", "fp8_e4m3": "fp8", "expert_tensor_parallel_size": "expert_tensor_parallel_size",
+    "num_experts": "num_moe_experts", "num_moe_experts": "num_moe_experts", "num_layers": "num_layers",
+    "num_attention_heads": "num_attention_heads", "num_query_groups": "num_query_groups",
+    "seq_length": "seq_length", "hidden_size": "hidden_size", "bf16": "bf16", "fp16": "fp16",
+}
+
+
+def megatron_from_command(cmd: Command, text: str, source: str, script: Script, notes: list[str],
+                          where: str) -> ShardingConfig:
+    """Megatron flags after the training script word; the launcher's flags give the device count."""
+    at = megatron_launch(cmd)
+    assert at is not None
+    words = cmd.words
+    per, nodes = launcher_counts([w.text or "" for w in words[:at]])
+    assumed = [w.assumed for w in words[:at] if w.assumed and (w.text or "").isdigit()]
+    if assumed and per:
+        notes.append(f"the launcher's device count is not fixed by the script ({assumed[0]}): "
+                     "the run's chip count decides")
+        per = nodes = None
+    keys: dict[str, ConfigKey] = {}
+    settings: dict[str, Scalar] = {}
+    origins: dict[str, ConfigKey] = {}
+    i = at + 1
+    while i < len(words):
+        w = words[i]
+        t = w.text or ""
+        if not t.startswith("--"):
+            i += 1
+            continue
+        name, eq, inline = t[2:].partition("=")
+        norm = name.replace("-", "_")
+        if eq:
+            val = w.slice(len(name) + 3)
+            i += 1
+        elif i + 1 < len(words) and not (words[i + 1].text or "").startswith("--") and norm not in _BOOL_FLAGS:
+            val = words[i + 1]
+            i += 2
+        else:
+            val = None
+            i += 1
+        _megatron_flag(norm, t, val, w, cmd, source, keys, settings, origins, notes)
+    return _megatron_cfg(text, source, keys, settings, origins, notes, per, nodes,
+                         f"{' '.join((x.text or '?') for x in words[:1])} ... {words[at].text} ({where})",
+                         insert_point(cmd, source), script.files)
+
+
+_BOOL_FLAGS = {"sequence_parallel", "use_distributed_optimizer", "use_flash_attn", "recompute_activations",
+               "fp8_hybrid", "fp8_e4m3", "bf16", "fp16", "overlap_grad_reduce", "overlap_param_gather"}
+
+
+def _megatron_flag(norm: str, written: str, val: Val | None, flag: Val, cmd: Command, source: str,
+                   keys: dict[str, ConfigKey], settings: dict[str, Scalar], origins: dict[str, ConfigKey],
+                   notes: list[str]) -> None:
+    span = val.span() if val is not None else None
+    file = None if span is None or span[0] in (None, source) else span[0]
+    start, end = (span[1], span[2]) if span is not None else (-1, -1)
+    if norm in megatron.AXIS_OF:
+        if val is None or val.unknown:
+            raise ConfigError(f"{written} (line {cmd.line}) cannot be read: "
+                              f"{val.unknown if val is not None else 'it has no value'}", source=source, field=norm)
+        raw = (val.text or "").strip()
+        if not re.fullmatch(r"\d+", raw) or int(raw) < 1:
+            raise ConfigError(f"must be a positive integer, got {raw!r} (line {cmd.line})", source=source, field=norm)
+        if norm in keys and keys[norm].value != int(raw):
+            notes.append(f"{written} is given twice: {int(raw)} (the last, line {cmd.line}) wins over {keys[norm].value}")
+        keys[norm] = ConfigKey(key=norm, path=written.split("=")[0], group="world", axis=megatron.AXIS_OF[norm],
+                               value=int(raw), raw=raw, line=cmd.line, column=1, start=start, end=end,
+                               file=file, via=None if span else f"a computed value on the launch line {cmd.line}")
+        return
+    target = FLAG_SETTINGS.get(norm)
+    if target is None:
+        return
+    if norm == "recompute_activations":
+        value: Scalar = "selective"
+    elif val is None:
+        value = True
+    elif val.unknown:
+        value = None
+        notes.append(f"{written} (line {cmd.line}): {val.unknown}")
+    else:
+        value = yaml_value(val.text)
+    if target == "fp8" and norm != "fp8_format":
+        value = value if isinstance(value, str) else "hybrid" if norm == "fp8_hybrid" else value
+    settings[target] = value
+    origins[target] = ConfigKey(key=target, path=written.split("=")[0], group="world", axis="data", value=0,
+                                raw=(val.text or "") if val is not None else "", line=cmd.line, column=1,
+                                start=start, end=end, file=file)
+
+
+def _megatron_cfg(text: str, source: str, keys: dict[str, ConfigKey], settings: dict[str, Scalar],
+                  origins: dict[str, ConfigKey], notes: list[str], per: int | None, nodes: int | None, launch: str,
+                  insert_at: int | None, files: dict[str, str]) -> ShardingConfig:
+    devices = per * (nodes or 1) if per else None
+    if per:
+        settings.setdefault("devices", per)
+    if nodes:
+        settings.setdefault("num_nodes", nodes)
+    return ShardingConfig(
+        format="megatron", source=source, text=text, keys=sorted(keys.values(), key=lambda k: k.start),
+        settings=settings, origins=origins, files=files, devices=devices, nodes=nodes or (1 if per else None),
+        launch=launch, insert_at=insert_at, insert_style="flag" if insert_at is not None else None, reading=notes,
+    )
+
+def not_editable(v: Val) -> Val:
+    from bot.configs.shell import Piece
+
+    return Val(tuple(Piece(p.text, p.file, -1) for p in v.pieces), v.unknown)
+
+
+def with_megatron_command(cfg: ShardingConfig, command: str) -> ShardingConfig:
+    """Flags of a recorded Megatron launch command win over the YAML's values (argparse: the last wins)."""
+    script = read_script(command, "run.yaml command", resolve=lambda _p, _f: None)
+    cmd = next((c for c in reversed(script.commands) if megatron_launch(c) is not None), None)
+    if cmd is None:
+        raise ConfigError("the recorded command is not a Megatron launch ('torchrun ... pretrain_gpt.py --flags')",
+                          source=cfg.source, field="command")
+    cmd = Command([not_editable(w) for w in cmd.words], cmd.file, cmd.line)
+    flags = megatron_from_command(cmd, cfg.text, cfg.source, script, [], "run.yaml command")
+    keys = {k.key: k for k in cfg.keys}
+    notes = list(cfg.reading)
+    for k in flags.keys:
+        if k.key in keys and keys[k.key].value != k.value:
+            notes.append(f"{k.key}: {k.value} on the recorded command overrides {keys[k.key].value} in the file "
+                         f"(line {keys[k.key].line})")
+        keys[k.key] = k.model_copy(update={"via": "the recorded launch command (run.yaml command:)"})
+    given = {k: v for k, v in flags.settings.items() if k not in ("devices", "num_nodes")}
+    settings = {**{p: v for p, v in cfg.settings.items() if p.rsplit(".", 1)[-1] not in given}, **given}
+    return cfg.model_copy(update={
+        "keys": sorted(keys.values(), key=lambda k: (k.start < 0, k.start)), "settings": settings, "reading": notes,
+        "devices": flags.devices or cfg.devices, "nodes": flags.nodes or cfg.nodes,
+    })
