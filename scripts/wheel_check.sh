@@ -53,7 +53,7 @@ expect() {  # the last command's output holds this text
 
 run runs;                     expect "311"; expect "jax-cpu-8dev"
 run why 311;                  expect "communication-bound"
-run propose 311;              expect "Best:"
+run propose 311;              expect "critic: product ok"; expect "cites (playbook)"
 run ask "why is job 311 slow"; expect "communication-bound"
 run index;                    expect "documents"
 run propose 311 --json;       expect '"citation": "playbooks/'
