@@ -234,7 +234,7 @@ class MlflowRunStore:
             else:
                 exps = self._call("listing experiments", self.client.search_experiments, max_results=1000)
                 self._experiments = [e.experiment_id for e in exps]
-        _EXPERIMENTS[(self.spec.location, self.spec.experiment)] = (time.monotonic(), self._experiments)
+            _EXPERIMENTS[(self.spec.location, self.spec.experiment)] = (time.monotonic(), self._experiments)
         return self._experiments
 
     def _search(self, filter_string: str = "", *, max_results: int, page_token: str | None = None) -> Any:
