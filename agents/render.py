@@ -30,6 +30,8 @@ def render_first(ws: Workspace) -> str:
                            ("mfu_percent", "MFU"), ("hbm_use_percent", "HBM use"), ("host_wait_percent", "host wait")):
             if k.get(key) is not None:
                 kp.append(f"{label} {_f(k[key], '%')}")
+        if k.get("shape_source") not in (None, "run.yaml") and k.get("mfu_percent") is not None:
+            kp.append(f"MFU's batch x sequence length from {k['shape_source']}")
         lines.append("KPIs: " + ", ".join(kp))
         lines.append("Evidence:")
         for e in diag.get("evidence") or []:

@@ -366,14 +366,16 @@ def _resolve_remat(
                 ):
                     notes.append(f"run.yaml says remat '{runyaml}', the config {spec.policy!r}: using the config")
             return spec, notes, False
+    # A Megatron launch or MaxText YAML is what ran: its framework's default applies when run.yaml says "other".
+    framework = effective_framework(run.framework, cfg)
     if runyaml is not None:
-        return runyaml_policy(runyaml, run.framework, source="run.yaml training.remat"), notes, False
-    default = DEFAULT_REMAT.get(run.framework, "full")
+        return runyaml_policy(runyaml, framework, source="run.yaml training.remat"), notes, False
+    default = DEFAULT_REMAT.get(framework, "full")
     notes.append(
-        f"remat policy not given: assumed '{default}' (the {run.framework} default); "
+        f"remat policy not given: assumed '{default}' (the {framework} default); "
         "it changes activation memory and recompute FLOPs"
     )
-    return runyaml_policy(default, run.framework, source="default"), notes, True
+    return runyaml_policy(default, framework, source="default"), notes, True
 
 
 def _model_state(run: RunRecord, cfg: TrainingSettings | None, notes: list[str]) -> dict[str, Any]:

@@ -260,7 +260,8 @@ def render_report(report: AnalysisReport, console: Console) -> None:
         ("idle", _num(k.idle_percent, unit="%")),
         ("MFU", _num(k.mfu_percent, unit="%") + (f"  [dim]({k.mfu_source})[/]" if k.mfu_source else "")),
         ("achieved TFLOP/s per chip", _num(k.achieved_tflops_per_chip, "{:.3g}")),
-        ("tokens/s", _num(k.tokens_per_second, "{:,.0f}")),
+        ("tokens/s", _num(k.tokens_per_second, "{:,.0f}")
+         + ("  [dim](batch x seq from config)[/]" if k.shape_source and k.shape_source != "run.yaml" else "")),
         ("HBM use", hbm_used or "—"),
         ("step covered by listed ops", _num(k.op_coverage_percent, unit="%")
          + (f"  [dim](shares from {k.attribution_source})[/]" if k.attribution_source else "")),

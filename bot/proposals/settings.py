@@ -61,8 +61,10 @@ def current_remat(settings: TrainingSettings | None, framework: str, runyaml: st
         spec = named_policy(settings.remat_policy or "none", source="config")
         if spec is not None:
             return spec
-    from knowledge.cost_shapes import DEFAULT_REMAT
+    from knowledge.cost_shapes import DEFAULT_REMAT, effective_framework
 
+    # the config's own framework when run.yaml says "other": a Megatron launch gets Megatron's policy names
+    framework = effective_framework(framework, settings)
     return runyaml_policy(runyaml or DEFAULT_REMAT.get(framework, "full"), framework, source="run.yaml")
 
 

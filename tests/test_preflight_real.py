@@ -1,0 +1,119 @@
+"""Pre-flight runs on real launch scripts (tests/data/real): what a user trips over first.
+
+The Megatron-LM GPT-3 175B example states ``--global-batch-size 1536`` and ``--seq-length 2048`` but a
+user's run.yaml often has no ``training:`` section; the KPIs must then use the config's numbers (and say
+so), as the cost model does."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+
+from bot.analysis.analyze import analyze_run
+from bot.cli import main
+from bot.errors import AsapError
+from bot.proposals.engine import propose
+from bot.runs.store import LocalRunStore
+from knowledge.hardware import get_chip
+
+REAL = Path(__file__).resolve().parent / "data" / "real"
+SCRIPT = "train_gpt3_175b_distributed.sh"
+GPT3 = {"name": "gpt3-175b", "layers": 96, "d_model": 12288, "heads": 96, "d_ff": 49152, "mlp_matrices": 2}
+
+
+def _run(tmp_path: Path, *, nodes: int = 16, chips: int = 128, slices: int = 16, **extra: object) -> Path:
+    """A run folder holding the real script (NUM_NODES set to ``nodes``) and a run.yaml without training."""
+    root = tmp_path / "runs"
+    folder = root / "gpt3"
+    folder.mkdir(parents=True)
+    text = (REAL / "megatron" / SCRIPT).read_text()
+    assert "NUM_NODES=1\n" in text
+    (folder / SCRIPT).write_text(text.replace("NUM_NODES=1\n", f"NUM_NODES={nodes}\n"))
+    record = {"id": "gpt3", "chip": "h100", "num_chips": chips, "num_slices": slices, "config": SCRIPT,
+              "model": GPT3, "measured": {"step_time_ms": 60000.0}, **extra}
+    (folder / "run.yaml").write_text(yaml.safe_dump(record))
+    return root
+
+
+def _flops_per_step() -> float:
+    n = 96 * (4 * 12288**2 + 2 * 12288 * 49152)  # attention + plain MLP weights (no embeddings: vocab unset)
+    tokens = 1536 * 2048
+    return 6.0 * n * tokens + 12.0 * 96 * 2048 * 96 * 128 * tokens
+
+
+def test_kpis_use_the_configs_batch_and_sequence_when_run_yaml_has_no_training(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    root = _run(tmp_path)
+    run = LocalRunStore(root).get("gpt3")
+    report = analyze_run(run)
+    k = report.kpis
+    expected = 100.0 * _flops_per_step() / (60.0 * 128 * get_chip("h100").peak_bf16_flops)
+    assert k.mfu_percent == pytest.approx(expected, rel=0.01)
+    assert k.tokens_per_second == pytest.approx(1536 * 2048 / 60.0, rel=1e-6)
+    assert k.achieved_tflops_per_chip is not None and k.achieved_tflops_per_chip > 100
+    assert k.shape_source == f"config {SCRIPT}"
+    assert any("global batch 1536 and sequence length 2048" in w and SCRIPT in w for w in report.warnings)
+    assert run.record.training is None  # the stored record is not changed by reading it
+
+    assert main(["--runs-dir", str(root), "why", "gpt3"]) in (0, None)
+    out = " ".join(capsys.readouterr().out.split())
+    assert f"MFU │ {k.mfu_percent:.1f}%" in out and "(batch x seq from config)" in out
+    # propose's verdict sees the same MFU (it rests on the report)
+    ps = propose(run, report, knowledge=False)
+    assert ps.proposals
+
+
+def test_run_yaml_training_still_wins_over_the_config(tmp_path: Path) -> None:
+    root = _run(tmp_path, training={"global_batch": 768, "seq_len": 2048})
+    report = analyze_run(LocalRunStore(root).get("gpt3"))
+    assert report.kpis.tokens_per_second == pytest.approx(768 * 2048 / 60.0, rel=1e-6)
+    assert report.kpis.shape_source == "run.yaml"
+    assert not any("the config" in w and "states; run.yaml" in w for w in report.warnings)
+
+
+def test_partial_training_section_is_completed_from_the_config(tmp_path: Path) -> None:
+    root = _run(tmp_path, training={"seq_len": 2048})
+    report = analyze_run(LocalRunStore(root).get("gpt3"))
+    assert report.kpis.tokens_per_second == pytest.approx(1536 * 2048 / 60.0, rel=1e-6)
+    assert report.kpis.shape_source == f"run.yaml + config {SCRIPT}"
+    assert any("does not state training.global_batch" in w for w in report.warnings)
+
+
+def test_analyst_answer_shows_the_mfu_and_where_its_batch_came_from(tmp_path: Path) -> None:
+    from agents.render import render_first
+    from agents.workspace import Workspace
+
+    root = _run(tmp_path)
+    report = analyze_run(LocalRunStore(root).get("gpt3"))
+    ws = Workspace(run_id="gpt3")
+    ws.report = report.model_dump(mode="json")
+    text = render_first(ws)
+    assert f"MFU {report.kpis.mfu_percent:.1f}%" in text and f"from config {SCRIPT}" in text
+
+
+def test_preflight_refusal_says_why_the_config_cannot_be_used(tmp_path: Path) -> None:
+    # The script as published: NUM_NODES=1 (8 GPUs) with TP 8 x PP 16 = 128 GPUs per replica.
+    root = _run(tmp_path, nodes=1, chips=8, slices=1)
+    with pytest.raises(AsapError) as err:
+        analyze_run(LocalRunStore(root).get("gpt3"))
+    msg = err.value.render()
+    assert "no readable sharding config" not in msg
+    assert "128 GPUs per model replica" in msg and "world size 8" in msg
+
+
+def test_megatron_launch_without_recompute_flags_is_costed_and_changed_in_megatron_terms(tmp_path: Path) -> None:
+    """No --recompute-* flag in a launch means Megatron's default (no recompute), not MaxText's 'full';
+    and no proposal may write a MaxText remat policy name into --recompute-granularity."""
+    root = _run(tmp_path)
+    run = LocalRunStore(root).get("gpt3")
+    report = analyze_run(run)
+    ps = propose(run, report, knowledge=False)
+    assert ps.baseline.predicted is not None
+    assumptions = " ".join(ps.baseline.predicted.assumptions)
+    assert "assumed 'full'" not in assumptions and "assumed 'none' (the megatron default)" in assumptions
+    for p in ps.proposals:
+        diff = p.diff or ""
+        for name in ("save_qkv_proj", "save_dot_except_mlp", "minimal", "save_out_proj"):
+            assert f"--recompute-granularity {name}" not in diff
