@@ -117,3 +117,22 @@ def test_megatron_launch_without_recompute_flags_is_costed_and_changed_in_megatr
         diff = p.diff or ""
         for name in ("save_qkv_proj", "save_dot_except_mlp", "minimal", "save_out_proj"):
             assert f"--recompute-granularity {name}" not in diff
+
+
+def test_maxtext_recipe_with_run_yaml_command_is_costed_with_the_commands_settings(tmp_path: Path) -> None:
+    """MaxText's v5p GPT-3 175B recipe takes its batch and parallelism as positional arguments
+    (``gpt3_175b_base.sh 4 full 1 64 8``): run.yaml ``command:`` supplies them, and the cost model and KPIs
+    must read the same resolved launch the mesh is read from."""
+    folder = tmp_path / "runs" / "mt175"
+    shutil.copytree(REAL / "maxtext" / "current" / "src", folder / "src")
+    script = "src/maxtext/configs/tpu/v5p/gpt3_175b/gpt3_175b_base.sh"
+    record = {"id": "mt175", "chip": "v5p", "num_chips": 512, "config": script,
+              "command": f"bash {script} 4 full 1 64 8 myrun gs://bucket",
+              "model": {**GPT3, "vocab": 50304}, "measured": {"step_time_ms": 40000.0}}
+    (folder / "run.yaml").write_text(yaml.safe_dump(record))
+    report = analyze_run(LocalRunStore(tmp_path / "runs").get("mt175"))
+    assert report.run.mesh_short == "fsdp=64 tensor=8"
+    # per_device_batch_size 4 x 512 chips, max_target_length 2048 (base.yml)
+    assert report.kpis.tokens_per_second == pytest.approx(4 * 512 * 2048 / 40.0, rel=1e-6)
+    assert report.kpis.mfu_percent is not None
+    assert any("per-device batch 4 x 512 chips)" in w for w in report.warnings)

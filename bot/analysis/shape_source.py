@@ -50,7 +50,12 @@ def kpi_shape(run: Run) -> KpiShape:
     filled: list[str] = []
     unstated: list[str] = []
     if batch and not have_batch:
-        filled.append(f"global batch {batch}")
+        if settings.global_batch:
+            filled.append(f"global batch {batch}")
+        else:  # MaxText states it per device: per_device_batch_size x chips x gradient accumulation
+            accum = f" x {settings.grad_accum} accumulation steps" if (settings.grad_accum or 1) > 1 else ""
+            filled.append(f"global batch {batch} (per-device batch {settings.per_device_batch:g} x "
+                          f"{record.num_chips} chips{accum})")
         unstated.append("training.global_batch")
     if seq and not have_seq:
         filled.append(f"sequence length {seq}")
@@ -62,6 +67,6 @@ def kpi_shape(run: Run) -> KpiShape:
     training = base.model_copy(update={"global_batch": batch, "seq_len": seq})
     source = f"config {name}" if not (have_batch or have_seq) else f"run.yaml + config {name}"
     where = "has no training section" if t is None else "does not state " + " or ".join(unstated)
-    note = (f"MFU, tokens/s and achieved TFLOP/s use the {' and '.join(filled)} the config ({name}) states; "
+    note = (f"MFU, tokens/s and achieved TFLOP/s use the {' and '.join(filled)} from the config ({name}); "
             f"run.yaml {where}")
     return KpiShape(record.model_copy(update={"training": training}), source, note)
