@@ -136,3 +136,27 @@ def test_maxtext_recipe_with_run_yaml_command_is_costed_with_the_commands_settin
     assert report.kpis.tokens_per_second == pytest.approx(4 * 512 * 2048 / 40.0, rel=1e-6)
     assert report.kpis.mfu_percent is not None
     assert any("per-device batch 4 x 512 chips)" in w for w in report.warnings)
+
+
+def test_nemo_yaml_with_framework_unstated_is_costed_as_megatron(tmp_path: Path) -> None:
+    """NeMo's GPT-3 20B launcher config states bf16 O2 and the distributed optimizer (mcore_distributed_optim):
+    with run.yaml's framework left at "other" it must still be costed as Megatron (bf16 weights, optimizer
+    state sharded over 256 data ranks), not as fp32 JAX with an unsharded optimizer — which called NVIDIA's
+    published configuration out of memory at 178 GB per chip."""
+    folder = tmp_path / "runs" / "nemo20"
+    folder.mkdir(parents=True)
+    shutil.copy(REAL / "nemo" / "launcher_gpt3_20b.yaml", folder)
+    record = {"id": "nemo20", "chip": "h100", "num_chips": 512, "num_slices": 64, "config": "launcher_gpt3_20b.yaml",
+              "model": {"layers": 44, "d_model": 6144, "heads": 48, "d_ff": 24576, "mlp_matrices": 2},
+              "measured": {"step_time_ms": 4000.0}}
+    (folder / "run.yaml").write_text(yaml.safe_dump(record))
+    run = LocalRunStore(tmp_path / "runs").get("nemo20")
+    report = analyze_run(run)
+    ps = propose(run, report, knowledge=False)
+    pred = ps.baseline.predicted
+    assert pred is not None
+    params = 44 * (4 * 6144**2 + 2 * 6144 * 24576)
+    mem = pred.memory_breakdown_bytes
+    assert mem["weights"] == pytest.approx(2.0 * params / 2, rel=0.02)  # bf16, split over tensor=2
+    assert mem["optimizer"] < 0.02 * mem["weights"] * 6  # 12 B/param over 256 data ranks, not 8 B/param whole
+    assert pred.memory_per_chip_bytes is not None and pred.memory_per_chip_bytes < 100e9
