@@ -160,3 +160,18 @@ def test_nemo_yaml_with_framework_unstated_is_costed_as_megatron(tmp_path: Path)
     assert mem["weights"] == pytest.approx(2.0 * params / 2, rel=0.02)  # bf16, split over tensor=2
     assert mem["optimizer"] < 0.02 * mem["weights"] * 6  # 12 B/param over 256 data ranks, not 8 B/param whole
     assert pred.memory_per_chip_bytes is not None and pred.memory_per_chip_bytes < 100e9
+
+
+def test_review_names_the_whole_pipeline_degree_when_only_its_ici_part_moved(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    """Going from --pipeline-model-parallel-size 16 to 32 on 16 nodes is "pipeline 1->2" inside a node; the
+    review must also say 16->32, the number the user changed."""
+    root = _run(tmp_path)
+    old = (root / "gpt3" / SCRIPT).read_text()
+    new = old.replace("--tensor-model-parallel-size 8", "--tensor-model-parallel-size 4").replace(
+        "--pipeline-model-parallel-size 16", "--pipeline-model-parallel-size 32")
+    (tmp_path / "old.sh").write_text(old)
+    (tmp_path / "new.sh").write_text(new)
+    code = main(["--runs-dir", str(root), "review", str(tmp_path / "old.sh"), str(tmp_path / "new.sh"), "--run", "gpt3"])
+    assert code in (0, None)
+    out = " ".join(capsys.readouterr().out.split())
+    assert "tensor 8->4, pipeline 1->2 (16->32 in all)" in out
