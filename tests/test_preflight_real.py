@@ -175,3 +175,17 @@ def test_review_names_the_whole_pipeline_degree_when_only_its_ici_part_moved(tmp
     assert code in (0, None)
     out = " ".join(capsys.readouterr().out.split())
     assert "tensor 8->4, pipeline 1->2 (16->32 in all)" in out
+
+
+def test_analyst_answer_signs_a_slower_proposals_change(tmp_path: Path) -> None:
+    """A proposal predicted slower must read "+x% vs now", never a bare "x% vs now" beside "-y%" ones."""
+    from agents.render import render_proposals
+    from agents.workspace import Workspace
+
+    ws = Workspace(run_id="r")
+    ws.proposals = {"verdict": "uncertain", "summary": "", "proposals": [
+        {"mesh_short": "data=8", "predicted": {"step_time_ms": 1166.5}, "change": {"step_time_percent": -2.8}},
+        {"mesh_short": "data=4 sequence=2", "predicted": {"step_time_ms": 1325.9}, "change": {"step_time_percent": 10.5}},
+    ]}
+    text = render_proposals(ws)
+    assert "(-2.8% vs now)" in text and "(+10.5% vs now)" in text
