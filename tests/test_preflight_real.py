@@ -119,10 +119,7 @@ def test_megatron_launch_without_recompute_flags_is_costed_and_changed_in_megatr
             assert f"--recompute-granularity {name}" not in diff
 
 
-def test_maxtext_recipe_with_run_yaml_command_is_costed_with_the_commands_settings(tmp_path: Path) -> None:
-    """MaxText's v5p GPT-3 175B recipe takes its batch and parallelism as positional arguments
-    (``gpt3_175b_base.sh 4 full 1 64 8``): run.yaml ``command:`` supplies them, and the cost model and KPIs
-    must read the same resolved launch the mesh is read from."""
+def _maxtext_175b(tmp_path: Path):  # type: ignore[no-untyped-def]
     folder = tmp_path / "runs" / "mt175"
     shutil.copytree(REAL / "maxtext" / "current" / "src", folder / "src")
     script = "src/maxtext/configs/tpu/v5p/gpt3_175b/gpt3_175b_base.sh"
@@ -130,7 +127,14 @@ def test_maxtext_recipe_with_run_yaml_command_is_costed_with_the_commands_settin
               "command": f"bash {script} 4 full 1 64 8 myrun gs://bucket",
               "model": {**GPT3, "vocab": 50304}, "measured": {"step_time_ms": 40000.0}}
     (folder / "run.yaml").write_text(yaml.safe_dump(record))
-    report = analyze_run(LocalRunStore(tmp_path / "runs").get("mt175"))
+    return LocalRunStore(tmp_path / "runs").get("mt175")
+
+
+def test_maxtext_recipe_with_run_yaml_command_is_costed_with_the_commands_settings(tmp_path: Path) -> None:
+    """MaxText's v5p GPT-3 175B recipe takes its batch and parallelism as positional arguments
+    (``gpt3_175b_base.sh 4 full 1 64 8``): run.yaml ``command:`` supplies them, and the cost model and KPIs
+    must read the same resolved launch the mesh is read from."""
+    report = analyze_run(_maxtext_175b(tmp_path))
     assert report.run.mesh_short == "fsdp=64 tensor=8"
     # per_device_batch_size 4 x 512 chips, max_target_length 2048 (base.yml)
     assert report.kpis.tokens_per_second == pytest.approx(4 * 512 * 2048 / 40.0, rel=1e-6)
@@ -189,3 +193,19 @@ def test_analyst_answer_signs_a_slower_proposals_change(tmp_path: Path) -> None:
     ]}
     text = render_proposals(ws)
     assert "(-2.8% vs now)" in text and "(+10.5% vs now)" in text
+
+
+def test_confidence_never_calls_memory_over_the_usable_figure_merely_tight(tmp_path: Path) -> None:
+    """A lighter remat on MaxText's v5p GPT-3 recipe passes the memory check on the band's low edge while the
+    central estimate is over usable memory: the confidence reason must say that, not "tight memory, 88.6 GB
+    of 86.4 GB usable"."""
+    import re
+
+    run = _maxtext_175b(tmp_path)
+    ps = propose(run, analyze_run(run), knowledge=False)
+    reasons = [r for p in ps.proposals for r in p.confidence_reasons if "usable" in r]
+    assert reasons, "expected a proposal near the memory limit on this recipe"
+    for r in reasons:
+        m = re.search(r"tight memory, ([\d.]+) GB of ([\d.]+) GB usable", r)
+        assert m is None or float(m.group(1)) <= float(m.group(2)), r
+    assert any("over usable memory at the central estimate" in r and "low edge" in r for r in reasons)
