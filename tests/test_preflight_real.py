@@ -209,3 +209,35 @@ def test_confidence_never_calls_memory_over_the_usable_figure_merely_tight(tmp_p
         m = re.search(r"tight memory, ([\d.]+) GB of ([\d.]+) GB usable", r)
         assert m is None or float(m.group(1)) <= float(m.group(2)), r
     assert any("over usable memory at the central estimate" in r and "low edge" in r for r in reasons)
+
+
+def _nemo_llama(tmp_path: Path, measured: dict[str, float]) -> Path:
+    """Megatron-LM's NeMo 2 Llama-3 functional test (dotted keys, CP 2) with an unnamed model in run.yaml."""
+    folder = tmp_path / "runs" / "llama"
+    folder.mkdir(parents=True)
+    name = "llama3-nemo_8b_cp2.model_config.yaml"
+    shutil.copy(REAL / "nemo" / name, folder)
+    record = {"id": "llama", "chip": "a100", "num_chips": 8, "config": name,
+              "model": {"layers": 12, "d_model": 768, "heads": 16, "d_ff": 3072}, "measured": measured}
+    (folder / "run.yaml").write_text(yaml.safe_dump(record))
+    return tmp_path / "runs"
+
+
+def test_mfu_given_in_run_yaml_is_shown_as_measured_not_computed(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    """The step time is derived from measured.mfu_percent; the MFU shown back is that measurement."""
+    root = _nemo_llama(tmp_path, {"mfu_percent": 20.0})
+    report = analyze_run(LocalRunStore(root).get("llama"))
+    assert report.kpis.step_time_source == "measured-mfu"
+    assert report.kpis.mfu_percent == pytest.approx(20.0) and report.kpis.mfu_source == "measured"
+    assert main(["--runs-dir", str(root), "why", "llama"]) in (0, None)
+    out = " ".join(capsys.readouterr().out.split())
+    assert "20.0% (measured)" in out
+    # an unnamed model reads "model of N params", not "model  (N params)"
+    assert "model of 113.2M params" in out and "model (" not in out
+
+
+def test_measured_tokens_per_second_is_labelled_measured(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    root = _nemo_llama(tmp_path, {"tokens_per_second": 500000.0})
+    assert main(["--runs-dir", str(root), "why", "llama"]) in (0, None)
+    out = " ".join(capsys.readouterr().out.split())
+    assert "500,000 (measured)" in out and "500,000 (batch x seq from config)" not in out

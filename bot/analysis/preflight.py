@@ -73,7 +73,9 @@ def _kpis(record: RunRecord, chip: Chip, step: MeasuredStep) -> Kpis:
     flops = model_flops_per_step(record).per_step
     mfu, mfu_source = None, None
     if step.ms and flops:
-        mfu, mfu_source = round(100.0 * flops / (step.ms / 1000.0 * record.num_chips * chip.peak_bf16_flops), 2), "computed"
+        # a step derived from the measured MFU gives that MFU back: it is the measurement, not a computation
+        source = "measured" if step.source == "measured-mfu" else "computed"
+        mfu, mfu_source = round(100.0 * flops / (step.ms / 1000.0 * record.num_chips * chip.peak_bf16_flops), 2), source
     elif m is not None and m.mfu_percent is not None:
         mfu, mfu_source = m.mfu_percent, "measured"
     tokens = record.training.tokens_per_step if record.training else None
