@@ -142,11 +142,7 @@ def test_maxtext_recipe_with_run_yaml_command_is_costed_with_the_commands_settin
     assert any("per-device batch 4 x 512 chips)" in w for w in report.warnings)
 
 
-def test_nemo_yaml_with_framework_unstated_is_costed_as_megatron(tmp_path: Path) -> None:
-    """NeMo's GPT-3 20B launcher config states bf16 O2 and the distributed optimizer (mcore_distributed_optim):
-    with run.yaml's framework left at "other" it must still be costed as Megatron (bf16 weights, optimizer
-    state sharded over 256 data ranks), not as fp32 JAX with an unsharded optimizer — which called NVIDIA's
-    published configuration out of memory at 178 GB per chip."""
+def _nemo20(tmp_path: Path) -> Path:
     folder = tmp_path / "runs" / "nemo20"
     folder.mkdir(parents=True)
     shutil.copy(REAL / "nemo" / "launcher_gpt3_20b.yaml", folder)
@@ -154,7 +150,15 @@ def test_nemo_yaml_with_framework_unstated_is_costed_as_megatron(tmp_path: Path)
               "model": {"layers": 44, "d_model": 6144, "heads": 48, "d_ff": 24576, "mlp_matrices": 2},
               "measured": {"step_time_ms": 4000.0}}
     (folder / "run.yaml").write_text(yaml.safe_dump(record))
-    run = LocalRunStore(tmp_path / "runs").get("nemo20")
+    return tmp_path / "runs"
+
+
+def test_nemo_yaml_with_framework_unstated_is_costed_as_megatron(tmp_path: Path) -> None:
+    """NeMo's GPT-3 20B launcher config states bf16 O2 and the distributed optimizer (mcore_distributed_optim):
+    with run.yaml's framework left at "other" it must still be costed as Megatron (bf16 weights, optimizer
+    state sharded over 256 data ranks), not as fp32 JAX with an unsharded optimizer — which called NVIDIA's
+    published configuration out of memory at 178 GB per chip."""
+    run = LocalRunStore(_nemo20(tmp_path)).get("nemo20")
     report = analyze_run(run)
     ps = propose(run, report, knowledge=False)
     pred = ps.baseline.predicted
@@ -241,3 +245,20 @@ def test_measured_tokens_per_second_is_labelled_measured(tmp_path: Path, capsys)
     assert main(["--runs-dir", str(root), "why", "llama"]) in (0, None)
     out = " ".join(capsys.readouterr().out.split())
     assert "500,000 (measured)" in out and "500,000 (batch x seq from config)" not in out
+
+
+def test_review_of_a_batch_change_calls_the_per_token_change_noise_not_the_doubled_step(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    """Doubling NeMo's global_batch_size doubles the step; only the per-token change can be "within noise"."""
+    root = _nemo20(tmp_path)
+    old = root / "nemo20" / "launcher_gpt3_20b.yaml"
+    new = tmp_path / "new.yaml"
+    text = old.read_text()
+    assert "  global_batch_size: 2048\n" in text
+    new.write_text(text.replace("  global_batch_size: 2048\n", "  global_batch_size: 4096\n"))
+    assert main(["--runs-dir", str(root), "review", str(old), str(new), "--run", "nemo20"]) in (0, None)
+    out = " ".join(capsys.readouterr().out.split())
+    assert "per token" in out
+    import re
+
+    for m in re.finditer(r"predicted change ([+-][\d.]+)%( per token)? .{0,40}?is within the model's noise \(\+-(\d+)%\)", out):
+        assert abs(float(m.group(1))) <= float(m.group(3)), m.group(0)
