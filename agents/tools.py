@@ -21,6 +21,7 @@ from autogen_core.tools import FunctionTool
 from agents import followups
 from agents.backend import AnalysisBackend, with_chips
 from agents.workspace import ToolResult, Workspace
+from bot.analysis.shape_source import kpi_shape
 from bot.errors import AsapError
 from bot.runs.store import Run, normalize_run_query
 
@@ -139,7 +140,9 @@ class ToolBox:
 
         def go() -> dict[str, Any]:
             base = self.run(run_id)
-            run = with_chips(base, int(chips))
+            # "same global batch and sequence length": the ones run.yaml or, where it is silent, the config states
+            shaped = Run(record=kpi_shape(base).record, folder=base.folder, origin=base.origin)
+            run = with_chips(shaped, int(chips))
             enumerated, ranked = self.backend.rank_meshes(run, MAX_WHATIF_CANDIDATES)
             if not ranked:
                 raise AsapError(f"no valid mesh for {chips} chips of this model", field="chips",

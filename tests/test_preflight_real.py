@@ -262,3 +262,22 @@ def test_review_of_a_batch_change_calls_the_per_token_change_noise_not_the_doubl
 
     for m in re.finditer(r"predicted change ([+-][\d.]+)%( per token)? .{0,40}?is within the model's noise \(\+-(\d+)%\)", out):
         assert abs(float(m.group(1))) <= float(m.group(3)), m.group(0)
+
+
+def test_chat_what_if_more_chips_uses_the_configs_batch_when_run_yaml_has_none(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """"what if we had 256 chips" on a pre-flight run whose batch only the config states answered "run does not
+    give training (global_batch, seq_len)" although `why` and `propose` used the config's."""
+    from click.testing import CliRunner
+
+    import bot.cli.agents  # noqa: F401  (registers chat)
+    from bot.cli import cli
+
+    for key in ("OPENAI_API_KEY", "ASAP_MODEL_BASE_URL", "REDIS_URL", "ASAP_MODEL", "ASAP_RUNS_DIR"):
+        monkeypatch.delenv(key, raising=False)
+    monkeypatch.setenv("ASAP_STATE_DIR", str(tmp_path / "state"))
+    monkeypatch.setenv("ASAP_MODEL_CONFIG", str(tmp_path / "none.yaml"))
+    (tmp_path / "none.yaml").write_text("{}\n")
+    root = _run(tmp_path)
+    res = CliRunner().invoke(cli, ["--runs-dir", str(root), "chat", "gpt3", "--quiet"], input="what if we had 256 chips\n")
+    assert res.exit_code == 0, res.output
+    assert "With 256 chips" in res.output and "does not give training" not in res.output
