@@ -281,3 +281,20 @@ def test_chat_what_if_more_chips_uses_the_configs_batch_when_run_yaml_has_none(t
     res = CliRunner().invoke(cli, ["--runs-dir", str(root), "chat", "gpt3", "--quiet"], input="what if we had 256 chips\n")
     assert res.exit_code == 0, res.output
     assert "With 256 chips" in res.output and "does not give training" not in res.output
+
+
+def test_verdict_does_not_call_a_slower_alternative_the_fastest_predicted(tmp_path: Path) -> None:
+    """NeMo's GPT-3 5B launcher config on 128 H100s: every alternative is predicted slower, yet the band is
+    wide; the one worth measuring is named as slower than now, not as "the fastest predicted"."""
+    folder = tmp_path / "runs" / "nemo5"
+    folder.mkdir(parents=True)
+    shutil.copy(REAL / "nemo" / "gpt3_5b.yaml", folder)
+    record = {"id": "nemo5", "chip": "h100", "num_chips": 128, "num_slices": 16, "config": "gpt3_5b.yaml",
+              "model": {"layers": 24, "d_model": 4096, "heads": 32, "d_ff": 16384, "mlp_matrices": 2},
+              "measured": {"tokens_per_second": 1500000.0}}
+    (folder / "run.yaml").write_text(yaml.safe_dump(record))
+    run = LocalRunStore(tmp_path / "runs").get("nemo5")
+    ps = propose(run, analyze_run(run), knowledge=False)
+    assert all((p.change.step_time_percent or 0) > 0 for p in ps.proposals)  # the situation this test is about
+    assert ps.verdict == "uncertain" and "Worth measuring first" in ps.summary
+    assert "the fastest predicted" not in ps.summary and "slower than now" in ps.summary

@@ -148,8 +148,10 @@ def _no_clear_gain(ctx: Context, proposals: list[Proposal]) -> tuple[str, str, l
     ranked = rank_uncertain(proposals, ctx.bottleneck)
     first = ranked[0]
     why_first = (f"the playbook move {first.move.id} for a {ctx.bottleneck}-bound run" if first.move is not None
-                 else "the fastest predicted")
-    first_words = f"{_what(first)} ({why_first}, predicted {_pct(first):+.1f}% +-{_band(first)})"
+                 else "the fastest alternative")
+    # an alternative predicted slower than now is worth measuring only because the band is wide: say it is slower
+    slower = ": slower than now, but inside the band" if _pct(first) > 0 else ""
+    first_words = f"{_what(first)} ({why_first}, predicted {_pct(first):+.1f}% +-{_band(first)}{slower})"
     if pct < -100 * LIKELY_SHARE * u:
         return (
             "uncertain",
