@@ -130,11 +130,11 @@ def apply_proposal(
     """Open (or update) the change request applying proposal ``index`` of ``run_id`` (module docstring)."""
     from bot.analysis.analyze import analyze_run
     from bot.proposals.engine import propose
-    from bot.runs.store import LocalRunStore
+    from bot.runs.open import open_runs
 
     if isinstance(index, bool) or not isinstance(index, int) or not 1 <= index <= 20:
         raise AsapError(f"proposal number must be 1..20, got {index!r}", field="proposal")
-    run = (runs or LocalRunStore()).get(run_id)
+    run = (runs or open_runs()).get(run_id)
     report = report or analyze_run(run)
     pset = proposals or propose(run, report)
     proposal = pick_proposal(pset, index)

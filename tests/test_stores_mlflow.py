@@ -17,6 +17,7 @@ from click.testing import CliRunner
 from store_servers import MAXTEXT_CONFIG, STEP_TIMES_S, free_port, write_maxtext_output
 
 import bot.cli.analyze  # noqa: F401  (registers the commands)
+import bot.cli.proposals  # noqa: F401  (registers record-outcome)
 from bot.cli import cli
 from bot.configs.detect import load_config
 from bot.errors import AsapError, RunNotFound
@@ -169,3 +170,17 @@ def test_a_server_that_is_down_is_named(tmp_path: Path) -> None:
     with pytest.raises(RunNotFound) as err:
         chain.get("llama-cpu")
     assert "unreachable" in err.value.render() and "mlflow+http://127.0.0.1" in err.value.render()
+
+
+def test_outcome_of_an_mlflow_run_links_to_its_origin_in_another_store(logged: dict[str, str], tmp_path: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """asap.derived_from=311:2 on an MLflow run names run 311 wherever the team keeps it (here: a folder store
+    after the MLflow one); record-outcome finds it there and records predicted vs measured."""
+    from store_servers import REPO
+
+    monkeypatch.setenv("ASAP_STATE_DIR", str(tmp_path / "state"))
+    stores = f"{_spec(logged)},{REPO / 'examples' / 'runs'}"
+    result = CliRunner().invoke(cli, ["--runs", stores, "record-outcome", "nemo-llama3-70b"])
+    assert result.exit_code == 0, result.output
+    assert "recorded: run nemo-llama3-70b applied proposal 2 of run 311" in " ".join(result.output.split())
+    assert "14200 ms" in result.output  # the MLflow run's measured step (NeMo's train_step_timing in s)

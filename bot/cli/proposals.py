@@ -199,7 +199,8 @@ def record_outcome_cmd(ctx: click.Context, run_id: str) -> None:
     from knowledge.history import HistoryStore
     from knowledge.history_sources.applied import applied_id
 
-    run = _store(ctx).get(run_id)
+    runs = _store(ctx)
+    run = runs.get(run_id)
     d = run.record.derived_from
     if d is None:
         raise AsapError(
@@ -208,7 +209,7 @@ def record_outcome_cmd(ctx: click.Context, run_id: str) -> None:
             hint="add derived_from: {run: <run id>, proposal: <rank>} when the run used a proposal",
         )
     store = HistoryStore()
-    warnings = record_run_outcome(run, analyze_run(run), store=store)
+    warnings = record_run_outcome(run, analyze_run(run), store=store, runs=runs)
     rec = store.get(applied_id(run.record.id))
     for w in warnings:
         console.print(f"[yellow]warning:[/] {w}", markup=True)

@@ -11,7 +11,7 @@ idempotent: analysing the same run again writes nothing.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from bot.errors import AsapError
 from knowledge.history import HistoryRecord, HistoryStore
@@ -25,16 +25,29 @@ if TYPE_CHECKING:
 MAX_PROPOSALS = 10  # the most `asap propose -k` shows
 
 
-def _applied_from_origin(run: Run, store: HistoryStore) -> tuple[HistoryRecord | None, list[str]]:
+def _find_origin(run: Run, origin_id: str, runs: Any = None) -> Run:
+    """The run a proposal came from: beside this one in its runs folder, else in the configured stores
+    (an MLflow or S3 run's ``asap.derived_from`` names a run wherever the team keeps it)."""
+    from bot.errors import RunNotFound
+    from bot.runs.open import open_runs
+    from bot.runs.store import LocalRunStore
+
+    if run.origin is None:
+        try:
+            return LocalRunStore(run.folder.parent).get(origin_id)
+        except RunNotFound:
+            pass
+    return (runs or open_runs()).get(origin_id)
+
+
+def _applied_from_origin(run: Run, store: HistoryStore, runs: Any = None) -> tuple[HistoryRecord | None, list[str]]:
     """Create the applied record of ``run`` from the proposal its ``derived_from`` names."""
     from bot.analysis.analyze import analyze, load_mesh
     from bot.profiles.loader import load_profile
     from bot.proposals.engine import propose
-    from bot.runs.store import LocalRunStore
-
     d = run.record.derived_from
     assert d is not None
-    origin = LocalRunStore(run.folder.parent).get(d.run)
+    origin = _find_origin(run, d.run, runs)
     # analyze(), not analyze_run(): the origin's own derived_from must not recurse back here.
     mesh, fmt, notes = load_mesh(origin)
     report = analyze(origin.record, load_profile(origin), mesh, fmt, warnings=notes)
@@ -66,7 +79,8 @@ def _applied_from_origin(run: Run, store: HistoryStore) -> tuple[HistoryRecord |
     return rec, warnings
 
 
-def record_run_outcome(run: Run, report: AnalysisReport, *, store: HistoryStore | None = None) -> list[str]:
+def record_run_outcome(run: Run, report: AnalysisReport, *, store: HistoryStore | None = None,
+                       runs: Any = None) -> list[str]:
     """Record predicted vs measured for a run with ``derived_from``; returns warnings (empty when recorded).
 
     Never raises for a problem with the history or the original run: analysis must still answer, and the
@@ -83,7 +97,7 @@ def record_run_outcome(run: Run, report: AnalysisReport, *, store: HistoryStore 
     warnings: list[str] = []
     try:
         if store.get(applied_id(run.record.id)) is None:
-            rec, warnings = _applied_from_origin(run, store)
+            rec, warnings = _applied_from_origin(run, store, runs)
             if rec is None:
                 return warnings
         record_outcome(

@@ -28,6 +28,7 @@ import re
 import shutil
 import statistics
 import tempfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -55,6 +56,8 @@ _MEGATRON_KEYS = {
 STEP_TIME_METRICS = (("asap.step_time_ms", 1.0), ("step_time_ms", 1.0), ("perf/step_time_seconds", 1000.0),
                      ("train_step_timing in s", 1000.0), ("iteration-time", 1000.0))
 MAX_ARTIFACTS = 256
+EXPERIMENT_TTL_S = 300.0  # experiment name -> id changes only when someone renames one; re-asked after this
+_EXPERIMENTS: dict[tuple[str, str | None], tuple[float, list[str]]] = {}
 _MLFLOW_HTTP_DEFAULTS = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "2", "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": "1",
                          "MLFLOW_HTTP_REQUEST_TIMEOUT": "20"}
 INSTALL_HINT = "pip install 'asap[mlflow]' (the mlflow client)"
@@ -180,14 +183,14 @@ class _FinishedMemo:
 
 
 class _ArtifactFS:
-    """The one fsspec-like call the download cache needs, over MLflow's artifact API."""
+    """The one fsspec-like call the download cache needs, over the run's MLflow artifact repository."""
 
-    def __init__(self, client: Any, run_id: str) -> None:
-        self.client, self.run_id = client, run_id
+    def __init__(self, repo: Any) -> None:
+        self.repo = repo
 
     def get_file(self, path: str, local: str) -> None:
         with tempfile.TemporaryDirectory() as tmp:
-            got = self.client.download_artifacts(self.run_id, path, tmp)
+            got = self.repo.download_artifacts(path, tmp)
             shutil.move(got, local)
 
 
@@ -199,6 +202,8 @@ class MlflowRunStore:
         self.client = _client(spec.location)
         self.cache = cache or DownloadCache()
         self._experiments: list[str] | None = None
+        self._artifact_repo: Any = None
+        self._mrun: Any = None
 
     # ---------------------------------------------------------------------------------- server calls
     def _call(self, what: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
@@ -215,6 +220,9 @@ class MlflowRunStore:
                             hint=hint) from None
 
     def experiment_ids(self) -> list[str]:
+        cached = _EXPERIMENTS.get((self.spec.location, self.spec.experiment))
+        if self._experiments is None and cached and time.monotonic() - cached[0] < EXPERIMENT_TTL_S:
+            self._experiments = cached[1]
         if self._experiments is None:
             if self.spec.experiment:
                 exp = self._call("looking up the experiment", self.client.get_experiment_by_name, self.spec.experiment)
@@ -226,6 +234,7 @@ class MlflowRunStore:
             else:
                 exps = self._call("listing experiments", self.client.search_experiments, max_results=1000)
                 self._experiments = [e.experiment_id for e in exps]
+            _EXPERIMENTS[(self.spec.location, self.spec.experiment)] = (time.monotonic(), self._experiments)
         return self._experiments
 
     def _search(self, filter_string: str = "", *, max_results: int, page_token: str | None = None) -> Any:
@@ -276,20 +285,30 @@ class MlflowRunStore:
         facts = facts_from(params, tags)
         folder = self.cache.folder_for(self.spec.url, run_id)
         self._memo = _FinishedMemo(folder, mrun)
+        self._mrun, self._artifact_repo = mrun, None
         files = self._artifact_plan(run_id, facts, session)
-        self._call(f"downloading run {name}'s artifacts", self.cache.fetch, _ArtifactFS(self.client, run_id), files, folder)
+        self._call(f"downloading run {name}'s artifacts", self.cache.fetch, _ArtifactFS(self._repo(mrun)), files, folder)
         config = self._config_file(folder, facts, files)
         record = self._record(name, mrun, facts, config, files, folder)
         return Run(record=record, folder=folder, origin=f"{self.spec.display} run {run_id}")
 
     # ---------------------------------------------------------------------------------- artifacts
-    def _walk(self, run_id: str, path: str | None, depth: int, out: list[Any]) -> None:
-        for info in self._call("listing artifacts", self.client.list_artifacts, run_id, path):
+    def _repo(self, mrun: Any) -> Any:
+        """The run's artifact repository, opened once: one request per listing or file, not several
+        (the client's per-call helpers look the run up again each time)."""
+        if self._artifact_repo is None:
+            from mlflow.store.artifact.artifact_repository_registry import get_artifact_repository
+
+            self._artifact_repo = get_artifact_repository(mrun.info.artifact_uri, tracking_uri=self.spec.location)
+        return self._artifact_repo
+
+    def _walk(self, repo: Any, path: str | None, depth: int, out: list[Any]) -> None:
+        for info in self._call("listing artifacts", repo.list_artifacts, path):
             if len(out) >= MAX_ARTIFACTS:
                 return
             if info.is_dir:
                 if depth > 0:
-                    self._walk(run_id, info.path, depth - 1, out)
+                    self._walk(repo, info.path, depth - 1, out)
             else:
                 out.append(info)
 
@@ -300,7 +319,7 @@ class MlflowRunStore:
         listed = self._memo.get("artifacts")
         if listed is None:
             infos: list[Any] = []
-            self._walk(run_id, None, 5, infos)
+            self._walk(self._repo(self._mrun), None, 5, infos)
             listed = self._memo.put("artifacts", [[i.path, int(i.file_size or 0)] for i in infos])
         by_path = {path: _Listed(path, size) for path, size in listed}
         wanted: set[str] = set()
