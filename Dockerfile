@@ -18,8 +18,10 @@ COPY knowledge ./knowledge
 # engine reads its moves from, and the sample runs (the runs folder when ASAP_RUNS_DIR is not set).
 COPY playbooks ./playbooks
 COPY examples/runs ./examples/runs
-# `server` = the runtime's dependencies (aiohttp, redis, prometheus_client, agents, Slack, GitHub).
-RUN pip wheel --wheel-dir /wheels .
+# The runtime's dependencies (aiohttp, redis, prometheus_client, agents, Slack, GitHub) plus the run-store
+# clients a team deployment reads runs with (docs/run-stores.md); `--build-arg ASAP_EXTRAS=` leaves them out.
+ARG ASAP_EXTRAS=s3,gcs,mlflow
+RUN pip wheel --wheel-dir /wheels ".[${ASAP_EXTRAS}]"
 
 FROM ${PYTHON_IMAGE} AS base
 ENV PYTHONDONTWRITEBYTECODE=1 \
@@ -29,8 +31,9 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
 RUN useradd --create-home --uid 10001 --shell /usr/sbin/nologin asap
 COPY --from=build /wheels /wheels
 # Offline install from the wheelhouse built above: versions are fixed by that build.
+ARG ASAP_EXTRAS=s3,gcs,mlflow
 # hadolint ignore=DL3013
-RUN pip install --no-index --find-links=/wheels asap && rm -rf /wheels
+RUN pip install --no-index --find-links=/wheels "asap[${ASAP_EXTRAS}]" && rm -rf /wheels
 WORKDIR /app
 # The wheel carries the playbooks and the sample runs. Mount the team's runs and set ASAP_RUNS_DIR
 # (deploy/docker-compose.yml: /runs); a team's own playbooks folder replaces the bundled one with

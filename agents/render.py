@@ -16,6 +16,11 @@ from bot import fmt
 _f = fmt.value
 
 
+def _signed_pct(v: Any) -> str:
+    """A change in percent with its sign, so a slower proposal (+10.5%) never reads like a faster one."""
+    return f"{v:+.1f}%" if isinstance(v, (int, float)) else _f(v, "%")
+
+
 def render_first(ws: Workspace) -> str:
     r = ws.report or {}
     run = r.get("run") or {}
@@ -30,6 +35,8 @@ def render_first(ws: Workspace) -> str:
                            ("mfu_percent", "MFU"), ("hbm_use_percent", "HBM use"), ("host_wait_percent", "host wait")):
             if k.get(key) is not None:
                 kp.append(f"{label} {_f(k[key], '%')}")
+        if k.get("shape_source") not in (None, "run.yaml") and k.get("mfu_percent") is not None:
+            kp.append(f"MFU's batch x sequence length from {k['shape_source']}")
         lines.append("KPIs: " + ", ".join(kp))
         lines.append("Evidence:")
         for e in diag.get("evidence") or []:
@@ -53,7 +60,7 @@ def render_proposals(ws: Workspace) -> str:
     for i, p in enumerate(props[:3], 1):
         pred = p.get("predicted") or {}
         ch = p.get("change") or {}
-        impact = f"step {_f(pred.get('step_time_ms'), ' ms')} ({_f(ch.get('step_time_percent'), '%')} vs now)" if pred else "no absolute prediction (model unknown)"
+        impact = f"step {_f(pred.get('step_time_ms'), ' ms')} ({_signed_pct(ch.get('step_time_percent'))} vs now)" if pred else "no absolute prediction (model unknown)"
         mem = f", {pred['memory_per_chip_bytes'] / 1e9:.1f} GB/chip" if pred.get("memory_per_chip_bytes") else ""
         labels = f" [{', '.join(p['labels'])}]" if p.get("labels") else ""
         lines.append(f"  {i}. {p.get('mesh_short')}: {impact}{mem}, confidence {_f(p.get('confidence'), nd=2)}{labels}")

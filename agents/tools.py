@@ -21,6 +21,7 @@ from autogen_core.tools import FunctionTool
 from agents import followups
 from agents.backend import AnalysisBackend, with_chips
 from agents.workspace import ToolResult, Workspace
+from bot.analysis.shape_source import kpi_shape
 from bot.errors import AsapError
 from bot.runs.store import Run, normalize_run_query
 
@@ -139,7 +140,9 @@ class ToolBox:
 
         def go() -> dict[str, Any]:
             base = self.run(run_id)
-            run = with_chips(base, int(chips))
+            # "same global batch and sequence length": the ones run.yaml or, where it is silent, the config states
+            shaped = Run(record=kpi_shape(base).record, folder=base.folder, origin=base.origin)
+            run = with_chips(shaped, int(chips))
             enumerated, ranked = self.backend.rank_meshes(run, MAX_WHATIF_CANDIDATES)
             if not ranked:
                 raise AsapError(f"no valid mesh for {chips} chips of this model", field="chips",
@@ -255,7 +258,8 @@ def _summarize_report(r: dict[str, Any]) -> dict[str, Any]:
         "summary": diag.get("summary"),
         "evidence": [e.get("statement") for e in diag.get("evidence") or []][:5],
         "kpis": {key: k.get(key) for key in ("step_time_ms", "device_duty_cycle_percent", "collective_percent",
-                                             "mfu_percent", "hbm_use_percent", "host_wait_percent") if k.get(key) is not None},
+                                             "mfu_percent", "hbm_use_percent", "host_wait_percent", "shape_source")
+                 if k.get(key) is not None},
         "top_ops": [{"name": o.get("name"), "time_percent": o.get("time_percent"), "bound_by": o.get("bound_by")}
                     for o in (r.get("top_ops") or [])[:5]],
     }

@@ -287,14 +287,15 @@ def settings_for_run(run: Any) -> TrainingSettings | None:
     A config that cannot be parsed is reported where the mesh is read (``asap why``); here it only means
     the cost model falls back to run.yaml.
     """
-    from bot.configs.detect import load_config
+    from bot.configs.detect import load_run_config
     from bot.errors import AsapError
 
     record = getattr(run, "record", None)
     if record is None or not record.config:
         return None
     try:
-        return settings_from_config(load_config(run.path(record.config, field="config")))
+        # as the launch resolves it (run.yaml ``command:`` included), the same reading the mesh comes from
+        return settings_from_config(load_run_config(run))
     except AsapError:
         return None
 

@@ -228,7 +228,8 @@ def resolve_shape(run: RunRecord, settings: TrainingSettings | None = None) -> S
         if t.micro_batch and t.micro_batch != cfg.micro_batch and "micro_batch" not in cfg.changed:
             assumptions.append(f"run.yaml says micro_batch {t.micro_batch}, the config {cfg.micro_batch}: using the config")
         micro_batch = cfg.micro_batch
-    elif cfg is not None and run.framework != "megatron" and (cfg.grad_accum or cfg.per_device_batch):
+    elif cfg is not None and effective_framework(run.framework, cfg) != "megatron" and (
+            cfg.grad_accum or cfg.per_device_batch):
         # MaxText: global batch = per_device_batch_size x devices x gradient_accumulation_steps, so a step
         # holds exactly gradient_accumulation_steps micro-batches whatever the mesh (MaxText pyconfig).
         grad_accum = cfg.grad_accum or 1
@@ -316,7 +317,8 @@ def _mesh_behaviour(run: RunRecord, cfg: TrainingSettings | None, notes: list[st
     interleaved schedule, and load-balances causal context parallelism; MaxText runs the embedding and
     output layer outside the pipeline (spread over all stages) and has no TP overlap by default.
     """
-    megatron = run.framework == "megatron"
+    framework = effective_framework(run.framework, cfg)  # the config's framework when run.yaml says "other"
+    megatron = framework == "megatron"
     v = getattr(cfg, "virtual_pipeline", None) if cfg is not None else None
     virtual = int(v) if isinstance(v, int) and v > 1 else 1
     tp_overlap = getattr(cfg, "tp_comm_overlap", None) if cfg is not None else None
@@ -336,7 +338,7 @@ def _mesh_behaviour(run: RunRecord, cfg: TrainingSettings | None, notes: list[st
     return {
         "fsdp_gathered_under_pp": titan,
         "virtual_stages": virtual,
-        "pipeline_output_on_last": run.framework != "maxtext",
+        "pipeline_output_on_last": framework != "maxtext",
         "p2p_overlap": bool(p2p) if p2p is not None else (megatron and virtual > 1),
         "tp_comm_overlap": bool(tp_overlap),
         "cp_load_balanced": True if balance is None else bool(balance),
@@ -366,14 +368,16 @@ def _resolve_remat(
                 ):
                     notes.append(f"run.yaml says remat '{runyaml}', the config {spec.policy!r}: using the config")
             return spec, notes, False
+    # A Megatron launch or MaxText YAML is what ran: its framework's default applies when run.yaml says "other".
+    framework = effective_framework(run.framework, cfg)
     if runyaml is not None:
-        return runyaml_policy(runyaml, run.framework, source="run.yaml training.remat"), notes, False
-    default = DEFAULT_REMAT.get(run.framework, "full")
+        return runyaml_policy(runyaml, framework, source="run.yaml training.remat"), notes, False
+    default = DEFAULT_REMAT.get(framework, "full")
     notes.append(
-        f"remat policy not given: assumed '{default}' (the {run.framework} default); "
+        f"remat policy not given: assumed '{default}' (the {framework} default); "
         "it changes activation memory and recompute FLOPs"
     )
-    return runyaml_policy(default, run.framework, source="default"), notes, True
+    return runyaml_policy(default, framework, source="default"), notes, True
 
 
 def _model_state(run: RunRecord, cfg: TrainingSettings | None, notes: list[str]) -> dict[str, Any]:
@@ -390,7 +394,8 @@ def _model_state(run: RunRecord, cfg: TrainingSettings | None, notes: list[str])
     """
     tags = {x.lower() for x in run.tags}
     out: dict[str, Any] = {}
-    if run.framework == "megatron":
+    # A Megatron launch or NeMo YAML is Megatron even when run.yaml leaves framework at "other".
+    if effective_framework(run.framework, cfg) == "megatron":
         dist = cfg.distributed_optimizer if cfg is not None else None
         if dist is None:  # legacy: a run tag
             dist = bool(tags & {"distributed-optimizer", "use-distributed-optimizer", "zero1", "zero-1"})

@@ -55,6 +55,14 @@ def test_near_optimal_needs_evidence_of_little_headroom() -> None:
     assert v == "near_optimal" and "band is tight" in summary
 
 
+def test_a_tight_band_at_low_mfu_says_the_mesh_is_not_the_lever_not_near_optimal() -> None:
+    # e.g. a 7B run on A100s at 24% MFU whose meshes all predict about the same step
+    v, summary, _ = verdict_of(_ctx(mfu=24.0, family="gpu"), [_proposal(1, -3.0, 0.10)])
+    assert v == "uncertain" and "not near-optimal" in summary
+    assert "No mesh change is predicted to help" in summary and "MFU 24% is well below the ~45%" in summary
+    assert verdict_of(_ctx(mfu=40.0, family="gpu"), [_proposal(1, -3.0, 0.10)])[0] == "near_optimal"
+
+
 def test_a_model_that_cannot_move_the_dominant_term_never_calls_the_run_near_optimal() -> None:
     v, summary, _ = verdict_of(_ctx(bottleneck="compute", known=False, mfu=70.0), [_proposal(1, -2.0, 0.10)])
     assert v == "uncertain" and "the dominant term cannot move in the prediction" in summary

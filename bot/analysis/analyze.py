@@ -12,6 +12,7 @@ from bot.analysis.diagnosis import DiagnosisInputs, diagnose, op_leaders
 from bot.analysis.kpis import compute_kpis, step_basis
 from bot.analysis.report import AnalysisReport, Diagnosis, RunSummary
 from bot.analysis.roofline import NetworkContext, attribute, top_ops
+from bot.analysis.shape_source import KpiShape, kpi_shape
 from bot.configs.mesh import Mesh
 from bot.errors import AsapError, UnknownChip
 from bot.profiles.model import Profile
@@ -220,6 +221,9 @@ def analyze_run(run: Run, profile: Profile | None = None, *, top_n: int = DEFAUL
     """
     mesh, config_format, notes = load_mesh(run)
     notes = notes + (config_warnings(run) if mesh is not None else [])
+    shape = kpi_shape(run)
+    if shape.note:
+        notes.append(shape.note)
     if profile is None:
         from bot.profiles.loader import NoProfileData, load_profile  # lazy: keeps `asap runs` fast
 
@@ -230,15 +234,25 @@ def analyze_run(run: Run, profile: Profile | None = None, *, top_n: int = DEFAUL
                 raise  # profile files exist but are broken or missing: say so rather than answer without them
             from bot.analysis.preflight import preflight_report
 
-            return _with_outcome_hint(run, preflight_report(run, mesh, config_format, warnings=notes))
+            report = preflight_report(run, mesh, config_format, warnings=notes, kpi_record=shape.record)
+            return _with_outcome_hint(run, _with_shape_source(report, shape))
     try:
-        report = analyze(run.record, profile, mesh, config_format, top_n=top_n, warnings=notes)
+        report = analyze(shape.record, profile, mesh, config_format, top_n=top_n, warnings=notes)
     except UnknownChip as exc:
         if exc.source is None:
             exc.source = str(run.folder / RUN_FILE)
             exc.args = (exc.render(),)
         raise
-    return _with_outcome_hint(run, report)
+    return _with_outcome_hint(run, _with_shape_source(report, shape))
+
+
+def _with_shape_source(report: AnalysisReport, shape: KpiShape) -> AnalysisReport:
+    """Name where the batch and sequence length behind MFU / tokens/s came from, when a KPI used them."""
+    k = report.kpis
+    if shape.source is None or (k.mfu_percent is None and k.tokens_per_second is None
+                                and k.achieved_tflops_per_chip is None):
+        return report
+    return report.model_copy(update={"kpis": k.model_copy(update={"shape_source": shape.source})})
 
 
 def _with_outcome_hint(run: Run, report: AnalysisReport) -> AnalysisReport:

@@ -73,7 +73,9 @@ def _kpis(record: RunRecord, chip: Chip, step: MeasuredStep) -> Kpis:
     flops = model_flops_per_step(record).per_step
     mfu, mfu_source = None, None
     if step.ms and flops:
-        mfu, mfu_source = round(100.0 * flops / (step.ms / 1000.0 * record.num_chips * chip.peak_bf16_flops), 2), "computed"
+        # a step derived from the measured MFU gives that MFU back: it is the measurement, not a computation
+        source = "measured" if step.source == "measured-mfu" else "computed"
+        mfu, mfu_source = round(100.0 * flops / (step.ms / 1000.0 * record.num_chips * chip.peak_bf16_flops), 2), source
     elif m is not None and m.mfu_percent is not None:
         mfu, mfu_source = m.mfu_percent, "measured"
     tokens = record.training.tokens_per_step if record.training else None
@@ -172,9 +174,13 @@ def _summary(record: RunRecord, chip: Chip, mesh: Mesh, config_format: str | Non
 
 
 def preflight_report(
-    run: Run, mesh: Mesh | None, config_format: str | None, *, warnings: list[str] | None = None
+    run: Run, mesh: Mesh | None, config_format: str | None, *, warnings: list[str] | None = None,
+    kpi_record: RunRecord | None = None,
 ) -> AnalysisReport:
     """The pre-flight :class:`AnalysisReport` of a run without a profile (see the module docstring).
+
+    ``kpi_record`` is the record the KPIs use (run.yaml's, with the training shape the config states filled
+    in where run.yaml omits it: :func:`bot.analysis.shape_source.kpi_shape`); default: the run's own.
 
     Raises :class:`AsapError` naming what to add when neither a profile nor the model and config are there.
     """
@@ -185,6 +191,15 @@ def preflight_report(
     record = run.record
     source = str(run.folder / "run.yaml")
     if mesh is None:
+        # The config may be there and readable but unusable for this run (a mesh for another device count):
+        # say why, not only that nothing could be predicted.
+        why_not = [w.removeprefix("sharding config not used: ") for w in (warnings or [])
+                   if w.startswith("sharding config not used: ")]
+        if record.config and why_not:
+            raise AsapError("no profile, and the sharding config cannot be used for this run, so nothing can be "
+                            f"predicted: {why_not[0]}", source=source, field="config",
+                            hint="make run.yaml's chip count (num_chips, num_slices) and the config's parallel "
+                            "sizes agree, or add a profile")
         raise AsapError("no profile and no readable sharding config: nothing to analyse or predict", source=source,
                         field="config", hint="add 'config: <file>' (and the model) for a pre-flight answer, or a profile")
     settings = settings_for_run(run)
@@ -196,8 +211,8 @@ def preflight_report(
                         source=source, field="model",
                         hint="add the model dimensions and training shape for a pre-flight answer, or a profile")
     chip = get_chip(record.chip)
-    step = measured_step(record, chip)
-    kpis = _kpis(record, chip, step)
+    step = measured_step(kpi_record or record, chip)
+    kpis = _kpis(kpi_record or record, chip, step)
     notes = list(warnings or [])
     notes.append(f"no profile: the diagnosis is the cost model's prediction ({LABEL}); {step.words}")
     unavailable = ["profile: op table, collective share, duty cycle and roofline need a profile (XProf exports or a "

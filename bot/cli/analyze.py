@@ -240,7 +240,10 @@ def render_report(report: AnalysisReport, console: Console) -> None:
     console.print(head)
     console.print(escape(d.summary))
     mesh = f", mesh {escape(r.mesh_short)}" if r.mesh_short else ""
-    model = f", model {escape(r.model or '')} ({_params(r.params)} params)" if (r.model or r.params) else ", model unknown"
+    if r.model:
+        model = f", model {escape(r.model)}" + (f" ({_params(r.params)} params)" if r.params else "")
+    else:
+        model = f", model of {_params(r.params)} params" if r.params else ", model unknown"
     console.print(f"[dim]{escape(r.chip_name)} x {r.num_chips}" + (f" in {r.num_slices} slices" if r.num_slices > 1 else "") + f"{mesh}{model}[/]")
     console.print()
 
@@ -260,7 +263,9 @@ def render_report(report: AnalysisReport, console: Console) -> None:
         ("idle", _num(k.idle_percent, unit="%")),
         ("MFU", _num(k.mfu_percent, unit="%") + (f"  [dim]({k.mfu_source})[/]" if k.mfu_source else "")),
         ("achieved TFLOP/s per chip", _num(k.achieved_tflops_per_chip, "{:.3g}")),
-        ("tokens/s", _num(k.tokens_per_second, "{:,.0f}")),
+        ("tokens/s", _num(k.tokens_per_second, "{:,.0f}")
+         + ("  [dim](measured)[/]" if k.step_time_source == "measured-tokens" else
+            "  [dim](batch x seq from config)[/]" if k.shape_source and k.shape_source != "run.yaml" else "")),
         ("HBM use", hbm_used or "—"),
         ("step covered by listed ops", _num(k.op_coverage_percent, unit="%")
          + (f"  [dim](shares from {k.attribution_source})[/]" if k.attribution_source else "")),

@@ -164,7 +164,12 @@ def _quality(pred: Any, *, calibrated: bool, relative: bool, reasons: list[str])
     usable = pred.memory_capacity_bytes * 0.9
     if mem is not None and usable > 0 and mem > 0.85 * usable:
         q *= 0.9
-        reasons.append(f"x0.9: tight memory, {gb(mem)} of {gb(usable)} usable")
+        low = getattr(pred, "memory_low_bytes", None)
+        if mem > usable:  # it passed the memory check on the band's optimistic edge only: say so, not "tight"
+            edge = f" (the band's low edge, {gb(low)}, fits)" if low is not None and low <= usable else ""
+            reasons.append(f"x0.9: over usable memory at the central estimate, {gb(mem)} of {gb(usable)} usable{edge}")
+        else:
+            reasons.append(f"x0.9: tight memory, {gb(mem)} of {gb(usable)} usable")
     return q
 
 

@@ -83,13 +83,20 @@ def distance(baseline: Mesh, a: Mesh, b: Mesh) -> float:
 
 
 def describe_change(baseline: Mesh, mesh: Mesh) -> str:
-    """Human form of what moved: ``tensor 8->2, fsdp 4->16, dcn data 1->2``."""
+    """Human form of what moved: ``tensor 8->2, fsdp 4->16, dcn data 1->2``.
+
+    An axis that spans both networks also gets its whole degree (what the config's single number says, e.g.
+    Megatron's pipeline size): ``pipeline 1->2 (16->32 in all)``, not only the ICI part that moved.
+    """
     parts = []
-    for net, old, new in (("", baseline.ici, mesh.ici), ("dcn ", baseline.dcn, mesh.dcn)):
+    for net, old, new, other_old, other_new in (("", baseline.ici, mesh.ici, baseline.dcn, mesh.dcn),
+                                                ("dcn ", baseline.dcn, mesh.dcn, baseline.ici, mesh.ici)):
         for axis in AXES:
             o, n = old.get(axis, 1), new.get(axis, 1)
             if o != n:
-                parts.append(f"{net}{axis} {o}->{n}")
+                oo, on = other_old.get(axis, 1), other_new.get(axis, 1)
+                whole = f" ({o * oo}->{n * on} in all)" if max(oo, on) > 1 else ""
+                parts.append(f"{net}{axis} {o}->{n}{whole}")
     return ", ".join(parts) or "no change"
 
 

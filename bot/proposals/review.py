@@ -221,8 +221,12 @@ def review(
                 ReviewFinding(
                     severity="info",
                     check="step_time",
-                    message=f"predicted change {change.step_time_percent:+.1f}% is within the model's noise "
-                    f"(+-{new_pred.uncertainty:.0%})",
+                    # with the batch changed the comparison is per token (a step of twice the tokens is not noise)
+                    message=(f"predicted change {change.time_per_token_percent:+.1f}% per token (step "
+                             f"{change.step_time_percent:+.1f}% for x{factor:g} tokens) is within the model's noise "
+                             f"(+-{new_pred.uncertainty:.0%})" if factor != 1.0 and change.time_per_token_percent is not None
+                             else f"predicted change {change.step_time_percent:+.1f}% is within the model's noise "
+                             f"(+-{new_pred.uncertainty:.0%})"),
                 )
             )
     mesh_changed = new_mesh is None or mesh_key(new_mesh) != mesh_key(old_mesh)

@@ -61,8 +61,10 @@ def current_remat(settings: TrainingSettings | None, framework: str, runyaml: st
         spec = named_policy(settings.remat_policy or "none", source="config")
         if spec is not None:
             return spec
-    from knowledge.cost_shapes import DEFAULT_REMAT
+    from knowledge.cost_shapes import DEFAULT_REMAT, effective_framework
 
+    # the config's own framework when run.yaml says "other": a Megatron launch gets Megatron's policy names
+    framework = effective_framework(framework, settings)
     return runyaml_policy(runyaml or DEFAULT_REMAT.get(framework, "full"), framework, source="run.yaml")
 
 
@@ -86,7 +88,10 @@ def expand(
     data_parallel: int,
 ) -> list[SettingsChange]:
     """Concrete changes for one settings move on this run; [] when the run's format cannot express it."""
+    from knowledge.cost_shapes import effective_framework
+
     fmt = config.format if config is not None else None
+    framework = effective_framework(framework, settings)  # a Megatron launch is Megatron when run.yaml says "other"
     out: list[SettingsChange] = []
     if move.change == "micro_batch":
         if framework != "megatron" and not (settings and settings.micro_batch):
@@ -159,6 +164,9 @@ def apply(settings: TrainingSettings | None, change: SettingsChange, *, framewor
     """The training settings with ``change`` applied (what the cost model predicts with)."""
     if not change.values:
         return settings
+    from knowledge.cost_shapes import effective_framework
+
+    framework = effective_framework(framework, settings)
     base = settings or TrainingSettings()
     update: dict[str, Any] = {"changed": {**base.changed, **change.as_dict()},
                               "global_batch_factor": base.global_batch_factor * change.global_batch_factor}

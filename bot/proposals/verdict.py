@@ -6,7 +6,8 @@
 * ``improve`` — the best proposal is predicted faster beyond its band.
 * ``near_optimal`` — only with **evidence of little headroom**: the measured MFU is near the best published
   for the chip family (:data:`HIGH_MFU_PERCENT`), the diagnosis itself found the run near-optimal, or the
-  prediction band is tight (≤ :data:`TIGHT_BAND`) and the best gain lies inside it.
+  prediction band is tight (≤ :data:`TIGHT_BAND`) and the best gain lies inside it — but not when the run's
+  MFU is far below the published best (:func:`low_mfu`): then the mesh is not the lever, and the answer says so.
 * ``uncertain`` — otherwise: a gain inside a wide band, or a model that cannot vary the step's dominant term
   (model unknown: per-chip compute is the same for every mesh). "Improvement likely, size uncertain" when
   the best is predicted faster; proposals are then ranked by diagnosis-matched playbook moves first and
@@ -58,6 +59,20 @@ def headroom_evidence(ctx: Context) -> str | None:
     if ctx.report.diagnosis.near_optimal:
         return "the diagnosis finds the step compute-bound close to the chip's peak"
     return None
+
+
+LOW_MFU_SHARE = 0.6
+"""An MFU below this share of :data:`HIGH_MFU_PERCENT` is far from the best published: a tight band around
+"no mesh gain" then says the mesh is not the lever, not that the run is near-optimal."""
+
+
+def low_mfu(ctx: Context) -> str | None:
+    """'MFU 24% is well below the ~45% published for GPUs' when the run's MFU is far from the best; else None."""
+    mfu = ctx.report.kpis.mfu_percent
+    limit = HIGH_MFU_PERCENT.get(ctx.chip.family, 101.0)
+    if mfu is None or limit > 100 or mfu >= LOW_MFU_SHARE * limit:
+        return None
+    return f"MFU {mfu:.0f}% is well below the ~{limit:.0f}% published for {ctx.chip.family.upper()}s"
 
 
 def fixed_dominant_term(ctx: Context) -> str | None:
@@ -136,6 +151,16 @@ def _no_clear_gain(ctx: Context, proposals: list[Proposal]) -> tuple[str, str, l
     how = f"{pct:+.1f}% vs +-{u:.0%}"
     evidence = headroom_evidence(ctx)
     fixed = fixed_dominant_term(ctx)
+    low = low_mfu(ctx)
+    if fixed is None and evidence is None and low is not None and u <= TIGHT_BAND and pct > -100 * u:
+        # The mesh is not the lever, but a run far below the published MFU is not "near-optimal" either.
+        return (
+            "uncertain",
+            f"No mesh change is predicted to help: the prediction band is tight (+-{u:.0%}) and the best valid "
+            f"alternative ({_what(best)}) is predicted {how}. But {low}, so the headroom is likely outside the "
+            "mesh (kernels, micro-batch, input pipeline, precision): not near-optimal.",
+            proposals,
+        )
     if fixed is None and (evidence is not None or (u <= TIGHT_BAND and pct > -100 * u)):
         why = evidence or f"the prediction band is tight (+-{u:.0%}) and the best gain lies inside it"
         return (
@@ -148,8 +173,10 @@ def _no_clear_gain(ctx: Context, proposals: list[Proposal]) -> tuple[str, str, l
     ranked = rank_uncertain(proposals, ctx.bottleneck)
     first = ranked[0]
     why_first = (f"the playbook move {first.move.id} for a {ctx.bottleneck}-bound run" if first.move is not None
-                 else "the fastest predicted")
-    first_words = f"{_what(first)} ({why_first}, predicted {_pct(first):+.1f}% +-{_band(first)})"
+                 else "the fastest alternative")
+    # an alternative predicted slower than now is worth measuring only because the band is wide: say it is slower
+    slower = ": slower than now, but inside the band" if _pct(first) > 0 else ""
+    first_words = f"{_what(first)} ({why_first}, predicted {_pct(first):+.1f}% +-{_band(first)}{slower})"
     if pct < -100 * LIKELY_SHARE * u:
         return (
             "uncertain",
