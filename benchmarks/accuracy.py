@@ -25,25 +25,12 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-from collections import defaultdict
 from pathlib import Path
 
-from bot.proposals.eval_figures import calibrations
+from bot.proposals.eval_figures import calibrations, memory_ratios, points_by_table, step_errors
 from bot.proposals.evaluate import run_eval
-from bot.proposals.models import MeasuredPoint
 
 REPO = Path(__file__).resolve().parents[1]
-
-
-def _errs(points: list[MeasuredPoint], cal: dict[str, float] | None) -> list[float]:
-    out = []
-    for p in points:
-        if not (p.measured_step_ms and p.predicted_step_ms):
-            continue
-        factor = 1.0 if cal is None else cal.get(p.family)
-        if factor is not None:
-            out.append(abs(factor * p.predicted_step_ms - p.measured_step_ms) / p.measured_step_ms)
-    return out
 
 
 def accuracy(cases_dir: Path) -> dict[str, object]:
@@ -53,14 +40,10 @@ def accuracy(cases_dir: Path) -> dict[str, object]:
     points = [p for c in published for p in c.points if not p.measured_oom]
     cal = calibrations(points)
     rho = {t.table: (t.metric, t.spearman) for t in (report.published.tables if report.published else [])}
-    by_table: dict[str, list[MeasuredPoint]] = defaultdict(list)
-    for c in published:
-        if c.table:
-            by_table[c.table].extend(p for p in c.points if not p.measured_oom)
     rows = []
-    for table, pts in sorted(by_table.items()):
-        raw, calibrated = _errs(pts, None), _errs(pts, cal)
-        ratios = [p.predicted_memory_gib / p.measured_memory_gib for p in pts if p.measured_memory_gib and p.predicted_memory_gib]
+    for table, pts in points_by_table(published).items():
+        raw, calibrated = step_errors(pts, None), step_errors(pts, cal)
+        ratios = memory_ratios(pts)
         metric, spearman = rho.get(table, (None, None))
         rows.append({
             "table": table,
@@ -75,14 +58,14 @@ def accuracy(cases_dir: Path) -> dict[str, object]:
             "memory_ratio_max": max(ratios) if ratios else None,
             "memory_rows": len(ratios),
         })
-    all_cal = _errs(points, cal)
-    all_ratios = [p.predicted_memory_gib / p.measured_memory_gib for p in points if p.measured_memory_gib and p.predicted_memory_gib]
+    all_cal = step_errors(points, cal)
+    all_ratios = memory_ratios(points)
     return {
         "cases": len(published),
         "calibration": cal,
         "tables": rows,
         "overall": {
-            "step_error_median_raw": statistics.median(_errs(points, None)) if points else None,
+            "step_error_median_raw": statistics.median(step_errors(points, None)) if points else None,
             "step_error_median_calibrated": statistics.median(all_cal) if all_cal else None,
             "memory_error_median": statistics.median([abs(r - 1) for r in all_ratios]) if all_ratios else None,
             "memory_ratio_min": min(all_ratios) if all_ratios else None,

@@ -163,7 +163,9 @@ def calibrations(points: list[MeasuredPoint]) -> dict[str, float]:
     return {f: statistics.median(r) for f, r in sorted(by.items()) if len(r) >= MIN_CALIBRATION_POINTS}
 
 
-def _step_errors(points: list[MeasuredPoint], cal: dict[str, float] | None) -> list[float]:
+def step_errors(points: list[MeasuredPoint], cal: dict[str, float] | None) -> list[float]:
+    """|predicted - measured| / measured step time per point; with ``cal``, after its family's factor (families
+    without one are left out)."""
     errs = []
     for p in points:
         if not (p.measured_step_ms and p.predicted_step_ms):
@@ -175,24 +177,30 @@ def _step_errors(points: list[MeasuredPoint], cal: dict[str, float] | None) -> l
     return errs
 
 
-def _memory_ratios(points: list[MeasuredPoint]) -> list[float]:
+def memory_ratios(points: list[MeasuredPoint]) -> list[float]:
+    """Predicted / measured peak memory per point that publishes one."""
     return [p.predicted_memory_gib / p.measured_memory_gib for p in points if p.measured_memory_gib and p.predicted_memory_gib]
 
 
-def table_figures(cases: list[CaseResult], cal: dict[str, float]) -> list[TableFigures]:
-    """Per published table: the metric every row states, Spearman on it, calibrated error, memory ratios."""
+def points_by_table(cases: list[CaseResult]) -> dict[str, list[MeasuredPoint]]:
+    """The measured points of each published table (rows that ran; a recorded OOM has no throughput), by name."""
     by: dict[str, list[MeasuredPoint]] = defaultdict(list)
     for c in cases:
         if c.table:
             by[c.table].extend(p for p in c.points if not p.measured_oom)
+    return dict(sorted(by.items()))
+
+
+def table_figures(cases: list[CaseResult], cal: dict[str, float]) -> list[TableFigures]:
+    """Per published table: the metric every row states, Spearman on it, calibrated error, memory ratios."""
     out = []
-    for table, pts in sorted(by.items()):
+    for table, pts in points_by_table(cases).items():
         metric = next((k for k in METRIC_ORDER if pts and all(k in p.metrics for p in pts)), None)
         rho = spearman([p.metrics[metric][0] for p in pts], [p.metrics[metric][1] for p in pts]) if metric else None
-        ratios = _memory_ratios(pts)
+        ratios = memory_ratios(pts)
         out.append(TableFigures(
             table=table, metric=metric, rows=len(pts), spearman=rho,
-            step_time_error_median=_median(_step_errors(pts, cal)),
+            step_time_error_median=_median(step_errors(pts, cal)),
             memory_ratio_min=min(ratios) if ratios else None, memory_ratio_max=max(ratios) if ratios else None,
         ))
     return out
@@ -208,7 +216,7 @@ def figures(cases: list[CaseResult]) -> EvalFigures:
     ran = [p for p in scored if not p.measured_oom]
     ran_checked = [p for p in points if not p.measured_oom and p.critic_rejects is not None]
     cal = calibrations(points)
-    ratios = _memory_ratios(points)
+    ratios = memory_ratios(points)
     return EvalFigures(
         cases=len(cases),
         adopted_cases=len(adopted),
@@ -221,9 +229,9 @@ def figures(cases: list[CaseResult]) -> EvalFigures:
         critic_false_rejections=sum(bool(p.critic_rejects) for p in ran_checked),
         critic_false_rejection_rate=_rate([bool(p.critic_rejects) for p in ran_checked]),
         calibration=cal,
-        step_time_points=len(_step_errors(points, None)),
-        step_time_error_median_uncalibrated=_median(_step_errors(points, None)),
-        step_time_error_median=_median(_step_errors(points, cal)),
+        step_time_points=len(step_errors(points, None)),
+        step_time_error_median_uncalibrated=_median(step_errors(points, None)),
+        step_time_error_median=_median(step_errors(points, cal)),
         memory_points=len(ratios),
         memory_error_median=_median([abs(r - 1.0) for r in ratios]),
         memory_ratio_min=min(ratios) if ratios else None,
