@@ -118,7 +118,8 @@ class DownloadCache:
             stats.files.append(rel)
         (folder / MANIFEST).write_text(json.dumps(manifest, sort_keys=True), encoding="utf-8")
         os.utime(folder / MANIFEST)
-        self.evict(keep=folder)
+        if stats.downloaded:  # the cache only grows by a download: a repeat question walks nothing
+            self.evict(keep=folder)
         return stats
 
     def _manifest(self, folder: Path) -> dict[str, str]:

@@ -57,7 +57,7 @@ class ChainStore:
         misses: list[AsapError] = []
         for spec, store in self._stores():
             try:
-                run = store.get(query, session=session) if session else store.get(query)
+                run = store.get(query, session=session)
                 self.served_by[run.id] = store
                 return run
             except RunNotFound as exc:
