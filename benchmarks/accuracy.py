@@ -13,7 +13,8 @@ For every published table of the eval corpus (the cases that are not ``sample-*`
   the stated one, or derived from the stated throughput (tokens/s per chip exactly; TFLOP/s per chip or MFU
   through ASAP's model-FLOP count).
 * **Spearman** of the predicted vs the measured throughput metric that every row of the table states
-  (TFLOP/s per chip, then MFU, then tokens/s per chip), within the table.
+  (TFLOP/s per chip, then MFU, then tokens/s per chip), within the table, next to the **spread** of that measured
+  metric (largest / smallest - 1): rows a few percent apart are ranked by run-to-run noise as much as by the model.
 * **memory**: predicted / measured peak memory per chip, min-max over the rows that publish it.
 
 Targets (issue 12): median throughput error <= 10% after calibration, Spearman >= 0.85 within each table,
@@ -45,12 +46,15 @@ def accuracy(cases_dir: Path) -> dict[str, object]:
         raw, calibrated = step_errors(pts, None), step_errors(pts, cal)
         ratios = memory_ratios(pts)
         metric, spearman = rho.get(table, (None, None))
+        measured = [p.metrics[metric][0] for p in pts if metric in p.metrics]
         rows.append({
             "table": table,
             "families": sorted({p.family for p in pts}),
             "rows": len(pts),
             "metric": metric,
             "spearman": spearman,
+            # how far apart the rows being ranked are: a Spearman over rows 3% apart ranks measurement noise
+            "measured_spread": (max(measured) / min(measured) - 1.0) if len(measured) > 1 and min(measured) > 0 else None,
             "step_error_median_raw": statistics.median(raw) if raw else None,
             "step_error_median_calibrated": statistics.median(calibrated) if calibrated else None,
             "step_error_max_calibrated": max(calibrated) if calibrated else None,
@@ -79,7 +83,7 @@ def _pct(x: float | None) -> str:
 
 
 def _print(result: dict) -> None:  # type: ignore[type-arg]
-    head = f"{'table':34} {'family':26} {'rows':>4} {'metric':>12} {'Spearman':>8} {'err raw':>8} {'err cal':>8} {'max cal':>8} {'mem pred/meas':>14}"
+    head = f"{'table':34} {'family':26} {'rows':>4} {'metric':>12} {'Spearman':>8} {'spread':>7} {'err raw':>8} {'err cal':>8} {'max cal':>8} {'mem pred/meas':>14}"
     print(head)
     print("-" * len(head))
     for r in result["tables"]:
@@ -87,7 +91,7 @@ def _print(result: dict) -> None:  # type: ignore[type-arg]
         mem = "-" if r["memory_ratio_min"] is None else f"{r['memory_ratio_min']:.2f}-{r['memory_ratio_max']:.2f}"
         metric = {"tflops_per_chip": "TFLOP/s/chip", "mfu_percent": "MFU", "tokens_per_second_per_chip": "tokens/s/chip"}.get(
             r["metric"], "-")
-        print(f"{r['table']:34} {','.join(r['families']):26} {r['rows']:>4} {metric:>12} {rho:>8} "
+        print(f"{r['table']:34} {','.join(r['families']):26} {r['rows']:>4} {metric:>12} {rho:>8} {_pct(r['measured_spread']):>7} "
               f"{_pct(r['step_error_median_raw']):>8} {_pct(r['step_error_median_calibrated']):>8} "
               f"{_pct(r['step_error_max_calibrated']):>8} {mem:>14}")
     o = result["overall"]

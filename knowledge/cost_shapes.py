@@ -412,7 +412,7 @@ def _model_state(run: RunRecord, cfg: TrainingSettings | None, notes: list[str])
                 f"optimizer precision from the config: gradients {grad:.0f} B, master weights {master:.0f} B, "
                 f"Adam moments {moment:.0f} B per parameter"
             )
-        out["sequence_parallel"] = bool(cfg.sequence_parallel) if cfg is not None else False
+        out["sequence_parallel"] = _megatron_sequence_parallel(cfg, notes)
         out["fused_cross_entropy"] = bool(cfg.fused_cross_entropy) if cfg is not None else False
     else:
         out["distributed_optimizer"] = False
@@ -433,3 +433,28 @@ def _model_state(run: RunRecord, cfg: TrainingSettings | None, notes: list[str])
     if out["optimizer_offload"]:
         notes.append("optimizer_memory_host_offload: optimizer state kept in host memory, not HBM")
     return out
+
+
+def _megatron_sequence_parallel(cfg: TrainingSettings | None, notes: list[str]) -> bool:
+    """Megatron sequence parallelism as the point estimate prices it.
+
+    Stated: as stated. A Megatron-LM launch command: argparse's default, off. A Megatron-format YAML (NeMo,
+    Megatron-Bridge, Megatron's functional-test configs) that leaves it out: the convention of the recipes
+    that format is written for, on whenever tensor parallelism is used (NeMo-Framework-Launcher's GPT-3
+    configs set ``sequence_parallel: False`` at TP 1 and ``True`` at TP 2 and above, e.g. conf/training/gpt3/
+    5b.yaml vs 20b.yaml in tests/data/real/nemo/). Sequence parallelism only changes anything at tensor > 1,
+    so "on" prices exactly that convention. It stays an unknown setting
+    (:func:`knowledge.cost_settings.unknown_settings`): the step-time band and the memory check span both
+    options, and the answer names it.
+    """
+    if cfg is None:
+        return False
+    if cfg.sequence_parallel is not None:
+        return bool(cfg.sequence_parallel)
+    if cfg.launch_defaults:
+        return False
+    notes.append(
+        "sequence parallelism not stated: priced on at tensor > 1, as NeMo / Megatron-Bridge recipes set it "
+        "(the band and the memory check also span it off)"
+    )
+    return True

@@ -176,3 +176,51 @@ def test_a_megatron_launch_script_omits_flags_at_their_argparse_defaults(tmp_pat
     yaml_settings = TrainingSettings(format="megatron")
     assert {u.name for u in unknown_settings(yaml_settings, "megatron", None)} >= {"distributed_optimizer",
                                                                                     "sequence_parallel", "remat"}
+
+
+def _predict(run: object, settings: TrainingSettings | None, mesh: Mesh) -> object:
+    from knowledge import costmodel
+
+    return costmodel.predict(run.record, mesh, settings=settings)  # type: ignore[attr-defined]
+
+
+def test_unstated_sequence_parallel_in_a_megatron_yaml_is_priced_as_the_recipes_run_it() -> None:
+    """NeMo 24.07's published GPT3-175B row on 512 H100s (TP 4, PP 8; examples/eval, 842 model TFLOP/s per GPU)
+    leaves sequence parallelism unstated. NeMo-Framework-Launcher's GPT-3 configs set it exactly when TP > 1
+    (tests/data/real/nemo: 5b.yaml TP 1 False, 20b.yaml TP 2 True), so the point estimate prices it on, the
+    answer says so, and the band still reaches the slower "off" option."""
+    from bot.configs.detect import load_run_config
+    from bot.proposals.predict import widen_for_unknowns
+    from knowledge.cost_settings import settings_for_run
+    from knowledge.hardware import get_chip
+
+    eval_dir = Path(__file__).resolve().parents[1] / "examples" / "eval"
+    run = LocalRunStore(eval_dir).get("nemo-24.07-h100-gpt3-175b-512gpu")
+    settings = settings_for_run(run)
+    assert settings is not None and settings.sequence_parallel is None
+    mesh = load_run_config(run).mesh(run.record.num_chips, run.record.num_slices)
+    point = _predict(run, settings, mesh)
+    off = _predict(run, settings.model_copy(update={"sequence_parallel": False}), mesh)
+    on = _predict(run, settings.model_copy(update={"sequence_parallel": True}), mesh)
+    assert point.step_time_ms == pytest.approx(on.step_time_ms)  # type: ignore[attr-defined]
+    assert off.step_time_ms > 1.1 * point.step_time_ms  # type: ignore[attr-defined]  # replicated layer norms at TP 4
+    assert any("sequence parallelism not stated: priced on at tensor > 1" in a for a in point.assumptions)  # type: ignore[attr-defined]
+    unknowns = unknown_settings(settings, run.record.framework, None)
+    wide = widen_for_unknowns(run.record, get_chip(run.record.chip), None, unknowns, mesh, settings, point)
+    assert wide.step_time_high_ms >= off.step_time_ms  # type: ignore[attr-defined]
+    # the published throughput: the point estimate lands within 10% of it, the "off" option does not
+    measured_ms = 10475.7  # 782 tokens/s/GPU x 512 GPUs = 400,384 tokens/s; 2048 x 2048 = 4,194,304 tokens per step
+    assert abs(point.step_time_ms / measured_ms - 1) < 0.10  # type: ignore[attr-defined]
+    assert abs(off.step_time_ms / measured_ms - 1) > 0.15  # type: ignore[attr-defined]
+
+
+def test_a_megatron_launch_without_the_flag_is_priced_without_sequence_parallelism() -> None:
+    """Megatron-LM's GPT-3 175B example (TP 8) omits --sequence-parallel: argparse's default, off, is stated."""
+    from bot.configs.detect import load_config
+    from knowledge.cost_settings import settings_from_config
+    from knowledge.cost_shapes import _megatron_sequence_parallel
+
+    script = Path(__file__).parent / "data" / "real" / "megatron" / "train_gpt3_175b_distributed.sh"
+    settings = settings_from_config(load_config(script))
+    notes: list[str] = []
+    assert _megatron_sequence_parallel(settings, notes) is False and notes == []
