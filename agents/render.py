@@ -37,6 +37,8 @@ def render_first(ws: Workspace) -> str:
                 kp.append(f"{label} {_f(k[key], '%')}")
         if k.get("shape_source") not in (None, "run.yaml") and k.get("mfu_percent") is not None:
             kp.append(f"MFU's batch x sequence length from {k['shape_source']}")
+        if k.get("model_source") not in (None, "run.yaml") and k.get("mfu_percent") is not None:
+            kp.append(f"MFU's model dimensions from {k['model_source']}")
         lines.append("KPIs: " + ", ".join(kp))
         lines.append("Evidence:")
         for e in diag.get("evidence") or []:

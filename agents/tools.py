@@ -258,7 +258,8 @@ def _summarize_report(r: dict[str, Any]) -> dict[str, Any]:
         "summary": diag.get("summary"),
         "evidence": [e.get("statement") for e in diag.get("evidence") or []][:5],
         "kpis": {key: k.get(key) for key in ("step_time_ms", "device_duty_cycle_percent", "collective_percent",
-                                             "mfu_percent", "hbm_use_percent", "host_wait_percent", "shape_source")
+                                             "mfu_percent", "hbm_use_percent", "host_wait_percent", "shape_source",
+                                             "model_source")
                  if k.get(key) is not None},
         "top_ops": [{"name": o.get("name"), "time_percent": o.get("time_percent"), "bound_by": o.get("bound_by")}
                     for o in (r.get("top_ops") or [])[:5]],

@@ -26,6 +26,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from bot.configs.common import settings as read_settings
+from bot.configs.model_dims import ModelDims, read_model_dims
 from bot.configs.sharding import ShardingConfig
 from bot.configs.yamlscan import compose
 
@@ -123,6 +124,8 @@ class TrainingSettings(BaseModel):
     changed: dict[str, Any] = Field(
         default_factory=dict, description="settings a proposal changed vs the run's config: logical name -> new value"
     )
+    model_dims: ModelDims | None = Field(
+        default=None, description="the model the config states (bot.configs.model_dims); run.yaml's model: wins")
 
 
 def dtype_bytes(name: str | None) -> float:
@@ -245,7 +248,18 @@ def settings_from_config(config: ShardingConfig) -> TrainingSettings:
     out["pipeline_microbatches"] = _int(_lookup(v, "num_pipeline_microbatches")[1])
     uneven = {k: _lookup(v, k)[1] for k in UNEVEN_PIPELINE_KEYS if _lookup(v, k)[0] is not None}
     out["uneven_pipeline"] = uneven or None
+    out["model_dims"] = _model_dims(config)
     return TrainingSettings(**out)
+
+
+def _model_dims(config: ShardingConfig) -> ModelDims | None:
+    """The config's model; a model file that cannot be read becomes a named problem, never an exception."""
+    from bot.errors import AsapError
+
+    try:
+        return read_model_dims(config)
+    except AsapError as exc:
+        return ModelDims(source=config.source, problems=[f"its model cannot be read: {exc.message}"])
 
 
 def overlap_settings(values: dict[str, Any]) -> dict[str, Any]:

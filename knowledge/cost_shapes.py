@@ -14,6 +14,7 @@ from typing import Any
 
 from bot.errors import AsapError
 from bot.runs.record import RunRecord, TrainingSpec
+from knowledge.cost_model_source import config_model
 from knowledge.cost_remat import RematSpec, megatron_policy, named_policy, runyaml_policy
 from knowledge.cost_settings import TrainingSettings, dtype_bytes
 
@@ -107,18 +108,22 @@ class Shape:
 def missing_for_prediction(run: RunRecord, settings: TrainingSettings | None = None) -> list[str]:
     """Which run.yaml fields an absolute prediction still needs ([] when enough is known).
 
-    The global batch and sequence length may also come from the run's config (``settings``).
+    The global batch, sequence length and model dimensions may also come from the run's config (``settings``).
     """
     missing: list[str] = []
-    m, t = run.model, run.training
+    cm = config_model(run, settings)
+    why = f"; the config: {'; '.join(cm.problems)}" if cm.problems else ""
+    m, t = cm.record.model, run.training
     if m is None:
-        missing.append("model (layers, d_model, d_ff, heads, ...)")
+        missing.append(f"model (layers, d_model, d_ff, heads, ...{why})")
     else:
         for name in ("layers", "d_model", "heads"):
             if getattr(m, name) is None:
                 missing.append(f"model.{name}")
         if m.d_ff is None and m.params is None:
             missing.append("model.d_ff (or model.params)")
+        if why and any(x.startswith("model.") for x in missing):
+            missing[-1] += why
     batch = (t.global_batch if t else None) or config_global_batch(run, settings)
     seq = (t.seq_len if t else None) or (settings.seq_len if settings else None)
     if t is None and not (batch and seq):
@@ -172,13 +177,15 @@ def resolve_shape(run: RunRecord, settings: TrainingSettings | None = None) -> S
             f"cannot predict step time or memory: run {run.id!r} does not give {', '.join(missing)}",
             source="run.yaml",
             field="model" if run.model is None or any(x.startswith("model") for x in missing) else "training",
-            hint="add the model dimensions and training.global_batch / seq_len to run.yaml; "
-            "proposals then come with computed step-time and memory predictions",
+            hint="add the model dimensions and training.global_batch / seq_len to run.yaml (or point config: at a "
+            "launch / config that states them); proposals then come with computed step-time and memory predictions",
         )
+    cm = config_model(run, settings)
+    run = cm.record
     m = run.model
     t = run.training or TrainingSpec()
     assert m is not None and m.layers and m.d_model and m.heads  # checked above
-    assumptions: list[str] = []
+    assumptions: list[str] = list(cm.notes)
     guessed: set[str] = set()
 
     heads = m.heads

@@ -1070,13 +1070,14 @@ def maxtext_config(sc: Scenario, *, extra: str = "", comment: str = "") -> str:
     pdbs = sc.global_batch / sc.par.num_chips
     pdbs_text = str(int(pdbs)) if float(pdbs).is_integer() else str(pdbs)
     remat = {"full": "full", "minimal": "minimal", "dots": "save_dot_except_mlpwi", "none": "minimal"}[sc.remat]
+    # a run whose launcher did not record the model names none in its config either (ASAP reads model_name)
+    model_lines = (f'run_name: "{sc.model.name}-{sc.id}"\nmodel_name: "{sc.model.name}"\n' if sc.model_known
+                   else f'run_name: "job-{sc.id}"\n')
     return f"""# MaxText overrides for run {sc.id} ({sc.name}).
 # Applied on top of MaxText/configs/base.yml; keys not listed here keep their base.yml defaults.
 # Hardware: {sc.slice_name}{comment}
 base_config: "base.yml"
-run_name: "{sc.model.name}-{sc.id}"
-model_name: "{sc.model.name}"
-hardware: "tpu"
+{model_lines}hardware: "tpu"
 
 # ---- batch / sequence -------------------------------------------------------
 per_device_batch_size: {pdbs_text}

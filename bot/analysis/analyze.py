@@ -224,6 +224,7 @@ def analyze_run(run: Run, profile: Profile | None = None, *, top_n: int = DEFAUL
     shape = kpi_shape(run)
     if shape.note:
         notes.append(shape.note)
+    notes.extend(shape.model_notes)
     if profile is None:
         from bot.profiles.loader import NoProfileData, load_profile  # lazy: keeps `asap runs` fast
 
@@ -247,12 +248,18 @@ def analyze_run(run: Run, profile: Profile | None = None, *, top_n: int = DEFAUL
 
 
 def _with_shape_source(report: AnalysisReport, shape: KpiShape) -> AnalysisReport:
-    """Name where the batch and sequence length behind MFU / tokens/s came from, when a KPI used them."""
+    """Name where the batch, sequence length and model behind MFU / tokens/s came from, when a KPI used them."""
     k = report.kpis
-    if shape.source is None or (k.mfu_percent is None and k.tokens_per_second is None
-                                and k.achieved_tflops_per_chip is None):
+    update: dict[str, str] = {}
+    if shape.source is not None and (k.mfu_percent is not None or k.tokens_per_second is not None
+                                     or k.achieved_tflops_per_chip is not None):
+        update["shape_source"] = shape.source
+    if shape.model_source is not None and (shape.model_source != "run.yaml" or k.mfu_percent is not None
+                                           or k.achieved_tflops_per_chip is not None):
+        update["model_source"] = shape.model_source
+    if not update:
         return report
-    return report.model_copy(update={"kpis": k.model_copy(update={"shape_source": shape.source})})
+    return report.model_copy(update={"kpis": k.model_copy(update=update)})
 
 
 def _with_outcome_hint(run: Run, report: AnalysisReport) -> AnalysisReport:

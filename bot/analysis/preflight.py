@@ -217,7 +217,7 @@ def preflight_report(
     notes.append(f"no profile: the diagnosis is the cost model's prediction ({LABEL}); {step.words}")
     unavailable = ["profile: op table, collective share, duty cycle and roofline need a profile (XProf exports or a "
                    "trace); the split of the step below is predicted"]
-    draft = AnalysisReport(run=_summary(record, chip, mesh, config_format), kpis=kpis, top_ops=[],
+    draft = AnalysisReport(run=_summary(kpi_record or record, chip, mesh, config_format), kpis=kpis, top_ops=[],
                            diagnosis=Diagnosis(bottleneck="compute", secondary=[], summary="", evidence=[],
                                                conflicts=[], confidence=0.0, confidence_reasons=[], scores={}),
                            unavailable=unavailable, warnings=notes, basis="predicted")

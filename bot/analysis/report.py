@@ -58,6 +58,11 @@ class Kpis(_Out):
         description="where the global batch and sequence length behind MFU, tokens/s and achieved TFLOP/s came "
         "from: run.yaml, config <file> (run.yaml states no training shape), run.yaml + config <file>; null: unknown",
     )
+    model_source: str | None = Field(
+        default=None,
+        description="where the model dimensions behind MFU and achieved TFLOP/s came from: run.yaml, config <file> "
+        "(run.yaml has no model section and the config states the model), run.yaml + config <file>; null: unknown",
+    )
     op_coverage_percent: float | None = Field(
         default=None,
         description="share of the device's busy time in the window (duty cycle x steps x step time) that the visible "

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import PurePath
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from bot.runs.record import RunRecord, TrainingSpec
 
@@ -22,29 +22,44 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class KpiShape:
-    """The record the KPIs are computed from, and where its batch / sequence length came from."""
+    """The record the KPIs are computed from, and where its batch / sequence length and model came from."""
 
     record: RunRecord
     source: str | None  # "run.yaml" | "config <file>" | "run.yaml + config <file>" | None (unknown)
     note: str | None  # a sentence for the report's warnings when the config supplied a value
+    model_source: str | None = None  # where the model dimensions came from (same words); None: no model known
+    model_notes: tuple[str, ...] = ()  # sentences for the warnings when the config supplied model dimensions
 
 
 def kpi_shape(run: Run) -> KpiShape:
-    """The run's record with ``training.global_batch`` / ``seq_len`` filled from its config when run.yaml omits them."""
+    """The run's record with ``training.global_batch`` / ``seq_len`` and the model's dimensions filled from its
+    config when run.yaml omits them (run.yaml wins where it states a value)."""
     record = run.record
+    own_model = "run.yaml" if record.model is not None and record.model.model_fields_set - {"name"} else None
+    if not record.config:
+        t = record.training
+        return KpiShape(record, "run.yaml" if t and t.global_batch and t.seq_len else None, None, own_model)
+    # lazy: the cost-model settings reader sits above analysis; only its config reading is needed here
+    from knowledge.cost_model_source import config_model
+    from knowledge.cost_settings import settings_for_run
+
+    settings = settings_for_run(run)
+    if settings is None:
+        t = record.training
+        return KpiShape(record, "run.yaml" if t and t.global_batch and t.seq_len else None, None, own_model)
+    cm = config_model(record, settings)
+    shape = _training(cm.record, settings)
+    return KpiShape(shape.record, shape.source, shape.note, cm.source, cm.notes)
+
+
+def _training(record: RunRecord, settings: Any) -> KpiShape:
+    """``record`` with the batch / sequence length its config states filled in where run.yaml omits them."""
+    from knowledge.cost_shapes import config_global_batch
+
     t = record.training
     have_batch, have_seq = bool(t and t.global_batch), bool(t and t.seq_len)
     if have_batch and have_seq:
         return KpiShape(record, "run.yaml", None)
-    if not record.config:
-        return KpiShape(record, None, None)
-    # lazy: the cost-model settings reader sits above analysis; only its config reading is needed here
-    from knowledge.cost_settings import settings_for_run
-    from knowledge.cost_shapes import config_global_batch
-
-    settings = settings_for_run(run)
-    if settings is None:
-        return KpiShape(record, None, None)
     batch = t.global_batch if have_batch else config_global_batch(record, settings)  # type: ignore[union-attr]
     seq = t.seq_len if have_seq else settings.seq_len  # type: ignore[union-attr]
     filled: list[str] = []

@@ -261,7 +261,9 @@ def render_report(report: AnalysisReport, console: Console) -> None:
         ("HBM-bound ops", _num(k.hbm_bound_percent, unit="%")),
         ("host/input wait", _num(k.host_wait_percent, unit="%")),
         ("idle", _num(k.idle_percent, unit="%")),
-        ("MFU", _num(k.mfu_percent, unit="%") + (f"  [dim]({k.mfu_source})[/]" if k.mfu_source else "")),
+        ("MFU", _num(k.mfu_percent, unit="%") + (f"  [dim]({k.mfu_source})[/]" if k.mfu_source else "")
+         + (f"  [dim](model from {escape(k.model_source)})[/]" if k.model_source and k.model_source != "run.yaml"
+            else "")),
         ("achieved TFLOP/s per chip", _num(k.achieved_tflops_per_chip, "{:.3g}")),
         ("tokens/s", _num(k.tokens_per_second, "{:,.0f}")
          + ("  [dim](measured)[/]" if k.step_time_source == "measured-tokens" else

@@ -75,6 +75,11 @@ FLAG_SETTINGS: dict[str, str] = {
     "num_experts": "num_moe_experts", "num_moe_experts": "num_moe_experts", "num_layers": "num_layers",
     "num_attention_heads": "num_attention_heads", "num_query_groups": "num_query_groups",
     "seq_length": "seq_length", "hidden_size": "hidden_size", "bf16": "bf16", "fp16": "fp16",
+    # model dimensions (bot.configs.model_dims)
+    "ffn_hidden_size": "ffn_hidden_size", "kv_channels": "kv_channels", "swiglu": "swiglu",
+    "group_query_attention": "group_query_attention", "vocab_size": "vocab_size",
+    "make_vocab_size_divisible_by": "make_vocab_size_divisible_by", "moe_router_topk": "moe_router_topk",
+    "tokenizer_type": "tokenizer_type", "tokenizer_model": "tokenizer_model", "vocab_file": "vocab_file",
 }
 
 
@@ -118,7 +123,8 @@ def megatron_from_command(cmd: Command, text: str, source: str, script: Script, 
 
 
 _BOOL_FLAGS = {"sequence_parallel", "use_distributed_optimizer", "use_flash_attn", "recompute_activations",
-               "fp8_hybrid", "fp8_e4m3", "bf16", "fp16", "overlap_grad_reduce", "overlap_param_gather"}
+               "fp8_hybrid", "fp8_e4m3", "bf16", "fp16", "overlap_grad_reduce", "overlap_param_gather",
+               "swiglu", "group_query_attention", "untie_embeddings_and_output_weights"}
 
 
 def _megatron_flag(norm: str, written: str, val: Val | None, flag: Val, cmd: Command, source: str,

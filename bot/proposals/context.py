@@ -143,9 +143,24 @@ def _headroom() -> float:
     return float(DEFAULT_HEADROOM)
 
 
+def _with_config_model(run: Run, settings0: Any, notes: list[str]) -> tuple[Run, RunRecord]:
+    """The run with the model its config states filled in where run.yaml leaves it out (run.yaml wins), so the
+    search, the Critic and the predictions all work from the same model; the notes say where it came from."""
+    from dataclasses import replace
+
+    from knowledge.cost_model_source import config_model
+
+    cm = config_model(run.record, settings0)
+    notes.extend(cm.notes)
+    if not cm.filled:
+        return run, run.record
+    return replace(run, record=cm.record), cm.record
+
+
 def prepare(run: Run, report: AnalysisReport, *, history: FailureHistory | None = None) -> Context:
     """Read the baseline, calibrate the cost model on its measurement, predict and critique it."""
     from knowledge import costmodel
+    from knowledge.cost_model_source import config_model
     from knowledge.cost_settings import settings_from_config
     from knowledge.hardware import get_chip
 
@@ -154,12 +169,14 @@ def prepare(run: Run, report: AnalysisReport, *, history: FailureHistory | None 
     notes: list[str] = []
     history = history if history is not None else load_failures(run.folder)
     base, cfg = baseline_mesh(run, report)
+    settings0 = settings_from_config(cfg) if cfg is not None else None
     if cfg is not None:  # issue 13: what the framework refuses, a launch for another device count
         from bot.configs.checks import startup_problems
 
-        notes.extend(p.render() for p in startup_problems(cfg, record.num_chips, record.num_slices, record.model)
+        model = config_model(record, settings0).record.model
+        notes.extend(p.render() for p in startup_problems(cfg, record.num_chips, record.num_slices, model)
                      if p.rule != "note")
-    settings0 = settings_from_config(cfg) if cfg is not None else None
+    run, record = _with_config_model(run, settings0, notes)
     known = costmodel.model_known(record, settings0)
     measured_ms = report.kpis.step_time_ms or (record.measured.step_time_ms if record.measured else None)
     from knowledge.cost_settings import unknown_settings, with_options

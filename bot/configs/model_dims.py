@@ -1,0 +1,434 @@
+"""The model a run's own config states: layers, widths, heads, vocabulary, experts, MLP kind, and where each came from.
+
+A Megatron launch or a MaxText recipe already names the model it trains, so run.yaml need not repeat it.
+:func:`read_model_dims` reads a parsed :class:`~bot.configs.sharding.ShardingConfig` (the same reading the
+mesh comes from, launch overrides and ``base_config`` chains included) and returns :class:`ModelDims`:
+the dimensions in run.yaml's ``model:`` terms, each with the key that stated it, plus plain sentences for
+every framework default it took and every value it could not know.
+
+* Megatron-LM launch flags and Megatron / NeMo YAML (flat, nested under ``model:``, NeMo 2 dotted
+  ``model.config.*``): ``num_layers``, ``hidden_size``, ``ffn_hidden_size`` (Megatron-LM arguments.py
+  default: ``4 x hidden_size``, or ``int(8 x hidden_size / 3 / 64) x 64`` with ``--swiglu``),
+  ``num_attention_heads``, ``num_query_groups`` (read by Megatron-LM only with ``--group-query-attention``),
+  ``kv_channels``, ``--swiglu`` / ``activation`` / ``gated_linear_unit`` (gated MLP: 3 matrices; else
+  Megatron's default GeLU: 2), vocabulary (``padded_vocab_size``, or ``vocab_size`` padded to
+  ``make_vocab_size_divisible_by x tensor_model_parallel_size``), ``num_experts``, ``moe_router_topk``
+  (default 2), ``seq_length``.
+* MaxText: ``model_name`` selects MaxText's own ``models/<name>.yml`` (the run's checkout, else ASAP's
+  bundled copy in ``bot/configs/data/maxtext_models``); MaxText's pyconfig merges base.yml chain < model file <
+  command-line overrides; ``global_parameter_scale`` scales the result as pyconfig's ``get_individual_scales``.
+
+Formats layer: reads files, imports nothing from the cost model.
+"""
+
+from __future__ import annotations
+
+import re
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field
+
+from bot.configs.common import settings as read_settings
+from bot.configs.sharding import Scalar, ShardingConfig
+from bot.configs.yamlscan import compose
+
+FIELDS: tuple[str, ...] = ("layers", "d_model", "d_ff", "heads", "kv_heads", "head_dim", "vocab", "mlp_matrices",
+                           "experts", "experts_per_token", "seq_len")
+GATED = ("swiglu", "fast-swiglu", "fast_swiglu", "geglu", "fast-geglu", "fast_geglu", "reglu", "fast-reglu")
+MODEL_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
+
+
+class ModelDims(BaseModel):
+    """Model dimensions a config states (``None``: it does not), with the key each came from."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    source: str = Field(description="the config file read")
+    layers: int | None = None
+    d_model: int | None = None
+    d_ff: int | None = None
+    heads: int | None = None
+    kv_heads: int | None = None
+    head_dim: int | None = None
+    vocab: int | None = None
+    mlp_matrices: int | None = None
+    experts: int | None = None
+    experts_per_token: int | None = None
+    seq_len: int | None = None
+    origin: dict[str, str] = Field(default_factory=dict, description="field -> the key / file / default it came from")
+    notes: list[str] = Field(default_factory=list, description="defaults taken and values not knowable")
+    problems: list[str] = Field(default_factory=list, description="what stops the model being read (e.g. an "
+                                "unknown MaxText model_name)")
+
+    def stated(self) -> dict[str, int]:
+        """Every field the config gives (run.yaml ``model:`` names, plus seq_len)."""
+        return {f: getattr(self, f) for f in FIELDS if getattr(self, f) is not None}
+
+    def describe(self, fields: list[str] | None = None) -> str:
+        """``layers 96 (--num-layers), d_model 12288 (--hidden-size), ...`` for ``fields`` (default: all stated)."""
+        stated = self.stated()
+        names = [f for f in (fields or list(stated)) if f in stated and f != "seq_len"]
+        return ", ".join(f"{f} {stated[f]} ({self.origin.get(f, 'the config')})" for f in names)
+
+
+class _Dims:
+    """Accumulates fields with their origin while a reader works."""
+
+    def __init__(self, source: str) -> None:
+        self.source = source
+        self.values: dict[str, int] = {}
+        self.origin: dict[str, str] = {}
+        self.notes: list[str] = []
+        self.problems: list[str] = []
+
+    def set(self, field: str, value: int | None, where: str) -> None:
+        if value is not None and value > 0:
+            self.values[field] = value
+            self.origin[field] = where
+
+    def build(self) -> ModelDims:
+        return ModelDims(source=self.source, origin=self.origin, notes=self.notes, problems=self.problems,
+                         **self.values)
+
+
+def read_model_dims(config: ShardingConfig) -> ModelDims | None:
+    """The model the config states; None for formats that carry no model keys ASAP knows (plain ``ici_mesh``)."""
+    if config.format == "megatron":
+        return _megatron(config)
+    if config.format == "maxtext":
+        return _maxtext(config)
+    return None
+
+
+# ------------------------------------------------------------------------------------------------- values
+def _int(v: object) -> int | None:
+    if isinstance(v, bool) or v is None:
+        return None
+    if isinstance(v, int):
+        return v if v > 0 else None
+    if isinstance(v, float) and v.is_integer() and v > 0:
+        return int(v)
+    if isinstance(v, str) and v.strip().replace("_", "").isdigit():
+        return int(v.strip().replace("_", "")) or None
+    return None
+
+
+def _bool(v: object) -> bool | None:
+    if isinstance(v, bool):
+        return v
+    if isinstance(v, str) and v.strip().lower() in ("true", "false", "yes", "no"):
+        return v.strip().lower() in ("true", "yes")
+    return None
+
+
+def _values(config: ShardingConfig, names: tuple[str, ...]) -> dict[str, Scalar]:
+    """Every key of ``names`` the config states, dotted path -> value (as :func:`knowledge` reads settings)."""
+    out: dict[str, Scalar] = {}
+    if not (config.launch or config.files):  # a YAML file: every key it holds, wherever it sits
+        root = compose(config.text, config.source)
+        if root is not None:
+            out.update(read_settings(root, names, normalize=config.format == "megatron"))
+    if config.command:  # a recorded launch command's flags win over the YAML's keys (argparse: the last wins)
+        flags = {p for p in config.settings if "." not in p}
+        out = {p: v for p, v in out.items() if p.rsplit(".", 1)[-1] not in flags}
+    out.update(config.settings)
+    return out
+
+
+def _find(values: dict[str, Scalar], *names: str) -> tuple[str | None, Scalar]:
+    for name in names:
+        for path, value in values.items():
+            if path.rsplit(".", 1)[-1] == name:
+                return path, value
+    return None, None
+
+
+_MULTIPLY = re.compile(r"\$\{multiply:\s*(\d+)\s*,\s*\$\{\.?([A-Za-z_]\w*)\}\s*\}")
+
+
+def _number(values: dict[str, Scalar], value: Scalar, notes: list[str], path: str) -> int | None:
+    """An integer value, evaluating NeMo's ``${multiply:4, ${.hidden_size}}``; other expressions are named."""
+    n = _int(value)
+    if n is not None or not isinstance(value, str):
+        return n
+    m = _MULTIPLY.fullmatch(value.strip())
+    if m:
+        other = _int(_find(values, m.group(2))[1])
+        return int(m.group(1)) * other if other else None
+    if "${" in value or "$" in value:
+        notes.append(f"{path} is an expression ASAP does not evaluate ({value})")
+    return None
+
+
+# ------------------------------------------------------------------------------------------------ Megatron
+MEGATRON_NAMES: tuple[str, ...] = (
+    "num_layers", "hidden_size", "ffn_hidden_size", "num_attention_heads", "num_query_groups",
+    "group_query_attention", "kv_channels", "swiglu", "activation", "activation_func", "gated_linear_unit",
+    "vocab_size", "padded_vocab_size", "make_vocab_size_divisible_by", "num_experts", "num_moe_experts",
+    "moe_router_topk", "seq_length", "encoder_seq_length", "tokenizer_type", "tokenizer_model", "vocab_file",
+    "tensor_model_parallel_size", "type", "library",
+)
+
+
+def _megatron(config: ShardingConfig) -> ModelDims:
+    v = _values(config, MEGATRON_NAMES)
+    d = _Dims(config.source)
+    launch = config.launch is not None
+    name = Path(config.source).name
+
+    def where(path: str | None) -> str:
+        flag = "--" + path.rsplit(".", 1)[-1].replace("_", "-") if launch and path else path
+        return f"{flag} in {name}"
+
+    for field, keys in (("layers", ("num_layers",)), ("d_model", ("hidden_size",)),
+                        ("heads", ("num_attention_heads",)), ("head_dim", ("kv_channels",)),
+                        ("seq_len", ("seq_length", "encoder_seq_length")),
+                        ("experts", ("num_moe_experts", "num_experts"))):
+        path, value = _find(v, *keys)
+        if path is not None:
+            d.set(field, _number(v, value, d.notes, path), where(path))
+    gated = _megatron_gated(v, d, where, launch)
+    _megatron_ffn(v, d, where, gated)
+    _megatron_kv(v, d, where, launch)
+    _megatron_vocab(v, d, where)
+    if d.values.get("experts", 1) > 1:
+        path, k = _find(v, "moe_router_topk")
+        if _int(k):
+            d.set("experts_per_token", _int(k), where(path))
+        else:
+            d.set("experts_per_token", 2, "Megatron default --moe-router-topk 2")
+            d.notes.append("moe_router_topk not stated: Megatron's default top-2 routing")
+    return d.build()
+
+
+def _megatron_gated(v: dict[str, Scalar], d: _Dims, where: Any, launch: bool) -> bool | None:
+    """Whether the MLP is gated (3 matrices); Megatron's default is GeLU (2) when the config says nothing."""
+    path, swiglu = _find(v, "swiglu")
+    if _bool(swiglu) is not None:
+        d.set("mlp_matrices", 3 if _bool(swiglu) else 2, where(path))
+        return bool(_bool(swiglu))
+    path, act = _find(v, "activation", "activation_func")
+    if isinstance(act, str) and act.strip():
+        gated = act.strip().lower() in GATED or "glu" in act.strip().lower()
+        d.set("mlp_matrices", 3 if gated else 2, f"{where(path)} ({act})")
+        path2, glu = _find(v, "gated_linear_unit")
+        if _bool(glu) is not None:  # Megatron-Core: activation_func + gated_linear_unit
+            gated = bool(_bool(glu))
+            d.set("mlp_matrices", 3 if gated else 2, where(path2))
+        return gated
+    path, glu = _find(v, "gated_linear_unit")
+    if _bool(glu) is not None:
+        d.set("mlp_matrices", 3 if _bool(glu) else 2, where(path))
+        return bool(_bool(glu))
+    if not launch and any(".config." in p or p.startswith("config.") for p in v):
+        d.notes.append("the MLP activation is not stated (a NeMo 2 recipe's overrides; its base model is not read): "
+                       "gated or plain MLP unknown")
+        return None
+    what = "no --swiglu flag" if launch else "no activation / swiglu key"
+    d.set("mlp_matrices", 2, f"Megatron default GeLU MLP ({what})")
+    d.notes.append(f"MLP activation not stated ({what}): Megatron's default GeLU, 2 weight matrices per MLP")
+    return False
+
+
+def _megatron_ffn(v: dict[str, Scalar], d: _Dims, where: Any, gated: bool | None) -> None:
+    path, value = _find(v, "ffn_hidden_size")
+    ffn = _number(v, value, d.notes, path) if path is not None else None
+    if ffn:
+        d.set("d_ff", ffn, where(path) + (f" ({value})" if isinstance(value, str) else ""))
+        return
+    h = d.values.get("d_model")
+    if not h or gated is None:
+        return
+    ffn = int((4 * h * 2 / 3) / 64) * 64 if gated else 4 * h
+    rule = "int(8 x hidden_size / 3 / 64) x 64 with --swiglu" if gated else "4 x hidden_size"
+    d.set("d_ff", ffn, f"Megatron default ffn_hidden_size = {rule}")
+    d.notes.append(f"ffn_hidden_size not stated: Megatron's default {rule} = {ffn}")
+
+
+def _megatron_kv(v: dict[str, Scalar], d: _Dims, where: Any, launch: bool) -> None:
+    heads = d.values.get("heads")
+    path, groups = _find(v, "num_query_groups")
+    gqa_path, gqa = _find(v, "group_query_attention")
+    n = _int(groups)
+    if n and (not launch or _bool(gqa) is True):
+        d.set("kv_heads", n, where(path))
+    elif n and launch:
+        d.notes.append(f"--num-query-groups {n} is ignored without --group-query-attention (Megatron-LM): "
+                       "one key/value head per query head")
+        if heads:
+            d.set("kv_heads", heads, "Megatron: no --group-query-attention")
+    elif heads and (launch or path is not None or gqa_path is not None):
+        d.set("kv_heads", heads, "no grouped-query attention stated (num_query_groups = heads)")
+
+
+def _megatron_vocab(v: dict[str, Scalar], d: _Dims, where: Any) -> None:
+    path, padded = _find(v, "padded_vocab_size")
+    if _int(padded):
+        d.set("vocab", _int(padded), where(path))
+        return
+    path, size = _find(v, "vocab_size")
+    if _int(size):
+        _, div = _find(v, "make_vocab_size_divisible_by")
+        _, tp = _find(v, "tensor_model_parallel_size")
+        multiple = (_int(div) or 128) * (_int(tp) or 1)
+        vocab = -(-_int(size) // multiple) * multiple  # type: ignore[operator]
+        d.set("vocab", vocab, where(path) + (f", padded to a multiple of {multiple}" if vocab != _int(size) else ""))
+        return
+    named = [f"{p.rsplit('.', 1)[-1]} {val}" for p, val in v.items()
+             if val not in (None, "") and (p.rsplit(".", 1)[-1] in ("tokenizer_type", "tokenizer_model", "vocab_file")
+                                           or ("tokenizer" in p and p.rsplit(".", 1)[-1] in ("type", "library")))]
+    if named:
+        d.notes.append(f"vocabulary size not stated: the config names only its tokenizer ({', '.join(named[:2])}), "
+                       "whose vocabulary ASAP does not read")
+    else:
+        d.notes.append("vocabulary size not stated in the config")
+
+
+# ------------------------------------------------------------------------------------------------- MaxText
+MAXTEXT_KEYS: dict[str, str] = {
+    "layers": "base_num_decoder_layers", "d_model": "base_emb_dim", "heads": "base_num_query_heads",
+    "kv_heads": "base_num_kv_heads", "d_ff": "base_mlp_dim", "head_dim": "head_dim", "vocab": "vocab_size",
+    "experts": "num_experts", "experts_per_token": "num_experts_per_tok",
+}
+MAXTEXT_MODEL_KEYS = (*MAXTEXT_KEYS.values(), "base_moe_mlp_dim", "mlp_activations", "global_parameter_scale")
+
+
+def _maxtext(config: ShardingConfig) -> ModelDims:
+    """MaxText pyconfig's merge: base.yml chain < ``models/<model_name>.yml`` < command-line overrides."""
+    d = _Dims(config.source)
+    s = config.settings
+    seq = _int(s.get("max_target_length"))
+    d.set("seq_len", seq, f"max_target_length in {_where(config, 'max_target_length')}")
+    name = s.get("model_name")
+    model: dict[str, Any] = {}
+    model_where = ""
+    if isinstance(name, str) and name and name != "default":
+        name = name.replace("-Instruct", "")  # pyconfig: -Instruct models share the base model's file
+        found = _model_file(config, name, d)
+        if found is None:
+            return d.build()
+        model, model_where = found
+    merged: dict[str, tuple[object, str]] = {}
+    for key in MAXTEXT_MODEL_KEYS:
+        cli = _is_cli(config, key)
+        if key in s and not cli:
+            merged[key] = (_raw_value(config, key), f"{key} in {_where(config, key)}")
+        if key in model:
+            merged[key] = (model[key], f"{key} in {model_where}")
+        if key in s and cli:
+            merged[key] = (_raw_value(config, key), f"{key}= on {_where(config, key)}")
+    _maxtext_fields(merged, d)
+    return d.build()
+
+
+def _maxtext_fields(merged: dict[str, tuple[object, str]], d: _Dims) -> None:
+    for field, key in MAXTEXT_KEYS.items():
+        if key in merged:
+            d.set(field, _int(merged[key][0]), merged[key][1])
+    moe = _int(merged.get("base_moe_mlp_dim", (None, ""))[0])
+    if d.values.get("experts", 1) > 1 and moe:
+        d.set("d_ff", moe, merged["base_moe_mlp_dim"][1])
+    if d.values.get("experts", 1) <= 1:  # dense: MaxText's num_experts 1
+        for f in ("experts", "experts_per_token"):
+            d.values.pop(f, None)
+            d.origin.pop(f, None)
+    acts, where = merged.get("mlp_activations", (None, ""))
+    if isinstance(acts, str):
+        try:
+            acts = yaml.safe_load(acts)
+        except yaml.YAMLError:
+            acts = None
+    if isinstance(acts, list) and acts:
+        d.set("mlp_matrices", len(acts) + 1, f"{where} ({acts})")  # one wi per activation, plus wo
+    scale = _int(merged.get("global_parameter_scale", (1, ""))[0]) or 1
+    if scale != 1:
+        _scale(d, scale, merged["global_parameter_scale"][1])
+
+
+def _scale(d: _Dims, scale: int, where: str) -> None:
+    """MaxText ``get_individual_scales`` (src/maxtext/configs/types.py, commit e591f30c): log2(scale) = 3q + r;
+    heads and mlp_dim x 2^(q + [r > 0]), emb_dim x 2^(q + [r > 1]), layers x 2^q; head_dim unscaled."""
+    if scale & (scale - 1):
+        d.problems.append(f"global_parameter_scale {scale} is not a power of two: MaxText refuses it")
+        return
+    q, r = divmod(scale.bit_length() - 1, 3)
+    factors = {"heads": 2 ** (q + (r > 0)), "kv_heads": 2 ** (q + (r > 0)), "d_ff": 2 ** (q + (r > 0)),
+               "d_model": 2 ** (q + (r > 1)), "layers": 2 ** q}
+    for field, f in factors.items():
+        if field in d.values and f != 1:
+            d.values[field] *= f
+            d.origin[field] += f", x{f} by global_parameter_scale {scale}"
+    d.notes.append(f"global_parameter_scale {scale} ({where}): MaxText scales heads and mlp_dim x"
+                   f"{factors['heads']}, emb_dim x{factors['d_model']}, layers x{factors['layers']}")
+
+
+def _is_cli(config: ShardingConfig, key: str) -> bool:
+    origin = config.origins.get(key)
+    return origin is not None and origin.via is not None
+
+
+def _where(config: ShardingConfig, key: str) -> str:
+    origin = config.origins.get(key)
+    if origin is not None and origin.via is not None:
+        return origin.via
+    file = origin.file if origin is not None and origin.file else config.source
+    return Path(file).name
+
+
+def _raw_value(config: ShardingConfig, key: str) -> object:
+    """A setting's value; lists (``mlp_activations``) are read back from their text, which the reader keeps."""
+    value = config.settings.get(key)
+    origin = config.origins.get(key)
+    if value == "<sequence>" and origin is not None and origin.start >= 0:
+        try:
+            return yaml.safe_load(config.text_of(origin.file)[origin.start:origin.end])
+        except (yaml.YAMLError, KeyError):
+            return None
+    return value
+
+
+def _model_file(config: ShardingConfig, name: str, d: _Dims) -> tuple[dict[str, Any], str] | None:
+    """``models/<name>.yml`` as pyconfig finds it: beside the config (or one folder up) in the run's MaxText
+    checkout, else ASAP's bundled copy of MaxText's models; None (with a problem) when there is none."""
+    if not MODEL_NAME.fullmatch(name):
+        d.problems.append(f"model_name {name!r} is not a MaxText model name")
+        return None
+    text, where = None, ""
+    if config.has_path:
+        yamls = [config.source, *config.files]
+        for file in (f for f in yamls if f.endswith((".yml", ".yaml"))):
+            for folder in (Path(file).parent, Path(file).parent.parent):
+                cand = folder / "models" / f"{name}.yml"
+                if cand.is_file():
+                    text, where = _read(cand), f"{cand.parent.name}/{cand.name} (the run's MaxText checkout)"
+                    break
+            if text is not None:
+                break
+    if text is None:
+        bundled = resources.files("bot.configs").joinpath("data", "maxtext_models", f"{name}.yml")
+        if bundled.is_file():
+            text, where = bundled.read_text(encoding="utf-8"), f"MaxText models/{name}.yml (ASAP's bundled copy)"
+    if text is None:
+        d.problems.append(f"model_name {name!r} names no MaxText model file: no models/{name}.yml in the run's "
+                          "MaxText checkout nor in ASAP's copy of MaxText's models (bot/configs/data/maxtext_models)")
+        return None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        d.problems.append(f"{where} is not valid YAML: {exc}")
+        return None
+    if not isinstance(data, dict):
+        d.problems.append(f"{where} is not a YAML mapping")
+        return None
+    if data.get("attention_type") == "mla" or data.get("first_num_dense_layers") or data.get("shared_experts"):
+        d.notes.append(f"{where} has multi-head latent attention, dense first layers or shared experts, which "
+                       "ASAP's model shape approximates (attention as plain heads x head_dim; every layer MoE)")
+    return data, where
+
+
+def _read(path: Path) -> str:
+    from bot.configs.detect import read_config_text
+
+    return read_config_text(path)
