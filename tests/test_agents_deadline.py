@@ -66,7 +66,9 @@ def test_a_job_with_a_slow_model_is_answered_not_timed_out(tmp_path: Path) -> No
                   text="why is job 123 slow?", requester=Requester(source="cli", user_id="ann"), deadline_s=4.0)
         t0 = time.monotonic()
         result = await Dispatcher(ctx).execute(job)
-        assert time.monotonic() - t0 < 4.0
+        # the job's 4 s deadline, plus slack for rendering the analyst answer on a busy CI machine; without the
+        # deadline the slow model's eight 0.6 s calls alone would take about 5 s
+        assert time.monotonic() - t0 < 4.8
         assert result.outcome is Outcome.OK, result.reason
         stored = await ctx.queue.get_result(job.id)
         assert stored is not None and stored["status"] == "ok"

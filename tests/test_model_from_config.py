@@ -48,7 +48,8 @@ def test_mixtral_megatron_script_is_8_experts_top2_with_gqa() -> None:
     assert dims is not None
     assert (dims.experts, dims.experts_per_token, dims.kv_heads, dims.d_ff, dims.mlp_matrices) == (8, 2, 8, 14336, 3)
     assert dims.origin["experts_per_token"].startswith("--moe-router-topk")
-    assert any("Llama2Tokenizer" in n for n in dims.notes)
+    # only --tokenizer-type Llama2Tokenizer names the vocabulary: that tokenizer's 32,000 tokens (TP 1: no padding)
+    assert dims.vocab == 32000 and "Llama2Tokenizer has 32,000 tokens" in dims.origin["vocab"]
 
 
 def test_nemo_launcher_yaml_evaluates_its_ffn_expression() -> None:
@@ -135,3 +136,4 @@ def test_unknown_model_name_propose_says_what_is_missing_without_traceback(tmp_p
     assert isinstance(out.exception, AsapError)  # main() prints it as one message, no traceback
     text = out.exception.render()
     assert "model_name 'nope' names no MaxText model file" in text and "the model is unknown" in text
+

@@ -263,6 +263,15 @@ def _megatron_kv(v: dict[str, Scalar], d: _Dims, where: Any, launch: bool) -> No
         d.set("kv_heads", heads, "no grouped-query attention stated (num_query_groups = heads)")
 
 
+# Megatron ``--tokenizer-type`` values whose vocabulary is fixed by the tokenizer itself (any other type loads a
+# model file ASAP does not read): the size before Megatron pads it to make_vocab_size_divisible_by x TP.
+TOKENIZER_VOCAB: dict[str, tuple[int, str]] = {
+    "GPT2BPETokenizer": (50257, "GPT-2's byte-level BPE, Hugging Face gpt2 config.json vocab_size"),
+    "Llama2Tokenizer": (32000, "Llama 2's SentencePiece model, Hugging Face meta-llama/Llama-2-7b-hf config.json "
+                               "vocab_size"),
+}
+
+
 def _megatron_vocab(v: dict[str, Scalar], d: _Dims, where: Any) -> None:
     path, padded = _find(v, "padded_vocab_size")
     if _int(padded):
@@ -275,6 +284,17 @@ def _megatron_vocab(v: dict[str, Scalar], d: _Dims, where: Any) -> None:
         multiple = (_int(div) or 128) * (_int(tp) or 1)
         vocab = -(-_int(size) // multiple) * multiple  # type: ignore[operator]
         d.set("vocab", vocab, where(path) + (f", padded to a multiple of {multiple}" if vocab != _int(size) else ""))
+        return
+    path, kind = _find(v, "tokenizer_type")
+    known = TOKENIZER_VOCAB.get(str(kind)) if kind not in (None, "") else None
+    if known is not None:
+        size_, source_ = known
+        _, div = _find(v, "make_vocab_size_divisible_by")
+        _, tp = _find(v, "tensor_model_parallel_size")
+        multiple = (_int(div) or 128) * (_int(tp) or 1)
+        vocab = -(-size_ // multiple) * multiple
+        d.set("vocab", vocab, f"{where(path)}: {kind} has {size_:,} tokens ({source_})"
+              + (f", padded to a multiple of {multiple} as Megatron pads it" if vocab != size_ else ""))
         return
     named = [f"{p.rsplit('.', 1)[-1]} {val}" for p, val in v.items()
              if val not in (None, "") and (p.rsplit(".", 1)[-1] in ("tokenizer_type", "tokenizer_model", "vocab_file")
