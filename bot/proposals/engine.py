@@ -98,6 +98,10 @@ def propose(
     ctx = prepare(run, report, history=history)
     if kn.problem:
         ctx.notes.insert(0, kn.problem)
+    from bot.proposals.verdict import quantized_mfu_note
+
+    if note := quantized_mfu_note(ctx):
+        ctx.notes.append(note)
     rules = rules_for(ctx, playbook)
     advice = advice_for(ctx, rules)
     cands = candidates_stage.build(ctx, rules)
