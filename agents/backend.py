@@ -62,6 +62,7 @@ class RealBackend:
     runs: str | None = None  # store URLs (--runs); None = ASAP_RUNS, then runs_root
     _reports: dict[str, Any] = field(default_factory=dict)
     _originals: dict[str, Run] = field(default_factory=dict)
+    _contexts: dict[str, Any] = field(default_factory=dict)
 
     def load_run(self, query: str) -> Run:
         run = open_runs(self.runs, runs_dir=self.runs_root).get(query)
@@ -90,16 +91,56 @@ class RealBackend:
 
         return propose(run, self._report(run), k=k).model_dump(mode="json")
 
+    def _context(self, run: Run) -> Any:
+        """``asap propose``'s own reading of the original run: config settings, calibration, baseline prediction
+        (None when it cannot be read; the what-if then predicts from run.yaml alone)."""
+        if run.id not in self._contexts:
+            from bot.proposals.context import prepare
+
+            try:
+                self._contexts[run.id] = prepare(self._original(run), self._report(run))
+            except AsapError:
+                self._contexts[run.id] = None
+        return self._contexts[run.id]
+
+    def _scaled(self, run: Run) -> Any:
+        """The original run's settings carried to ``run``'s chip count (same global batch)."""
+        from knowledge.cost_scaling import settings_at_chips
+
+        ctx = self._context(run)
+        record = ctx.record if ctx is not None else self._original(run).record
+        return settings_at_chips(record, ctx.settings0 if ctx is not None else None, run.record.num_chips)
+
+    def whatif_basis(self, run: Run) -> dict[str, Any]:
+        """What a what-if on ``run`` keeps from the original (settings), what scales, and propose's baseline."""
+        ctx = self._context(run)
+        scaled = self._scaled(run)
+        out: dict[str, Any] = {"kept": scaled.kept, "scaling": scaled.scaling, "baseline": None}
+        if ctx is not None and ctx.base_ms is not None:
+            pred = ctx.base_pred
+            out["baseline"] = {"mesh_short": ctx.base.short(), "chips": ctx.record.num_chips,
+                               "step_time_ms": float(ctx.base_ms),
+                               "memory_per_chip_bytes": float(pred.memory_per_chip_bytes) if pred is not None else None,
+                               "basis": "predicted" if pred is not None else "measured"}
+        return out
+
     def critique(self, run: Run, mesh: dict[str, dict[str, int]]) -> dict[str, Any]:
         from bot.proposals.critic import critique
 
-        result = critique(run, _mesh(mesh), report=self._report(run))
+        ctx = self._context(run)
+        settings = self._scaled(run).settings
+        result = critique(run, _mesh(mesh), report=self._report(run), settings=settings, base_settings=settings,
+                          calibration=ctx.calibration if ctx is not None else None)
         out = result.model_dump(mode="json")
         out["ok"] = bool(result.ok)
         return out
 
     def _calibration(self, run: Run) -> Any:
-        """The cost model's scales fitted to the original run's measured step (None when it cannot be)."""
+        """The cost model's scales fitted to the original run's measured step, as ``asap propose`` fits them
+        (None when they cannot be)."""
+        ctx = self._context(run)
+        if ctx is not None:
+            return ctx.calibration
         from bot.proposals.engine import baseline_mesh
         from knowledge.costmodel import calibrate
 
@@ -112,19 +153,25 @@ class RealBackend:
             return None
 
     def rank_meshes(self, run: Run, limit: int = 40) -> tuple[int, list[tuple[dict[str, dict[str, int]], dict[str, Any]]]]:
-        """Every valid mesh for ``run`` scored by the cost model; the ``limit`` fastest with full predictions."""
+        """Every valid mesh for ``run`` scored by the cost model with the original's config settings (as
+        ``asap propose`` predicts its baseline); the ``limit`` fastest with full predictions."""
         from bot.proposals.kinds import mesh_dict
+        from bot.proposals.predict import widen_for_unknowns
         from knowledge.costmodel import predict
         from knowledge.meshsearch import enumerate_meshes, score_meshes
 
         meshes = enumerate_meshes(run.record)
         if not meshes:
             return 0, []
+        ctx = self._context(run)
         cal = self._calibration(run)
-        steps = score_meshes(run.record, meshes, cal)
+        settings = self._scaled(run).settings
+        steps = score_meshes(run.record, meshes, cal, settings=settings)
         order = sorted(range(len(meshes)), key=lambda i: float(steps[i]))[:limit]
         out = []
         for i in order:
-            pred = predict(run.record, meshes[i], calibration=cal)
+            pred = predict(run.record, meshes[i], calibration=cal, settings=settings)
+            if ctx is not None and not ctx.time_calibrated:  # as propose: unstated settings widen the band
+                pred = widen_for_unknowns(run.record, ctx.chip, cal, ctx.unknowns, meshes[i], settings, pred)
             out.append((mesh_dict(meshes[i]), pred.model_dump(mode="json", exclude={"mesh"})))
         return len(meshes), out

@@ -197,6 +197,12 @@ def _whatif(r: dict[str, Any], ws: Workspace) -> str:
         lines.append(f"  {i}. {c['mesh_short']}: predicted step {_f(pred.get('step_time_ms'), ' ms')}{mem}")
     if cur is not None:
         lines.append(f"  today: {r['current_chips']} chips at {_f(cur, ' ms')} per step")
+    if (b := r.get("baseline")) and b.get("step_time_ms") is not None:
+        mem = f", {b['memory_per_chip_bytes'] / 1e9:.1f} GB/chip" if b.get("memory_per_chip_bytes") else ""
+        lines.append(f"  baseline (as `asap propose` has it): {b['mesh_short']} on {b['chips']} chips, "
+                     f"{b['basis']} step {_f(b['step_time_ms'], ' ms')}{mem}")
+    if r.get("kept"):
+        lines.append("  kept from the config: " + ", ".join(r["kept"]))
     lines.append("  assumptions: " + "; ".join(r["assumptions"]))
     return "\n".join(lines)
 

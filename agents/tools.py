@@ -155,10 +155,14 @@ class ToolBox:
                 if len(kept) == 3:
                     break
             current = self.ws.report and (self.ws.report.get("kpis") or {}).get("step_time_ms")
+            basis_of = getattr(self.backend, "whatif_basis", None)  # test doubles may not hold it
+            basis = basis_of(run) if callable(basis_of) else {}
             out = {"chips": int(chips), "num_slices": run.record.num_slices, "candidates": kept,
                    "rejected": len(dropped), "enumerated": enumerated,
                    "current_chips": base.record.num_chips, "current_step_time_ms": current,
-                   "assumptions": ["same global batch and sequence length", "same chip type and interconnect"]}
+                   "baseline": basis.get("baseline"), "kept": basis.get("kept") or [],
+                   "assumptions": [*(basis.get("scaling") or ["same global batch and sequence length"]),
+                                   "same chip type and interconnect"]}
             self.ws.whatif = out
             for c in kept:
                 self.ws.verdicts[c["mesh_short"]] = c["critic"]
@@ -291,6 +295,7 @@ def _summarize_suggestion(e: dict[str, Any]) -> dict[str, Any]:
 
 def _summarize_whatif(w: dict[str, Any]) -> dict[str, Any]:
     return {"chips": w["chips"], "enumerated": w["enumerated"], "rejected": w["rejected"],
+            "kept_from_config": w.get("kept") or [], "assumptions": w.get("assumptions") or [],
             "candidates": [{"mesh": c["mesh_short"], "step_time_ms": c["predicted"].get("step_time_ms"),
                             "memory_per_chip_bytes": c["predicted"].get("memory_per_chip_bytes")} for c in w["candidates"]]}
 

@@ -437,7 +437,10 @@ def _device_time(shape: Shape, chip: Chip, efficiency: float, mm: _MeshSplit) ->
     i_expert = _intensity(tok_expert, D, F / nt)
     # fp8 linear layers (Transformer Engine, torchao Float8) run the dense matmuls at the fp8 peak; the
     # attention core stays in bf16.
+    # Quantized int8 matmuls (MaxText quantization: int8, AQT) run at the int8 peak where one is published.
     mm_peak = peak * (chip.peak_fp8_flops / chip.peak_bf16_flops) if shape.fp8 and chip.peak_fp8_flops else peak
+    if shape.int8 and chip.peak_int8_ops:
+        mm_peak = peak * (chip.peak_int8_ops / chip.peak_bf16_flops)
     t_dense_c = dense_flops / chips / mm_peak * slow_dense
     t_expert_c = expert_flops / chips / mm_peak / shape_factor(tok_expert, D, F / nt)
     # Flash attention: compute-bound at any practical S. Causal context parallelism without load balancing

@@ -53,7 +53,7 @@ NAMES: tuple[str, ...] = OVERLAP_NAMES + (
     "attention_dropout", "num_pipeline_microbatches", "name", "main_grads_dtype", "main_params_dtype",
     "exp_avg_dtype", "exp_avg_sq_dtype", "account_for_embedding_in_pipeline_split",
     "account_for_loss_in_pipeline_split", "num_layers_in_first_pipeline_stage", "num_layers_in_last_pipeline_stage",
-    "decoder_first_pipeline_num_layers", "decoder_last_pipeline_num_layers",
+    "decoder_first_pipeline_num_layers", "decoder_last_pipeline_num_layers", "quantization",
 )
 
 UNEVEN_PIPELINE_KEYS = ("account_for_embedding_in_pipeline_split", "account_for_loss_in_pipeline_split",
@@ -115,6 +115,8 @@ class TrainingSettings(BaseModel):
     optimizer_offload: bool | None = None
     dropout: bool | None = None
     pipeline_microbatches: int | None = None
+    quantization: str | None = Field(default=None, description="MaxText quantization (int8, fp8, ...); None or '' = "
+                                     "not quantized (bf16 matmuls)")
     uneven_pipeline: dict[str, Any] | None = Field(
         default=None, description="Megatron uneven pipeline-stage settings the config states (key -> value); "
         "None when it states none")
@@ -246,6 +248,8 @@ def settings_from_config(config: ShardingConfig) -> TrainingSettings:
     present = [_lookup(v, k)[0] is not None for k in ("hidden_dropout", "attention_dropout")]
     out["dropout"] = any(d for d in drops) if any(present) else None
     out["pipeline_microbatches"] = _int(_lookup(v, "num_pipeline_microbatches")[1])
+    _, quant = _lookup(v, "quantization")
+    out["quantization"] = (str(quant).strip().lower() or None) if quant not in (None, False) else None
     uneven = {k: _lookup(v, k)[1] for k in UNEVEN_PIPELINE_KEYS if _lookup(v, k)[0] is not None}
     out["uneven_pipeline"] = uneven or None
     out["model_dims"] = _model_dims(config)
@@ -260,6 +264,19 @@ def _model_dims(config: ShardingConfig) -> ModelDims | None:
         return read_model_dims(config)
     except AsapError as exc:
         return ModelDims(source=config.source, problems=[f"its model cannot be read: {exc.message}"])
+
+
+def matmul_dtype(training_dtype: str | None, quantization: str | None) -> str:
+    """The dtype the linear layers' matmuls run in: int8 / fp8 when the config quantizes them (MaxText
+    ``quantization: int8`` dynamic-range int8, ``fp8`` / ``nanoo_fp8`` / ``fp8_full``), fp8 for run.yaml
+    ``training.dtype: fp8``, else bf16. Weight-only schemes (``int8w``, ``int4w``) and ``intmp`` (inference)
+    keep bf16 matmuls."""
+    q = (quantization or "").strip().lower()
+    if "fp8" in q:
+        return "fp8"
+    if q == "int8":
+        return "int8"
+    return "fp8" if training_dtype == "fp8" else "bf16"
 
 
 def overlap_settings(values: dict[str, Any]) -> dict[str, Any]:

@@ -16,7 +16,7 @@ from bot.errors import AsapError
 from bot.runs.record import RunRecord, TrainingSpec
 from knowledge.cost_model_source import config_model
 from knowledge.cost_remat import RematSpec, megatron_policy, named_policy, runyaml_policy
-from knowledge.cost_settings import TrainingSettings, dtype_bytes
+from knowledge.cost_settings import TrainingSettings, dtype_bytes, matmul_dtype
 
 RematPolicy = str  # the policy as written: "none", "full", "minimal", "save_dot_except_mlpwi", "selective", ...
 
@@ -82,6 +82,7 @@ class Shape:
     cp_load_balanced: bool = True  # causal attention split in balanced chunks over context ranks (Megatron CP default)
     fsdp_gathered_under_pp: bool = False  # torchtitan: FSDP2 weights kept gathered, gradients unsharded under PP
     fp8: bool = False  # linear layers in fp8 (training.dtype fp8): matmuls at the chip's fp8 peak where it has one
+    int8: bool = False  # linear layers quantized to int8 (MaxText quantization: int8): at the chip's int8 peak
 
     @property
     def spec(self) -> RematSpec:
@@ -255,7 +256,13 @@ def resolve_shape(run: RunRecord, settings: TrainingSettings | None = None) -> S
         assumptions.append(f"run.yaml global_batch {t.global_batch} differs from the config's {stated}: using the config")
     seq_len = t.seq_len or (cfg.seq_len if cfg else None) or 1
     state = _model_state(run, cfg, assumptions)
-    if t.dtype == "fp8":
+    mm = matmul_dtype(t.dtype, cfg.quantization if cfg is not None else None)
+    if cfg is not None and cfg.quantization and mm != "bf16":
+        assumptions.append(
+            f"quantization {cfg.quantization} (config): the linear layers' matmuls run at the chip's {mm} peak where "
+            "the catalog has one, else at bf16 (attention, elementwise work and memory stay as in bf16)"
+        )
+    elif t.dtype == "fp8":
         assumptions.append(
             "dtype fp8: the linear layers' matmuls run at the chip's fp8 peak where it has one (attention, "
             "elementwise work and memory stay as in bf16)"
@@ -297,7 +304,8 @@ def resolve_shape(run: RunRecord, settings: TrainingSettings | None = None) -> S
         optimizer_bytes=state["optimizer_bytes"],
         optimizer_offload=state["optimizer_offload"],
         settings=cfg,
-        fp8=t.dtype == "fp8",
+        fp8=mm == "fp8",
+        int8=mm == "int8",
         **_mesh_behaviour(run, cfg, assumptions),
     )
 

@@ -64,6 +64,10 @@ class Chip(BaseModel):
     peak_fp8_flops: PositiveFloat | None = Field(
         default=None, description="dense fp8 FLOP/s per chip where the chip has fp8 matmul units (H100/H200)"
     )
+    peak_int8_ops: PositiveFloat | None = Field(
+        default=None, description="dense int8 OP/s per chip where the vendor publishes one (TPU v5e, v6e: Google "
+        "Cloud's TPU pages); null: no published int8 peak in the catalog"
+    )
     matmul_efficiency: float | None = Field(
         default=None, gt=0, le=1,
         description="achieved / peak FLOP/s of large, well-shaped matmuls in training, fitted per hardware family "
@@ -75,6 +79,18 @@ class Chip(BaseModel):
     def ridge_point(self) -> float:
         """Arithmetic intensity (FLOP/byte) above which an op is compute-bound on this chip."""
         return self.peak_bf16_flops / self.hbm_bandwidth
+
+
+MATMUL_DTYPES = ("bf16", "fp8", "int8")
+
+
+def matmul_peak(chip: Chip, dtype: str) -> float | None:
+    """The chip's dense matmul peak for ``dtype`` (bf16 | fp8 | int8); None when the catalog has none for it."""
+    if dtype == "fp8":
+        return chip.peak_fp8_flops
+    if dtype == "int8":
+        return chip.peak_int8_ops
+    return chip.peak_bf16_flops
 
 
 class _CatalogFile(BaseModel):

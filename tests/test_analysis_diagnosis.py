@@ -243,3 +243,19 @@ def test_evidence_never_cites_negligible_ops() -> None:
     cited = [e for e in report.diagnosis.evidence if e.signal.startswith("op:")]
     assert cited, "the leading collectives should be cited"
     assert all(isinstance(e.value, float) and e.value >= 1.0 for e in cited), cited
+
+
+@pytest.mark.parametrize(("remat", "says"), [
+    ("none", "the run recomputes no activations (remat 'none'), so remat has nothing to give"),
+    ("full", "a lighter rematerialization policy than 'full'"),
+    (None, "a lighter rematerialization policy only if the run recomputes activations, which its config and "
+           "run.yaml do not say"),
+])
+def test_near_optimal_names_remat_only_when_the_run_recomputes(remat: str | None, says: str) -> None:
+    """Before: every near-optimal run was told gains come from the "rematerialization policy", even one that
+    recomputes nothing."""
+    ops = [matmul("fusion.mlp", 0.70, eff=0.75), matmul("fusion.attn", 0.22, eff=0.7), collective("all-reduce", 0.03, group=8)]
+    training = {"training": {"remat": remat}} if remat else {}
+    rec = record(model=False, measured={"mfu_percent": 58.0, "hbm_peak_bytes": 90e9}, **training)
+    summary = run_analysis(rec, profiled(ops, duty=99)).diagnosis.summary
+    assert "near-optimal" in summary and says in summary, summary

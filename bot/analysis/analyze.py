@@ -79,10 +79,13 @@ def analyze(
     *,
     top_n: int = DEFAULT_TOP_N,
     warnings: list[str] | None = None,
+    remat: tuple[str | None, bool | None] | None = None,
 ) -> AnalysisReport:
     """KPIs, top ops with their roofline position, and the diagnosis for one run.
 
     Pure: no file access. ``warnings`` are carried into the report (e.g. a config that could not be read).
+    ``remat``: (stated policy, whether it recomputes activations) as the run's config resolves it
+    (:func:`remat_of`); omitted, run.yaml's ``training.remat``.
     Raises :class:`UnknownChip` when ``record.chip`` is not in the catalog.
     """
     chip = get_chip(record.chip)
@@ -147,7 +150,8 @@ def analyze(
             step_time_cv=cv,
             chip_mismatch=mismatch,
             ops_overlap=overlap,
-            remat=record.training.remat if record.training else None,
+            remat=remat[0] if remat is not None else (record.training.remat if record.training else None),
+            recomputes=remat[1] if remat is not None else None,
             hardware_to_model_flops=ratio,
         )
     )
@@ -238,13 +242,26 @@ def analyze_run(run: Run, profile: Profile | None = None, *, top_n: int = DEFAUL
             report = preflight_report(run, mesh, config_format, warnings=notes, kpi_record=shape.record)
             return _with_outcome_hint(run, _with_shape_source(report, shape))
     try:
-        report = analyze(shape.record, profile, mesh, config_format, top_n=top_n, warnings=notes)
+        report = analyze(shape.record, profile, mesh, config_format, top_n=top_n, warnings=notes, remat=remat_of(run))
     except UnknownChip as exc:
         if exc.source is None:
             exc.source = str(run.folder / RUN_FILE)
             exc.args = (exc.render(),)
         raise
     return _with_outcome_hint(run, _with_shape_source(report, shape))
+
+
+def remat_of(run: Run) -> tuple[str | None, bool | None]:
+    """(the remat policy the config or run.yaml states, whether it recomputes activations); (None, None) when
+    neither states it (a documented framework default counts as stated for recomputing, not as the policy)."""
+    # lazy: the cost-model readers sit above analysis; only their config reading is needed here
+    from knowledge.cost_settings import settings_for_run
+    from knowledge.remat_state import remat_state
+
+    t = run.record.training
+    state = remat_state(settings_for_run(run), run.record.framework, t.remat if t else None)
+    stated = state.source.startswith(("config", "run.yaml"))
+    return (state.policy if stated else None), state.recomputes
 
 
 def _with_shape_source(report: AnalysisReport, shape: KpiShape) -> AnalysisReport:

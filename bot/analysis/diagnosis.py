@@ -72,7 +72,8 @@ class DiagnosisInputs:
     step_time_cv: float | None = None  # coefficient of variation of the step times
     chip_mismatch: bool = False
     ops_overlap: bool = False
-    remat: str | None = None  # training.remat from run.yaml
+    remat: str | None = None  # the stated remat policy (the config's, else run.yaml training.remat)
+    recomputes: bool | None = None  # that policy recomputes activations; None = not stated (see remat)
     hardware_to_model_flops: float | None = None  # FLOPs the device executed / model FLOPs, when both known
     extra_reasons: list[str] = field(default_factory=list)
 
@@ -539,6 +540,20 @@ def _confidence(c: _Ctx, conflicts: list[str], reasons: list[str]) -> tuple[floa
     return confidence, reasons
 
 
+def _fewer_flops(inp: DiagnosisInputs) -> str:
+    """Where fewer FLOPs could come from: a lighter remat policy only when the run recomputes activations."""
+    recomputes = inp.recomputes
+    if recomputes is None and inp.remat is not None:
+        recomputes = inp.remat != "none"
+    if recomputes is None:
+        return "fusion; a lighter rematerialization policy only if the run recomputes activations, which its " \
+               "config and run.yaml do not say"
+    if recomputes:
+        than = f" than '{inp.remat}'" if inp.remat else ""
+        return f"a lighter rematerialization policy{than}, fusion"
+    return f"fusion; the run recomputes no activations (remat '{inp.remat}'), so remat has nothing to give"
+
+
 def _summary(c: _Ctx, confidence: float) -> tuple[str, float]:
     """The headline, from the same scores as the KPI table and the evidence."""
     inp, k, att, scores, primary = c.inp, c.k, c.att, c.scores, c.primary
@@ -568,7 +583,7 @@ def _summary(c: _Ctx, confidence: float) -> tuple[str, float]:
         if near_optimal:
             summary += (
                 "; near-optimal: the chips run close to their peak, so a sharding change has little to win — "
-                "gains come from doing fewer FLOPs (rematerialization policy, fusion) or more chips"
+                f"gains come from doing fewer FLOPs ({_fewer_flops(inp)}) or more chips"
             )
     elif primary == "hbm":
         summary = f"HBM-bandwidth-bound: {share:.0f}% of the step is in ops below the ridge point"

@@ -66,6 +66,14 @@ class Context:
         return self.calibration is not None and bool(getattr(self.calibration, "time_measured", True))
 
     @property
+    def remat(self) -> Any:
+        """The run's resolved remat policy and whether it recomputes anything (knowledge.remat_state.RematState)."""
+        from knowledge.remat_state import remat_state
+
+        t = self.record.training
+        return remat_state(self.settings0, self.record.framework, t.remat if t else None)
+
+    @property
     def base_ms(self) -> float | None:
         """The step time proposals are compared with: the calibrated baseline prediction, else the measurement."""
         return self.base_pred.step_time_ms if self.base_pred is not None else self.measured_ms

@@ -58,7 +58,22 @@ def rules_for(ctx: Context, playbook: Playbook) -> list[Rule]:
         chip_family=ctx.chip.family,
         num_slices=ctx.record.num_slices,
         moe=bool(ctx.record.model and ctx.record.model.is_moe),
+        recomputes=ctx.remat.recomputes,
     )
+
+
+def advice_for(ctx: Context, rules: list[Rule]) -> list[Advice]:
+    """The matching advice rules' texts; a remat lever on a run whose policy is not stated says it depends."""
+    out = []
+    for r in rules:
+        if not r.advice:
+            continue
+        text = " ".join(r.advice.split())
+        if r.when.recomputes and ctx.remat.recomputes is None:
+            text = ("Depends on the remat policy, which neither the config nor run.yaml states (ASAP assumed "
+                    f"'{ctx.remat.policy}'): only if the run recomputes activations does this apply. " + text)
+        out.append(Advice(id=r.id, text=text, source=r.source, citation=r.citation))
+    return out
 
 
 def propose(
@@ -83,9 +98,12 @@ def propose(
     ctx = prepare(run, report, history=history)
     if kn.problem:
         ctx.notes.insert(0, kn.problem)
+    from bot.proposals.verdict import quantized_mfu_note
+
+    if note := quantized_mfu_note(ctx):
+        ctx.notes.append(note)
     rules = rules_for(ctx, playbook)
-    advice = [Advice(id=r.id, text=" ".join(r.advice.split()), source=r.source, citation=r.citation)
-              for r in rules if r.advice]
+    advice = advice_for(ctx, rules)
     cands = candidates_stage.build(ctx, rules)
     sel = select(ctx, cands.pool.ordered(), k=k, max_critiqued=max_critiqued)
     return explain(ctx, cands, sel, advice=advice, knowledge=kn, k=k, max_critiqued=max_critiqued, started=started)

@@ -160,6 +160,9 @@ class When(BaseModel):
     chip_family: list[Literal["tpu", "gpu", "cpu"]] | None = Field(default=None, description="omit = any chip")
     multi_slice: bool | None = Field(default=None, description="true: only runs over several slices/nodes")
     moe: bool | None = Field(default=None, description="true: only mixture-of-experts models")
+    recomputes: bool | None = Field(
+        default=None, description="true: only runs whose remat policy recomputes activations (a lighter policy "
+        "exists); a run whose policy is not stated still matches, and the answer says it depends on the policy")
 
     @field_validator("mesh")
     @classmethod
@@ -239,10 +242,14 @@ def _cond_holds(cond: str, mesh: Mesh) -> bool:
 
 
 def rule_matches(
-    rule: Rule, *, bottleneck: str | None, mesh: Mesh, chip_family: str, num_slices: int, moe: bool
+    rule: Rule, *, bottleneck: str | None, mesh: Mesh, chip_family: str, num_slices: int, moe: bool,
+    recomputes: bool | None = None,
 ) -> bool:
-    """Whether ``rule.when`` holds for this diagnosis, chip and mesh."""
+    """Whether ``rule.when`` holds for this diagnosis, chip and mesh (``recomputes``: the run's remat policy
+    recomputes activations; None = not stated)."""
     w = rule.when
+    if w.recomputes is not None and recomputes is not None and w.recomputes != recomputes:
+        return False
     if bottleneck is None or bottleneck not in w.bottleneck:
         return False
     if w.chip_family is not None and chip_family not in w.chip_family:
@@ -297,13 +304,15 @@ def _load_cached(directory: str, _stamp: tuple[tuple[str, int, int], ...]) -> Pl
 
 
 def matching_rules(
-    playbook: Playbook, *, bottleneck: str | None, mesh: Mesh, chip_family: str, num_slices: int, moe: bool
+    playbook: Playbook, *, bottleneck: str | None, mesh: Mesh, chip_family: str, num_slices: int, moe: bool,
+    recomputes: bool | None = None,
 ) -> list[Rule]:
     """Rules whose conditions hold, by priority then file order."""
     hits = [
         r
         for r in playbook.rules
-        if rule_matches(r, bottleneck=bottleneck, mesh=mesh, chip_family=chip_family, num_slices=num_slices, moe=moe)
+        if rule_matches(r, bottleneck=bottleneck, mesh=mesh, chip_family=chip_family, num_slices=num_slices, moe=moe,
+                        recomputes=recomputes)
     ]
     return sorted(hits, key=lambda r: r.priority)
 

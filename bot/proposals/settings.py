@@ -146,14 +146,21 @@ def expand(
     if move.direction != "lighter":
         return []
     key = key_for(settings or TrainingSettings(), "remat", config) if config is not None else None
+    from knowledge.remat_state import remat_state
+
+    unstated = remat_state(settings, framework, runyaml_remat).recomputes is None
     for name in lighter_policies(spec):
         if framework == "megatron" or fmt == "megatron":
             value: Any = None if name == "none" else name
         else:
             value = name
+        words = f"{key or 'remat'} {spec.policy} -> {name}"
+        if unstated:
+            words += (f" (the current policy is not stated, '{spec.policy}' is assumed: the gain depends on what the "
+                      "run really recomputes)")
         out.append(SettingsChange(
             values=(("remat", name),),
-            words=(f"{key or 'remat'} {spec.policy} -> {name}",),
+            words=(words,),
             kind="remat-lighter",
             config_values={key: value} if key else {},
         ))

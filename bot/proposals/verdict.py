@@ -45,15 +45,62 @@ def _pct(p: Proposal) -> float:
     return float(pct or 0.0)
 
 
+def matmul_basis(ctx: Context) -> tuple[str, float | None]:
+    """(the dtype the run's matmuls run in, the chip's peak for it or None when none is published)."""
+    from knowledge.cost_settings import matmul_dtype
+    from knowledge.hardware import matmul_peak
+
+    training = getattr(getattr(ctx, "record", None), "training", None)
+    settings = getattr(ctx, "settings0", None)
+    dtype = matmul_dtype(training.dtype if training is not None else None,
+                         getattr(settings, "quantization", None))
+    if dtype == "bf16":  # MFU's own basis
+        return dtype, getattr(ctx.chip, "peak_bf16_flops", None)
+    return dtype, matmul_peak(ctx.chip, dtype)
+
+
+def _peak_words(dtype: str, peak: float) -> str:
+    return f"{dtype} peak, {peak / 1e12:.0f} {'TOP' if dtype == 'int8' else 'TFLOP'}/s"
+
+
+def quantized_mfu_note(ctx: Context) -> str | None:
+    """Which peak a quantized (int8 / fp8) run's MFU is judged against, for the answer's notes; None for bf16.
+
+    With a published peak for its dtype the run is judged against it; without one its MFU is stated against
+    the bf16 peak and cannot show how close it runs to its own (no MFU-based near-optimal evidence).
+    """
+    dtype, peak = matmul_basis(ctx)
+    mfu = ctx.report.kpis.mfu_percent
+    if dtype == "bf16" or mfu is None:
+        return None
+    if peak is not None:
+        own = mfu * ctx.chip.peak_bf16_flops / peak
+        return (f"the run's matmuls run in {dtype}: MFU {mfu:.0f}% is against the bf16 peak; headroom is judged "
+                f"against the {_peak_words(dtype, peak)} ({ctx.chip.display_name}), where it is {own:.0f}%")
+    return (f"the run's matmuls are quantized to {dtype}, and ASAP's catalog has no published {dtype} peak for "
+            f"{ctx.chip.display_name}: MFU {mfu:.0f}% is stated against the bf16 peak, so it is not evidence of how "
+            "much headroom is left")
+
+
 def headroom_evidence(ctx: Context) -> str | None:
-    """Why the run has little headroom left, from measurements; None when nothing says so."""
+    """Why the run has little headroom left, from measurements; None when nothing says so.
+
+    MFU is judged against the peak of the dtype the matmuls run in (bf16; fp8 for an fp8 run; int8 for a
+    MaxText ``quantization: int8`` run where the chip publishes an int8 peak) and the answer names that peak.
+    A quantized run on a chip with no published peak for its dtype has no MFU evidence (:func:`quantized_mfu_note`).
+    """
     mfu = ctx.report.kpis.mfu_percent
     limit = HIGH_MFU_PERCENT.get(ctx.chip.family, 101.0)
-    training = getattr(getattr(ctx, "record", None), "training", None)
-    fp8_peak = getattr(ctx.chip, "peak_fp8_flops", None)
-    if mfu is not None and training is not None and training.dtype == "fp8" and fp8_peak:
-        # MFU is reported against the bf16 peak; an fp8 run's headroom is against its own (about twice as high).
-        mfu = mfu * ctx.chip.peak_bf16_flops / fp8_peak
+    dtype, peak = matmul_basis(ctx)
+    if dtype != "bf16" and peak is None:
+        return None  # neither MFU nor an MFU-based near-optimal diagnosis says anything about its own peak
+    if mfu is not None and dtype != "bf16" and peak:
+        # MFU is reported against the bf16 peak; a quantized / fp8 run's headroom is against its own.
+        own = mfu * ctx.chip.peak_bf16_flops / peak
+        if own >= limit:
+            return (f"MFU {own:.0f}% of the {_peak_words(dtype, peak)} ({mfu:.0f}% of bf16) is at or above "
+                    f"{limit:.0f}%, near the best published for {ctx.chip.family.upper()}s")
+        mfu = None
     if mfu is not None and mfu >= limit:
         return f"MFU {mfu:.0f}% is at or above {limit:.0f}%, near the best published for {ctx.chip.family.upper()}s"
     if ctx.report.diagnosis.near_optimal:
@@ -133,6 +180,9 @@ def verdict(ctx: Context, proposals: list[Proposal]) -> tuple[str, str]:
     if not best.change.within_noise and pct < 0:
         return "improve", _improve_summary(ctx, proposals)
     v, summary, _ = _no_clear_gain(ctx, proposals)
+    note = quantized_mfu_note(ctx)
+    if note and v == "near_optimal" and matmul_basis(ctx)[1] is None:
+        summary += f" Lower confidence: {note}."
     return v, summary
 
 

@@ -101,6 +101,12 @@ def _proposal_details(i: int, p: dict[str, Any]) -> list[str]:
     return out + [""]
 
 
+def _shape_note(k: dict[str, Any]) -> str:
+    """Where MFU's batch and sequence length came from, when not (only) run.yaml (the source as inert code)."""
+    src = k.get("shape_source")
+    return "" if src in (None, "run.yaml") else f" (batch × sequence length from {md.code(src)})"
+
+
 def _details(report: dict[str, Any], props: list[dict[str, Any]], dropped: list[tuple[str, dict[str, Any]]],
              note: str | None, footer: str) -> list[str]:
     k = report.get("kpis") or {}
@@ -110,7 +116,7 @@ def _details(report: dict[str, Any], props: list[dict[str, Any]], dropped: list[
     for key, label in (("device_duty_cycle_percent", "duty cycle"), ("collective_percent", "collectives"),
                        ("mfu_percent", "MFU"), ("hbm_use_percent", "HBM use"), ("host_wait_percent", "host wait")):
         if k.get(key) is not None:
-            kp.append(f"{label} {_num(k[key], '%')}")
+            kp.append(f"{label} {_num(k[key], '%')}" + (_shape_note(k) if key == "mfu_percent" else ""))
     out += ["**Measured**: " + ", ".join(kp), ""]
     if diag.get("evidence"):
         out += ["**Evidence**"] + [f"- {md.text(e.get('statement') or '')}" for e in diag["evidence"]] + [""]

@@ -237,13 +237,25 @@ def verdict_blocks(report: dict[str, Any], passed: list[dict[str, Any]]) -> list
                        ("collective_percent", "collectives"), ("hbm_use_percent", "HBM used"),
                        ("host_wait_percent", "host wait")):
         if k.get(key) is not None:
-            facts.append(f"{label} {_f(k[key], '%')}")
+            facts.append(f"{label} {_f(k[key], '%')}" + (shape_note(k) if key == "mfu_percent" else ""))
     name = f"{escape(run['name'])} · " if run.get("name") else ""
     out.append(context(name + " · ".join(facts)))
     evidence = [f"• {escape(e.get('statement'))}" for e in diag.get("evidence") or [] if e.get("statement")]
     if evidence:
         out += sections("*Evidence*\n" + "\n".join(evidence[:EVIDENCE_BULLETS]))
     return out
+
+
+def shape_note(k: dict[str, Any]) -> str:
+    """Where MFU's batch and sequence length came from, when not (only) run.yaml: " (batch × seq from `config x`)".
+
+    The source names a file: inside a code span (backticks removed from it) so mrkdwn does not read its
+    ``_`` / ``*`` as formatting; Slack's control characters escaped.
+    """
+    src = k.get("shape_source")
+    if src in (None, "run.yaml"):
+        return ""
+    return f" (batch × sequence length from `{escape(str(src).replace('`', ''))}`)"
 
 
 def one_line_why(p: dict[str, Any]) -> str:
