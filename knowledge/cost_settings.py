@@ -340,7 +340,7 @@ class UnknownSetting(BaseModel):
     default states: the memory band spans its options and the answer names it when it decides a verdict."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
-    name: str = Field(description="logical name: distributed_optimizer | sequence_parallel | remat")
+    name: str = Field(description="logical name: distributed_optimizer | sequence_parallel | remat | micro_batch | ...")
     lean: dict[str, Any] = Field(description="TrainingSettings fields of the least memory-hungry option")
     hungry: dict[str, Any] = Field(description="TrainingSettings fields of the most memory-hungry option")
     fix: str = Field(description="what to set for the lean option, in the config's words")
@@ -353,6 +353,13 @@ def _megatron_unknowns(settings: TrainingSettings) -> list[UnknownSetting]:
         out.append(UnknownSetting(
             name="distributed_optimizer", lean={"distributed_optimizer": True}, hungry={"distributed_optimizer": False},
             fix="set use_distributed_optimizer: true", words="the distributed optimizer",
+        ))
+    if settings.micro_batch is None:
+        # Megatron requires --micro-batch-size; a summary without it: priced at 1 (knowledge.cost_shapes), the band
+        # spans NeMo 1.x's megatron_gpt_config.yaml default of 4 (more activation memory per micro-batch)
+        out.append(UnknownSetting(
+            name="micro_batch", lean={"micro_batch": 1}, hungry={"micro_batch": 4},
+            fix="set micro_batch_size: 1", words="the micro-batch size",
         ))
     if settings.sequence_parallel is None:
         out.append(UnknownSetting(

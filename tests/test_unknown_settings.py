@@ -46,11 +46,11 @@ def _run(tmp_path: Path, extra: str = "", *, tensor: int = 8) -> object:
 
 def test_unstated_settings_are_named_and_stated_ones_are_not() -> None:
     s = TrainingSettings(format="megatron", sequence_parallel=True, remat_policy="selective",
-                         remat_key="model.recompute_granularity")
+                         remat_key="model.recompute_granularity", micro_batch=1)
     names = [u.name for u in unknown_settings(s, "megatron", None)]
-    assert names == ["distributed_optimizer"]  # sequence parallel and recompute are stated
+    assert names == ["distributed_optimizer"]  # sequence parallel, recompute and micro-batch size are stated
     assert {u.name for u in unknown_settings(TrainingSettings(format="megatron"), "megatron", None)} == {
-        "distributed_optimizer", "sequence_parallel", "remat"}
+        "distributed_optimizer", "micro_batch", "sequence_parallel", "remat"}
     assert unknown_settings(TrainingSettings(format="megatron"), "megatron", "full")[-1].name != "remat"  # run.yaml
     assert unknown_settings(TrainingSettings(format="maxtext"), "maxtext", None) == []  # documented defaults
     plain = [u.name for u in unknown_settings(TrainingSettings(format="ici_mesh"), "other", None)]
@@ -60,6 +60,7 @@ def test_unstated_settings_are_named_and_stated_ones_are_not() -> None:
     lean = with_options(TrainingSettings(format="megatron"), unknown_settings(TrainingSettings(format="megatron"),
                                                                               "megatron", None), "lean")
     assert lean.distributed_optimizer is True and lean.sequence_parallel is True and lean.remat_policy == "full"
+    assert lean.micro_batch == 1
 
 
 def test_fits_only_with_the_deciding_setting_named_not_out_of_memory(tmp_path: Path) -> None:
@@ -224,3 +225,25 @@ def test_a_megatron_launch_without_the_flag_is_priced_without_sequence_paralleli
     settings = settings_from_config(load_config(script))
     notes: list[str] = []
     assert _megatron_sequence_parallel(settings, notes) is False and notes == []
+
+
+def test_unstated_megatron_micro_batch_is_split_as_megatron_splits_it() -> None:
+    """Megatron-LM README's weak-scaling table (examples/eval/megatron-core-h100-weak-scaling-*) states no
+    micro-batch size. Megatron always splits a rank's batch into micro-batches of --micro-batch-size (it requires
+    the flag), so the point estimate uses the recipes' 1 and says so; the band and memory span NeMo 1.x's default
+    of 4. The 1.7B row (4 sequences per rank) then runs four 4096-token micro-batches, not one of 16,384 tokens,
+    which is slower (narrower matmuls): the table's measured 408.8 TFLOP/s/GPU is its lowest."""
+    from bot.configs.detect import load_run_config
+    from knowledge import costmodel
+    from knowledge.cost_settings import settings_for_run
+
+    eval_dir = Path(__file__).resolve().parents[1] / "examples" / "eval"
+    run = LocalRunStore(eval_dir).get("megatron-core-h100-weak-scaling-gpt-1.7b")
+    settings = settings_for_run(run)
+    assert settings is not None and settings.micro_batch is None
+    assert "micro_batch" in {u.name for u in unknown_settings(settings, "megatron", None)}
+    mesh = load_run_config(run).mesh(run.record.num_chips, run.record.num_slices)
+    point = costmodel.predict(run.record, mesh, settings=settings)
+    assert any("micro_batch_size not stated: priced at 1" in a for a in point.assumptions)
+    one_batch = costmodel.predict(run.record, mesh, settings=settings.model_copy(update={"micro_batch": 4}))
+    assert point.step_time_ms > one_batch.step_time_ms  # narrower matmuls per micro-batch
