@@ -311,7 +311,9 @@ def _stage_memory(shape: Shape, nd: np.ndarray, nf: np.ndarray, nt: np.ndarray, 
     v = float(max(shape.virtual_stages, 1))
     interleave = np.where(pp & (v > 1), 1.0 + (npp - 1.0) / (npp * v), 1.0)
     in_flight = np.minimum(m, npp) * interleave
-    logits = logit_bytes(shape) * tok_mb * V / nt
+    # MaxText num_vocab_tiling computes the loss over that many chunks of the batch-sequence axis, so only one
+    # chunk's logits are live (base.yml: "reducing peak memory usage"; 8 in the v4 22B/52B recipes)
+    logits = logit_bytes(shape) * tok_mb * V / nt / float(shape.vocab_tiling)
     first_acts = stored * tok_mb * local_layers * in_flight + _workspace(shape, transient * tok_mb, np.where(pp, 0.0, logits))
     last_acts = stored * tok_mb * local_layers + _workspace(shape, transient * tok_mb, logits)
     first, last = state(first_dense), state(last_dense)

@@ -50,7 +50,7 @@ NAMES: tuple[str, ...] = OVERLAP_NAMES + (
     "use_distributed_optimizer", "grad_reduce_in_fp32", "accumulate_allreduce_grads_in_fp32", "weight_dtype",
     "param_dtype", "optimizer_memory_host_offload", "parameter_memory_host_offload", "sequence_parallel",
     "use_flash_attention", "attention", "attention_kernel", "cross_entropy_loss_fusion", "hidden_dropout",
-    "attention_dropout", "num_pipeline_microbatches", "name", "main_grads_dtype", "main_params_dtype",
+    "attention_dropout", "num_pipeline_microbatches", "num_vocab_tiling", "name", "main_grads_dtype", "main_params_dtype",
     "exp_avg_dtype", "exp_avg_sq_dtype", "account_for_embedding_in_pipeline_split",
     "account_for_loss_in_pipeline_split", "num_layers_in_first_pipeline_stage", "num_layers_in_last_pipeline_stage",
     "decoder_first_pipeline_num_layers", "decoder_last_pipeline_num_layers", "quantization",
@@ -115,6 +115,8 @@ class TrainingSettings(BaseModel):
     optimizer_offload: bool | None = None
     dropout: bool | None = None
     pipeline_microbatches: int | None = None
+    vocab_tiling: int | None = Field(default=None, description="MaxText num_vocab_tiling: the loss computed in that "
+                                     "many chunks of the logits")
     quantization: str | None = Field(default=None, description="MaxText quantization (int8, fp8, ...); None or '' = "
                                      "not quantized (bf16 matmuls)")
     uneven_pipeline: dict[str, Any] | None = Field(
@@ -248,6 +250,7 @@ def settings_from_config(config: ShardingConfig) -> TrainingSettings:
     present = [_lookup(v, k)[0] is not None for k in ("hidden_dropout", "attention_dropout")]
     out["dropout"] = any(d for d in drops) if any(present) else None
     out["pipeline_microbatches"] = _int(_lookup(v, "num_pipeline_microbatches")[1])
+    out["vocab_tiling"] = _int(_lookup(v, "num_vocab_tiling")[1])
     _, quant = _lookup(v, "quantization")
     out["quantization"] = (str(quant).strip().lower() or None) if quant not in (None, False) else None
     uneven = {k: _lookup(v, k)[1] for k in UNEVEN_PIPELINE_KEYS if _lookup(v, k)[0] is not None}

@@ -71,6 +71,7 @@ class Shape:
     remat_spec: RematSpec | None = None  # resolved policy (None: built from ``remat`` on demand)
     grad_accum: int | None = None  # micro-batches per step per data rank (MaxText gradient_accumulation_steps)
     pipeline_microbatches: int | None = None  # MaxText num_pipeline_microbatches (None: 4 x stages, GPipe)
+    vocab_tiling: int = 1  # MaxText num_vocab_tiling: logits and loss computed in that many chunks (1: whole)
     sequence_parallel: bool = True  # Megatron sequence_parallel; MaxText/GSPMD shard every activation over tensor
     flash_attention: bool = True  # attention scores not stored
     dropout: bool = False  # dropout masks stored
@@ -309,6 +310,7 @@ def resolve_shape(run: RunRecord, settings: TrainingSettings | None = None) -> S
         remat_spec=spec,
         grad_accum=grad_accum,
         pipeline_microbatches=cfg.pipeline_microbatches if cfg is not None else None,
+        vocab_tiling=max(1, cfg.vocab_tiling or 1) if cfg is not None else 1,
         sequence_parallel=state["sequence_parallel"],
         flash_attention=state["flash_attention"],
         dropout=state["dropout"],

@@ -87,3 +87,22 @@ def test_megatron_core_weak_scaling_rows_agree_once_tp_overlap_is_stated() -> No
         assert point.measured_step_ms and point.predicted_step_ms
         ratios.append(point.measured_step_ms / point.predicted_step_ms)
     assert max(ratios) / min(ratios) < 1.25, ratios
+
+
+def test_maxtext_vocab_tiling_keeps_one_chunk_of_logits_and_the_published_v4_22b_run_is_not_called_oom() -> None:
+    """MaxText's v4 22B recipe (src/maxtext/configs/tpu/v4/22b.sh @ e591f30cbb: per_device_batch_size=13,
+    num_vocab_tiling=8) ran on v4-128 at 156 TFLOP/s/chip (configs/tpu/v4/README.md). Its 13 x 2048 tokens per chip
+    x 32,000 vocabulary make 5.1 GB of bf16 logits + fp32 softmax untiled; tiled in 8, one chunk (0.6 GB) is live.
+    Without reading num_vocab_tiling the Critic called the published run out of memory (34.9 GB on a 32 GB chip)."""
+    from bot.proposals.critic import critique
+
+    run = LocalRunStore(EVAL).get("maxtext-v4-22b-1x128")
+    settings = settings_for_run(run)
+    assert settings is not None and settings.vocab_tiling == 8
+    mesh, _ = baseline_mesh(run, None)
+    tiled = costmodel.predict(run.record, mesh, settings=settings)
+    whole = costmodel.predict(run.record, mesh, settings=settings.model_copy(update={"vocab_tiling": None}))
+    saved = whole.memory_per_chip_bytes - tiled.memory_per_chip_bytes
+    assert saved == pytest.approx(7 / 8 * 6.0 * 13 * 2048 * 32000, rel=0.01)  # 7/8 of the untiled logits
+    memory = critique(run, mesh, settings=settings).check("memory")
+    assert memory is not None and "out of memory" not in memory.reason

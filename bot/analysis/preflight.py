@@ -207,7 +207,10 @@ def preflight_report(
         from knowledge.cost_shapes import missing_for_prediction
 
         missing = ", ".join(missing_for_prediction(record, settings)) or "the model and training shape"
-        raise AsapError(f"no profile, and the model is unknown, so nothing can be predicted (missing: {missing})",
+        # a launch whose config file is missing states neither: say so, it is usually the real cause
+        unread = [w for w in (warnings or []) if "was not found" in w or "not read" in w]
+        cause = f"; {unread[0]}" if unread else ""
+        raise AsapError(f"no profile, and the model is unknown, so nothing can be predicted (missing: {missing}){cause}",
                         source=source, field="model",
                         hint="add the model dimensions and training shape for a pre-flight answer, or a profile")
     chip = get_chip(record.chip)

@@ -96,6 +96,7 @@ SETTINGS: tuple[str, ...] = (
     "mlp_activations",
     "attention",
     "quantization",
+    "num_vocab_tiling",
     "context_parallel_strategy",
 )
 
