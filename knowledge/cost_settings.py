@@ -183,7 +183,7 @@ def _lookup(values: dict[str, Any], *names: str) -> tuple[str | None, Any]:
 
 def all_settings(config: ShardingConfig) -> dict[str, Any]:
     """Every setting in :data:`NAMES` found in the file, dotted path -> scalar value."""
-    if config.launch or config.files:  # a launch script / base_config chain: the reader resolved the settings
+    if config.launch or config.files or config.format == "deepspeed":  # the reader resolved the settings
         return dict(config.settings)
     root = compose(config.text, config.source)
     if root is None:
