@@ -272,8 +272,9 @@ def allowed_axes(config: ShardingConfig) -> set[Axis]:
 
 # -------------------------------------------------------------------------------------------------- edits
 def plan(config: ShardingConfig, root: object, target: Mesh) -> list[Splice]:
-    """Carry a mesh over data or fsdp alone by the ZeRO stage: fsdp -> stage 3; data from stage 3 -> stage 2
-    (optimizer state and gradients stay sharded). Any other mesh is not expressible in the JSON."""
+    """Carry a mesh over fsdp alone by raising the ZeRO stage to 3. Any other change is not expressible: the JSON
+    has no tensor/pipeline sizes, and a lower stage is not proposed (the settings a candidate is priced with keep
+    the run's stage, so a data-only mesh on a ZeRO-3 run would be priced as ZeRO-3 while the edit said 2)."""
     sizes = {a: v for a, v in target.sizes().items() if v > 1}
     others = sorted(a for a in sizes if a not in ("data", "fsdp"))
     if others or len(sizes) > 1:
@@ -284,7 +285,10 @@ def plan(config: ShardingConfig, root: object, target: Mesh) -> list[Splice]:
     want_axis = next(iter(sizes), axis_of(config))
     if want_axis == axis_of(config):
         return []
-    return [stage_splice(config, 3 if want_axis == "fsdp" else 2)]
+    if want_axis == "data":
+        raise ConfigError("ASAP does not propose lowering the ZeRO stage from 3", source=config.source,
+                          field="zero_optimization.stage")
+    return [stage_splice(config, 3)]
 
 
 def stage_splice(config: ShardingConfig, stage: int) -> Splice:
