@@ -288,12 +288,17 @@ def _stage_memory(shape: Shape, nd: np.ndarray, nf: np.ndarray, nt: np.ndarray, 
     def state(dense: np.ndarray) -> dict[str, np.ndarray]:
         w_dense = dense / (nf * nt * seq_shard)
         w_shard = w_dense + w_exp
-        opt_shard = w_dense / (nd * ns * ne) + w_exp / (nd * ns) if shape.distributed_optimizer else w_shard
+        zero_shard = w_dense / (nd * ns * ne) + w_exp / (nd * ns)  # over the data-parallel ranks
+        opt_shard = zero_shard if shape.distributed_optimizer else w_shard
         # FSDP keeps ~2 layers' gathered bf16 weights live (current + prefetched next).
         gathered_layer = BF16 * (layers_dense / L / nt + P_e / L / (nt * ne))
-        sharded = nf * seq_shard > 1
-        weights = shape.weight_bytes * w_shard + np.where(sharded, 2.0 * gathered_layer, 0.0)
-        grads = shape.grad_bytes * w_shard
+        # DeepSpeed ZeRO over the data ranks [ZeRO §5]: stage 2 shards the gradients, stage 3 the parameters
+        # too (gathered per layer like FSDP); offload_param keeps only the gathered layers in HBM.
+        zero3 = shape.zero_stage >= 3
+        sharded = (nf * seq_shard > 1) | (zero3 & (nd * ns * ne > 1))
+        held = 0.0 if shape.param_offload else shape.weight_bytes * (zero_shard if zero3 else w_shard)
+        weights = held + np.where(sharded | shape.param_offload, 2.0 * gathered_layer, 0.0)
+        grads = shape.grad_bytes * (zero_shard if shape.zero_stage >= 2 else w_shard)
         if _fsdp_unsharded_with_pp(shape):
             # torchtitan + PP: FSDP2 keeps the stage's bf16 weights gathered for the whole step
             # (reshard_after_forward=False) and accumulates its unsharded gradients in the fp32 reduce dtype
@@ -521,6 +526,11 @@ def _collectives(shape: Shape, chip: Chip, mm: _MeshSplit) -> tuple[dict[str, np
     # all-reduced too; expert ranks replicate the dense weights, so dense gradients reduce over them.
     grad_shard = BF16 * (P_ne / (nf * nt * npp) + P_e / (nf * nt * npp * ne))
     comm_ovl["data"] = allreduce_time(grad_shard, net, DATA)
+    # DeepSpeed ZeRO-1/2 move the same bytes as the all-reduce (reduce-scatter + all-gather, ZeRO §7.2.1);
+    # ZeRO-3 over data ranks gathers the weights in forward and backward per micro-batch and reduce-scatters
+    # the gradients: 1.5x data parallelism's volume [ZeRO §7.2.2], priced as the fsdp axis is.
+    if shape.zero_stage >= 3:
+        comm_ovl["data"] = m * 3.0 * gather_time(grad_shard, net, DATA)
     if shape.framework == "megatron":
         comm_ovl["sequence"] = allreduce_time(grad_shard, net, SEQUENCE)
     else:  # sequence ranks shard the weights too: gather and reduce-scatter them like FSDP (see _stage_memory)

@@ -54,6 +54,8 @@ NAMES: tuple[str, ...] = OVERLAP_NAMES + (
     "exp_avg_dtype", "exp_avg_sq_dtype", "account_for_embedding_in_pipeline_split",
     "account_for_loss_in_pipeline_split", "num_layers_in_first_pipeline_stage", "num_layers_in_last_pipeline_stage",
     "decoder_first_pipeline_num_layers", "decoder_last_pipeline_num_layers", "quantization",
+    # DeepSpeed (bot.configs.deepspeed: canonical names of a ds_config's keys; Megatron-DeepSpeed flags)
+    "deepspeed", "zero_stage", "offload_optimizer", "offload_param", "precision",
 )
 
 UNEVEN_PIPELINE_KEYS = ("account_for_embedding_in_pipeline_split", "account_for_loss_in_pipeline_split",
@@ -113,6 +115,11 @@ class TrainingSettings(BaseModel):
     moment_dtype: str | None = Field(default=None, description="Megatron optimizer exp_avg(_sq)_dtype (the wider)")
     weight_dtype: str | None = None
     optimizer_offload: bool | None = None
+    deepspeed: bool = Field(default=False, description="DeepSpeed's engine runs the optimizer (a ds_config.json, or "
+                            "a Megatron-DeepSpeed launch with --deepspeed)")
+    zero_stage: int | None = Field(default=None, description="DeepSpeed ZeRO stage 0-3 (ZeRO §5: 1 shards optimizer "
+                                   "state, 2 also gradients, 3 also parameters); None = not stated / not DeepSpeed")
+    param_offload: bool | None = Field(default=None, description="DeepSpeed offload_param to cpu/nvme (ZeRO-3 only)")
     dropout: bool | None = None
     pipeline_microbatches: int | None = None
     vocab_tiling: int | None = Field(default=None, description="MaxText num_vocab_tiling: the loss computed in that "
@@ -185,7 +192,7 @@ def _lookup(values: dict[str, Any], *names: str) -> tuple[str | None, Any]:
 
 def all_settings(config: ShardingConfig) -> dict[str, Any]:
     """Every setting in :data:`NAMES` found in the file, dotted path -> scalar value."""
-    if config.launch or config.files:  # a launch script / base_config chain: the reader resolved the settings
+    if config.launch or config.files or config.format == "deepspeed":  # the reader resolved the settings
         return dict(config.settings)
     root = compose(config.text, config.source)
     if root is None:
@@ -256,7 +263,29 @@ def settings_from_config(config: ShardingConfig) -> TrainingSettings:
     uneven = {k: _lookup(v, k)[1] for k in UNEVEN_PIPELINE_KEYS if _lookup(v, k)[0] is not None}
     out["uneven_pipeline"] = uneven or None
     out["model_dims"] = _model_dims(config)
+    out.update(deepspeed_settings(v, fmt))
     return TrainingSettings(**out)
+
+
+def deepspeed_settings(values: dict[str, Any], fmt: str) -> dict[str, Any]:
+    """ZeRO stage, offload and precision of a DeepSpeed run ({} when the run does not use DeepSpeed).
+
+    Precision (bf16 / fp16 / fp32) lands in ``weight_dtype``; an offload device (cpu, nvme) means the state is
+    not in HBM; a value the config leaves "auto" stays None (unknown).
+    """
+    ds = fmt == "deepspeed" or _bool(_lookup(values, "deepspeed")[1]) is True
+    if not ds:
+        return {}
+    out: dict[str, Any] = {"deepspeed": True}
+    stage = _lookup(values, "zero_stage")[1]
+    out["zero_stage"] = stage if isinstance(stage, int) and not isinstance(stage, bool) and 0 <= stage <= 3 else None
+    for field_name, key in (("optimizer_offload", "offload_optimizer"), ("param_offload", "offload_param")):
+        path, dev = _lookup(values, key)
+        out[field_name] = None if dev is None and path is not None else (dev in ("cpu", "nvme") if dev else False)
+    precision = _lookup(values, "precision")[1]
+    if isinstance(precision, str):
+        out["weight_dtype"] = precision
+    return out
 
 
 def _model_dims(config: ShardingConfig) -> ModelDims | None:
@@ -372,6 +401,25 @@ def _megatron_unknowns(settings: TrainingSettings) -> list[UnknownSetting]:
     return out
 
 
+def _deepspeed_unknowns(settings: TrainingSettings) -> list[UnknownSetting]:
+    """A DeepSpeed run whose ZeRO stage or optimizer offload ASAP could not read (an unexpanded or "auto" ds_config)."""
+    out: list[UnknownSetting] = []
+    if not settings.deepspeed:
+        return out
+    if settings.zero_stage is None:
+        out.append(UnknownSetting(
+            name="zero_stage", lean={"zero_stage": 3}, hungry={"zero_stage": 0},
+            fix='set "zero_optimization": {"stage": 3} in the ds_config (or a lower stage that fits)',
+            words="the DeepSpeed ZeRO stage",
+        ))
+    if settings.optimizer_offload is None:
+        out.append(UnknownSetting(
+            name="optimizer_offload", lean={"optimizer_offload": True}, hungry={"optimizer_offload": False},
+            fix='set "offload_optimizer": {"device": "cpu"} in zero_optimization', words="optimizer offload to CPU",
+        ))
+    return out
+
+
 REMAT_KEY = {"megatron": "recompute_granularity"}
 
 
@@ -387,7 +435,7 @@ def unknown_settings(settings: TrainingSettings | None, framework: str, runyaml_
     between Megatron-LM (off) and recipes (selective or full): unstated, they are unknown.
     """
     s = settings or TrainingSettings()
-    out: list[UnknownSetting] = []
+    out: list[UnknownSetting] = _deepspeed_unknowns(s)  # DeepSpeed's stage lives in its JSON, not in argparse
     if s.launch_defaults:
         return out  # a Megatron launch command: every omitted flag is argparse's documented default
     if framework == "megatron" or s.format == "megatron":

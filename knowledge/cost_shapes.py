@@ -80,6 +80,8 @@ class Shape:
     grad_bytes: float = 2.0  # bytes per parameter of the gradient buffer
     optimizer_bytes: float = 12.0  # bytes per parameter of the optimizer state (before sharding)
     optimizer_offload: bool = False  # optimizer state in host memory (MaxText optimizer_memory_host_offload)
+    zero_stage: int = 0  # DeepSpeed ZeRO over the data ranks: 1 optimizer, 2 + gradients, 3 + parameters [ZeRO §5]
+    param_offload: bool = False  # DeepSpeed ZeRO-3 offload_param: only the gathered layers live in HBM
     settings: TrainingSettings | None = None  # what the config said (for notes and edits)
     # --- what meshes change beyond the even split (issue 12; docs/cost-model.md) -----------------------------
     virtual_stages: int = 1  # interleaved 1F1B: model chunks per pipeline stage (Megatron virtual_pipeline_model_parallel_size)
@@ -319,6 +321,8 @@ def resolve_shape(run: RunRecord, settings: TrainingSettings | None = None) -> S
         grad_bytes=state["grad_bytes"],
         optimizer_bytes=state["optimizer_bytes"],
         optimizer_offload=state["optimizer_offload"],
+        zero_stage=state["zero_stage"],
+        param_offload=state["param_offload"],
         settings=cfg,
         fp8=mm == "fp8",
         int8=mm == "int8",
@@ -424,9 +428,14 @@ def _model_state(run: RunRecord, cfg: TrainingSettings | None, notes: list[str])
     precision "16 Psi"), 8 B for bf16.
     """
     tags = {x.lower() for x in run.tags}
-    out: dict[str, Any] = {}
+    out: dict[str, Any] = {"zero_stage": 0, "param_offload": False}
     # A Megatron launch or NeMo YAML is Megatron even when run.yaml leaves framework at "other".
-    if effective_framework(run.framework, cfg) == "megatron":
+    megatron = effective_framework(run.framework, cfg) == "megatron"
+    if cfg is not None and cfg.deepspeed:
+        out.update(_deepspeed_state(run, cfg, notes))
+        out["sequence_parallel"] = _megatron_sequence_parallel(cfg, notes) if megatron else True
+        out["fused_cross_entropy"] = bool(cfg.fused_cross_entropy) if megatron else False
+    elif megatron:
         dist = cfg.distributed_optimizer if cfg is not None else None
         if dist is None:  # legacy: a run tag
             dist = bool(tags & {"distributed-optimizer", "use-distributed-optimizer", "zero1", "zero-1"})
@@ -461,9 +470,44 @@ def _model_state(run: RunRecord, cfg: TrainingSettings | None, notes: list[str])
         notes.append("attention without a flash kernel (config): the attention scores are stored [KOR 5as]")
     out["dropout"] = bool(cfg.dropout) if cfg is not None and cfg.dropout is not None else False
     out["optimizer_offload"] = bool(cfg.optimizer_offload) if cfg is not None else False
-    if out["optimizer_offload"]:
+    if out["optimizer_offload"] and not (cfg is not None and cfg.deepspeed):
         notes.append("optimizer_memory_host_offload: optimizer state kept in host memory, not HBM")
     return out
+
+
+def _deepspeed_state(run: RunRecord, cfg: TrainingSettings, notes: list[str]) -> dict[str, Any]:
+    """DeepSpeed's model state per parameter and what ZeRO shards over the data ranks.
+
+    ZeRO (Rajbhandari et al. 2019) §3.1: mixed-precision (bf16/fp16) Adam holds 2 B weights + 2 B gradients +
+    K = 12 B optimizer state (fp32 master weights, momentum, variance); fp32 training 4 + 4 + 8 (Adam's two
+    moments, no separate master copy). §5 / Figure 1, over N_d data ranks: P_os (stage 1) 4Ψ + KΨ/N_d,
+    P_os+g (stage 2) 2Ψ + (2+K)Ψ/N_d, P_os+g+p (stage 3) (4+K)Ψ/N_d. An unstated stage is priced at 0
+    (DeepSpeed's default, ZeRO off) and stays an unknown setting whose band spans 0 to 3.
+    """
+    stage = cfg.zero_stage
+    if stage is None:
+        notes.append("DeepSpeed ZeRO stage not stated: priced at stage 0 (DeepSpeed's default; the memory band spans "
+                     "stages 0 to 3)")
+        stage = 0
+    half = cfg.weight_dtype in (None, "bf16", "fp16") or bool(cfg.weight_dtype and "16" in cfg.weight_dtype)
+    opt = OPTIMIZER_BYTES_PER_PARAM.get(run.training.optimizer if run.training else "adamw", 12.0)
+    state = {"weight_bytes": 2.0, "grad_bytes": 2.0, "optimizer_bytes": opt} if half else \
+        {"weight_bytes": 4.0, "grad_bytes": 4.0, "optimizer_bytes": opt - 4.0}
+    if cfg.weight_dtype is None:
+        notes.append("DeepSpeed precision not stated (\"auto\"): priced as bf16/fp16 mixed precision")
+    shards = {0: "nothing (plain data parallelism)", 1: "the optimizer state", 2: "optimizer state and gradients",
+              3: "optimizer state, gradients and parameters"}[stage]
+    notes.append(f"DeepSpeed ZeRO stage {stage}: {shards} sharded over the data-parallel ranks [ZeRO §5]")
+    offload = bool(cfg.optimizer_offload)
+    params_off = bool(cfg.param_offload) and stage == 3
+    if offload:
+        notes.append("DeepSpeed offload_optimizer: optimizer state in host memory, not HBM; the CPU optimizer step "
+                     "and PCIe transfers are not priced (step time optimistic)")
+    if params_off:
+        notes.append("DeepSpeed offload_param: parameters in host memory; HBM holds the gathered layers only; "
+                     "the transfers are not priced (step time optimistic)")
+    return {**state, "distributed_optimizer": stage >= 1, "zero_stage": stage, "optimizer_offload": offload,
+            "param_offload": params_off}
 
 
 def _megatron_sequence_parallel(cfg: TrainingSettings | None, notes: list[str]) -> bool:

@@ -70,6 +70,10 @@ def _parse(text: str, source: str, path: Path | None, command: str | None, overl
     if not isinstance(text, str):
         raise ConfigError(f"expected config text, got {type(text).__name__}", source=source)
     files = launch.Files(Path(path) if path is not None else None, dict(overlay or {}), root)
+    from bot.configs import deepspeed
+
+    if deepspeed.is_json(text, source):  # DeepSpeed ds_config.json (a run.yaml command does not change it)
+        return deepspeed.read_text(text, source)
     if is_script(text, source):
         return launch.script_config(text, source, files, _script_args(command, source), command)
     root = compose(text, source)

@@ -19,7 +19,7 @@ from __future__ import annotations
 import difflib
 from pathlib import Path
 
-from bot.configs import maxtext, megatron, plainmesh
+from bot.configs import deepspeed, maxtext, megatron, plainmesh
 from bot.configs.common import apply_splices
 from bot.configs.detect import parse_config
 from bot.configs.mesh import Mesh
@@ -27,7 +27,8 @@ from bot.configs.sharding import ShardingConfig
 from bot.configs.yamlscan import compose
 from bot.errors import ConfigError
 
-_PLANNERS = {"maxtext": maxtext.plan, "ici_mesh": plainmesh.plan, "megatron": megatron.plan}
+_PLANNERS = {"maxtext": maxtext.plan, "ici_mesh": plainmesh.plan, "megatron": megatron.plan,
+             "deepspeed": deepspeed.plan}
 
 
 def apply_mesh(config: ShardingConfig, mesh: Mesh) -> str:
@@ -67,7 +68,7 @@ def apply_mesh_files(config: ShardingConfig, mesh: Mesh) -> dict[str, str]:
             + (f" ({config.vintage}; mesh_axes: {', '.join(config.mesh_axes)})" if config.mesh_axes else ""),
             source=config.source, field="mesh",
         )
-    root = None if config.launch else compose(config.text, config.source)
+    root = None if config.launch or config.format == "deepspeed" else compose(config.text, config.source)
     splices = _PLANNERS[config.format](config, root, mesh)  # type: ignore[arg-type]
     texts = _apply_by_file(config, splices)
     _verify(config, texts, mesh)
@@ -177,7 +178,7 @@ def apply_settings(config: ShardingConfig, values: dict[str, object]) -> str:
     if not values:
         return config.text
     _check_framework_keys(config, values)
-    if config.launch or config.origins:
+    if _by_origin(config):
         return _primary(config, apply_settings_files(config, values))
     root = compose(config.text, config.source)
     names = {path.rsplit(".", 1)[-1] for path in values}
@@ -305,7 +306,7 @@ def config_diff(config: ShardingConfig, mesh: Mesh, settings: dict[str, object] 
     texts = apply_mesh_files(config, mesh)
     if settings:
         edited = reparse(config, texts)
-        more = apply_settings_files(edited, settings) if (edited.launch or edited.origins) else \
+        more = apply_settings_files(edited, settings) if _by_origin(edited) else \
             {edited.source: apply_settings(edited, settings)}
         texts = {**texts, **more}
     out = []
@@ -317,6 +318,11 @@ def config_diff(config: ShardingConfig, mesh: Mesh, settings: dict[str, object] 
 
 def settings_applied(config: ShardingConfig, values: dict[str, object]) -> ShardingConfig:
     """The config as it reads after ``values`` are written where they win (for pricing a settings change)."""
-    if config.launch or config.origins:
+    if _by_origin(config):
         return reparse(config, apply_settings_files(config, values))
     return parse_config(apply_settings(config, values), config.source)
+
+
+def _by_origin(config: ShardingConfig) -> bool:
+    """Settings are edited where the reader recorded them (launch scripts, base_config chains, JSON)."""
+    return bool(config.launch or config.origins or config.format == "deepspeed")

@@ -360,7 +360,10 @@ def script_config(text: str, source: str, files: Files, args: list[str] | None, 
         notes.append(f"the script has {len(others) + 1} launch lines; ASAP reads the last one ({where})")
     if kind == "maxtext":
         return _maxtext_from_command(cmd, text, source, files, script, notes, where)
-    return megatron_from_command(cmd, text, source, script, notes, where)
+    from bot.configs.deepspeed_launch import with_ds_config
+
+    cfg = megatron_from_command(cmd, text, source, script, notes, where)
+    return with_ds_config(cfg, script, files.find, files.text)  # Megatron-DeepSpeed: the ds_config's ZeRO stage
 
 
 def _maxtext_from_command(cmd: Command, text: str, source: str, files: Files, script: Script, notes: list[str],

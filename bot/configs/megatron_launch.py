@@ -80,6 +80,9 @@ FLAG_SETTINGS: dict[str, str] = {
     "group_query_attention": "group_query_attention", "vocab_size": "vocab_size",
     "make_vocab_size_divisible_by": "make_vocab_size_divisible_by", "moe_router_topk": "moe_router_topk",
     "tokenizer_type": "tokenizer_type", "tokenizer_model": "tokenizer_model", "vocab_file": "vocab_file",
+    # Megatron-DeepSpeed (bot.configs.deepspeed_launch)
+    "deepspeed": "deepspeed", "deepspeed_config": "deepspeed_config", "zero_stage": "zero_stage",
+    "no_pipeline_parallel": "no_pipeline_parallel",
 }
 
 
@@ -124,7 +127,8 @@ def megatron_from_command(cmd: Command, text: str, source: str, script: Script, 
 
 _BOOL_FLAGS = {"sequence_parallel", "use_distributed_optimizer", "use_flash_attn", "recompute_activations",
                "fp8_hybrid", "fp8_e4m3", "bf16", "fp16", "overlap_grad_reduce", "overlap_param_gather",
-               "swiglu", "group_query_attention", "untie_embeddings_and_output_weights"}
+               "swiglu", "group_query_attention", "untie_embeddings_and_output_weights", "deepspeed",
+               "no_pipeline_parallel", "deepspeed_activation_checkpointing"}
 
 
 def _megatron_flag(norm: str, written: str, val: Val | None, flag: Val, cmd: Command, source: str,

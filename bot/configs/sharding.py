@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from bot.configs.mesh import Axis, Mesh
 from bot.errors import ConfigError
 
-Format = Literal["maxtext", "ici_mesh", "megatron"]
+Format = Literal["maxtext", "ici_mesh", "megatron", "deepspeed"]
 Group = Literal["ici", "dcn", "world"]
 Scalar = str | int | float | bool | None
 
@@ -51,7 +51,7 @@ class ShardingConfig(BaseModel):
     """A sharding config file, parsed: format, origin, raw text, mesh keys and extra settings."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
-    format: Format = Field(description="maxtext | ici_mesh | megatron")
+    format: Format = Field(description="maxtext | ici_mesh | megatron | deepspeed")
     source: str = Field(description="the path (or label) the text came from, used in every message")
     text: str = Field(description="the file's full text, exactly as read (line endings included)")
     keys: list[ConfigKey] = Field(description="every mesh key found, in file order")
@@ -150,6 +150,6 @@ def _check_counts(num_devices: int, num_slices: int, source: str) -> None:
 
 
 def _module(fmt: Format):  # noqa: ANN202 - returns one of the format modules
-    from bot.configs import maxtext, megatron, plainmesh
+    from bot.configs import deepspeed, maxtext, megatron, plainmesh
 
-    return {"maxtext": maxtext, "ici_mesh": plainmesh, "megatron": megatron}[fmt]
+    return {"maxtext": maxtext, "ici_mesh": plainmesh, "megatron": megatron, "deepspeed": deepspeed}[fmt]

@@ -128,6 +128,7 @@ class Script:
     commands: list[Command] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     files: dict[str, str] = field(default_factory=dict)  # every file read: path -> text
+    variables: dict[str, str] = field(default_factory=dict)  # known variables when the script ends: name -> text
 
 
 # ---------------------------------------------------------------------------------------------- evaluating
@@ -631,4 +632,5 @@ def read_script(text: str, source: str, *, args: list[str] | None = None,
     nodes = Parser(Scanner(text, source).tokens(), source).parse_list(set())
     pos = {"@": [Val((Piece(a, None, -1),)) for a in (args or [])]}
     ev.run(nodes, source, pos)
+    result.variables = {k: v.text for k, v in ev.vars.items() if v.text is not None}
     return result
