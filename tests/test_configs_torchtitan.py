@@ -50,7 +50,7 @@ def test_both_layouts_read_to_the_same_mesh_in_torchtitans_rank_order() -> None:
         big = load_config(folder / "llama3_405b.toml")
         assert big.mesh(128, 16) == Mesh(ici={"tensor": 8}, dcn={"fsdp": 16})
     assert "2024" in load_config(OLD / "llama3_8b.toml").vintage  # type: ignore[operator]
-    assert "[parallelism]" in load_config(NEW / "llama3_8b.toml").vintage  # type: ignore[operator]
+    assert "parallelism table" in load_config(NEW / "llama3_8b.toml").vintage  # type: ignore[operator]
 
 
 def test_toml_is_recognised_by_its_keys_without_the_extension() -> None:
@@ -126,8 +126,8 @@ def test_degree_edit_changes_only_those_values() -> None:
     cfg = load_config(NEW / "llama3_8b.toml")
     new = apply_mesh(cfg, Mesh(ici={"tensor": 8}, dcn={"fsdp": 4, "pipeline": 2}))
     old_lines, new_lines = cfg.text.splitlines(), new.splitlines()
-    changed = [(a, b) for a, b in zip(old_lines, new_lines) if a != b]
     assert len(old_lines) == len(new_lines)
+    changed = [(a, b) for a, b in zip(old_lines, new_lines, strict=True) if a != b]
     assert changed == [("tensor_parallel_degree = 1", "tensor_parallel_degree = 8"),
                        ("pipeline_parallel_degree = 1", "pipeline_parallel_degree = 2")]
     # the 2024 layout: pp lives under [experimental]; an expert degree it cannot carry is refused
@@ -235,3 +235,17 @@ def test_bad_toml_in_a_run_is_one_message_not_a_traceback(tmp_path: Path) -> Non
 
     assert isinstance(out.exception, AsapError)
     assert "parallelism.tensor_parallel_degree: must be a positive integer, got [8]" in out.exception.render()
+
+
+def test_review_of_a_tp_change_sees_the_global_batch_follow_the_data_parallel_degree(tmp_path: Path) -> None:
+    run = _run(tmp_path, NEW / "llama3_8b.toml")
+    new = tmp_path / "new.toml"
+    new.write_text((NEW / "llama3_8b.toml").read_text().replace("tensor_parallel_degree = 1",
+                                                                 "tensor_parallel_degree = 8"))
+    out = CliRunner().invoke(cli, ["--runs-dir", str(tmp_path), "review", str(run / "llama3_8b.toml"), str(new),
+                                   "--run", "tt"])
+    assert out.exit_code == 0, out.output
+    text = " ".join(out.output.split())
+    assert "fsdp=8 | dcn fsdp=8 -> tensor=8 | dcn fsdp=8" in text
+    # no global_batch_size: torchtitan runs local 1 x dp sequences, dp 64 -> 8
+    assert "the global batch changes 64 -> 8 sequences" in text

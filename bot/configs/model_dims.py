@@ -118,7 +118,7 @@ def _torchtitan(config: ShardingConfig) -> ModelDims:
     seq = _int(config.settings.get("training.seq_len"))
     d.set("seq_len", seq or 2048, "training.seq_len" if seq else "torchtitan default training.seq_len 2048")
     if name is None or flavor is None:
-        d.problems.append("the TOML names no [model] name and flavor (torchtitan's defaults are the llama3 "
+        d.problems.append("the TOML names no model.name and model.flavor (torchtitan's defaults are the llama3 "
                           "debugmodel); give the model in run.yaml")
         return d.build()
     got = llama3(str(flavor), legacy) if name == "llama3" else None
@@ -128,7 +128,7 @@ def _torchtitan(config: ShardingConfig) -> ModelDims:
         return d.build()
     fields, where, notes = got
     for field, value in fields.items():
-        d.set(field, value, f"[model] {name} {flavor}")
+        d.set(field, value, f"model.flavor {flavor} of {name}")
     d.notes.append(f"torchtitan's {name} {flavor} model args ({where}); d_ff {fields['d_ff']} by torchtitan's "
                    "FeedForward rule (2/3 x 4 x dim, x ffn_dim_multiplier, rounded up to multiple_of)")
     d.notes.extend(notes)

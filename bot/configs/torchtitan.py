@@ -50,8 +50,8 @@ LEGACY_TABLE = {"data_parallel_replicate_degree": "training", "data_parallel_sha
                 "pipeline_parallel_degree": "experimental"}
 # init_device_mesh order ["pp", "dp_replicate", "dp_shard", "cp", "tp"], fastest-varying first (ep inside dp_shard)
 RANK_ORDER: tuple[Axis, ...] = ("tensor", "sequence", "expert", "fsdp", "data", "pipeline")
-CURRENT = "torchtitan of 2025 - February 2026 ([parallelism] table, torchtitan/config/job_config.py)"
-LEGACY = "torchtitan of 2024 (degrees under [training] and [experimental], torchtitan/config_manager.py)"
+CURRENT = "torchtitan of 2025 - February 2026 (degrees in the parallelism table, torchtitan/config/job_config.py)"
+LEGACY = "torchtitan of 2024 (degrees in the training and experimental tables, torchtitan/config_manager.py)"
 
 # dotted TOML path -> accepted Python types; read into ShardingConfig.settings (lists joined by commas)
 SETTING_TYPES: dict[str, tuple[type, ...]] = {
@@ -115,7 +115,7 @@ def _layout(data: dict[str, Any], source: str) -> bool:
     if old and new:
         raise ConfigError(
             f"the file mixes torchtitan layouts: {old[0]} (torchtitan of 2024) and "
-            f"{'[parallelism]' if 'parallelism' in data else 'training.local_batch_size'} (2025 and later)",
+            f"{'the parallelism table' if 'parallelism' in data else 'training.local_batch_size'} (2025 and later)",
             source=source, field=old[0], hint="keep the keys of the torchtitan version you run; each reads only its own",
         )
     return bool(old)
