@@ -254,6 +254,22 @@ def runyaml_policy(remat: str, framework: str, *, source: str) -> RematSpec:
     return spec
 
 
+# torchtitan's own choices, most recompute first: full recomputes every block; selective layer 2 every second
+# block; selective op only elementwise ops and every second matmul output; none nothing.
+TORCHTITAN_LADDER: tuple[str, ...] = ("full", "selective_layer_2", "selective_op", "none")
+
+
+def lighter_torchtitan(spec: RematSpec) -> list[str]:
+    """torchtitan policies that recompute less than ``spec`` (a torchtitan config can name no others)."""
+    name = "none" if spec.stores_everything else spec.policy
+    if spec.layer_every:
+        name = "selective_layer_2" if spec.layer_every <= 2 else "full"
+    if name not in TORCHTITAN_LADDER:
+        return []
+    i = TORCHTITAN_LADDER.index(name)
+    return list(TORCHTITAN_LADDER[i + 1:])
+
+
 def lighter_policies(spec: RematSpec) -> list[str]:
     """Policy names that keep more (recompute less) than ``spec``, nearest first, in the framework's terms."""
     ladder = MEGATRON_LADDER if spec.style == "megatron" else MAXTEXT_LADDER

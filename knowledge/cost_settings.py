@@ -13,6 +13,8 @@ Megatron-Bridge do), the settings that change memory and step time but are not t
   ``param_dtype``, ``optimizer_memory_host_offload``;
 * activation layout: Megatron ``sequence_parallel``; attention kernel (Megatron ``use_flash_attention``,
   MaxText ``attention``, plain ``attention_kernel``); fused cross-entropy; dropout.
+* torchtitan TOML: activation checkpointing, local / global batch, pipeline micro-batches, seq_len and Float8
+  in torchtitan's own terms (:mod:`knowledge.cost_settings_titan`).
 
 Values come from :mod:`bot.configs` (the same YAML reader the mesh uses), so a setting ASAP edits in a
 proposal is the very key read here. ``TrainingSettings`` is a frozen pydantic model so a proposal can
@@ -84,7 +86,7 @@ class TrainingSettings(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
     source: str | None = Field(default=None, description="config file the settings were read from")
-    format: str | None = Field(default=None, description="maxtext | ici_mesh | megatron")
+    format: str | None = Field(default=None, description="maxtext | ici_mesh | megatron | torchtitan")
     launch_defaults: bool = Field(
         default=False,
         description="a Megatron launch command (flags): a flag it omits takes Megatron's arguments.py default "
@@ -97,6 +99,10 @@ class TrainingSettings(BaseModel):
     micro_batch: int | None = Field(default=None, description="sequences per micro-batch per data-parallel rank")
     per_device_batch: float | None = Field(default=None, description="MaxText per_device_batch_size")
     grad_accum: int | None = Field(default=None, description="micro-batches accumulated per optimizer step")
+    local_batch: int | None = Field(default=None, description="torchtitan local_batch_size: sequences per "
+                                    "data-parallel rank (dp_replicate x dp_shard) per forward")
+    batch_divisor: int | None = Field(default=None, description="torchtitan: GPUs per data-parallel rank (tp x cp "
+                                      "x pp); with no global_batch_size, global batch = local_batch x chips / this")
     global_batch: int | None = None
     seq_len: int | None = None
     distributed_optimizer: bool | None = None
@@ -192,7 +198,8 @@ def _lookup(values: dict[str, Any], *names: str) -> tuple[str | None, Any]:
 
 def all_settings(config: ShardingConfig) -> dict[str, Any]:
     """Every setting in :data:`NAMES` found in the file, dotted path -> scalar value."""
-    if config.launch or config.files or config.format == "deepspeed":  # the reader resolved the settings
+    if config.launch or config.files or config.format in ("deepspeed", "torchtitan"):
+        # a launch script / base_config chain: the reader resolved the settings; a JSON / TOML file: its reader read them
         return dict(config.settings)
     root = compose(config.text, config.source)
     if root is None:
@@ -264,6 +271,10 @@ def settings_from_config(config: ShardingConfig) -> TrainingSettings:
     out["uneven_pipeline"] = uneven or None
     out["model_dims"] = _model_dims(config)
     out.update(deepspeed_settings(v, fmt))
+    if fmt == "torchtitan":
+        from knowledge.cost_settings_titan import torchtitan_settings
+
+        out.update(torchtitan_settings(config))
     return TrainingSettings(**out)
 
 
@@ -333,6 +344,8 @@ def overlap_settings(values: dict[str, Any]) -> dict[str, Any]:
 
 def key_for(settings: TrainingSettings, logical: str, config: ShardingConfig) -> str | None:
     """The key an edit writes for a logical setting: the one present in the file, else the format's first."""
+    if config.format == "torchtitan":
+        return None  # ASAP edits only a torchtitan TOML's parallel degrees (edit.apply_settings says so)
     candidates = KEYS.get(logical, {}).get(config.format, ())
     values = all_settings(config)
     for name in candidates:

@@ -147,7 +147,8 @@ def missing_for_prediction(run: RunRecord, settings: TrainingSettings | None = N
 
 
 def config_global_batch(run: RunRecord, settings: TrainingSettings | None) -> int | None:
-    """Global batch as the config states it (Megatron global_batch_size; MaxText per_device x chips x accum)."""
+    """Global batch as the config states it (Megatron global_batch_size; MaxText per_device x chips x accum;
+    torchtitan local_batch_size x data-parallel degree)."""
     if settings is None:
         return None
     if settings.global_batch:
@@ -156,6 +157,9 @@ def config_global_batch(run: RunRecord, settings: TrainingSettings | None) -> in
         total = settings.per_device_batch * run.num_chips * (settings.grad_accum or 1)
         if total >= 1 and float(total).is_integer():
             return int(total)
+    if settings.local_batch and settings.batch_divisor and run.num_chips % settings.batch_divisor == 0:
+        # torchtitan: global_batch_size -1 = local_batch_size x data-parallel degree (train.py)
+        return settings.local_batch * (run.num_chips // settings.batch_divisor)
     return None
 
 
@@ -364,10 +368,11 @@ def _mesh_behaviour(run: RunRecord, cfg: TrainingSettings | None, notes: list[st
             "tensor-parallel collectives priced exposed (not overlapped): the config does not enable TP "
             "communication overlap (Megatron --tp-comm-overlap)"
         )
-    titan = "torchtitan" in {t.lower() for t in run.tags}
+    titan_config = getattr(cfg, "format", None) == "torchtitan"
+    titan = titan_config or "torchtitan" in {t.lower() for t in run.tags}
     if titan:
         notes.append(
-            "torchtitan (run tag): under pipelining FSDP2 keeps each stage's weights gathered for the step and its "
+            f"torchtitan ({'its TOML config' if titan_config else 'run tag'}): under pipelining FSDP2 keeps each stage's weights gathered for the step and its "
             "gradients unsharded until the last micro-batch (torchtitan apply_fsdp, reshard_after_forward=False)"
         )
     return {

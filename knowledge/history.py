@@ -353,7 +353,7 @@ def snapshot(text: str, path: str, num_devices: int | None = None) -> ConfigSnap
 def _resolve(cfg: object, keys: dict[str, int], num_devices: int | None) -> Mesh | None:
     explicit = [v for v in keys.values() if v > 0]
     if num_devices is None:
-        if any(v == -1 for v in keys.values()) or cfg.format == "megatron":  # type: ignore[attr-defined]
+        if any(v == -1 for v in keys.values()) or cfg.format in ("megatron", "torchtitan"):  # type: ignore[attr-defined]
             return None
         num_devices = 1
         for v in explicit:

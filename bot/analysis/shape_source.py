@@ -67,6 +67,9 @@ def _training(record: RunRecord, settings: Any) -> KpiShape:
     if batch and not have_batch:
         if settings.global_batch:
             filled.append(f"global batch {batch}")
+        elif settings.local_batch:  # torchtitan: local_batch_size per data-parallel rank
+            filled.append(f"global batch {batch} (local batch {settings.local_batch} x data-parallel degree "
+                          f"{record.num_chips // (settings.batch_divisor or 1)})")
         else:  # MaxText states it per device: per_device_batch_size x chips x gradient accumulation
             accum = f" x {settings.grad_accum} accumulation steps" if (settings.grad_accum or 1) > 1 else ""
             filled.append(f"global batch {batch} (per-device batch {settings.per_device_batch:g} x "

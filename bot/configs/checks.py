@@ -44,12 +44,17 @@ def startup_problems(config: ShardingConfig, num_chips: int, num_slices: int = 1
         mesh = config.mesh(num_chips, num_slices)
         notes = config.notes(num_chips, num_slices)
     except ConfigError as exc:
-        framework = {"maxtext": "MaxText", "megatron": "Megatron"}.get(config.format, "the trainer")
+        framework = {"maxtext": "MaxText", "megatron": "Megatron", "torchtitan": "torchtitan"}.get(config.format,
+                                                                                                   "the trainer")
         return [*out, Problem(True, "mesh", f"{framework} would refuse to start: {exc.message}")]
     if config.format == "megatron":
         out.extend(_megatron_rules(config, mesh.sizes(), model))
     elif config.format == "maxtext":
         out.extend(_maxtext_rules(config, mesh.sizes(), num_chips, model))
+    elif config.format == "torchtitan":
+        from bot.configs.torchtitan_checks import torchtitan_rules
+
+        out.extend(Problem(*p) for p in torchtitan_rules(config, mesh.sizes(), model))
     # a key this framework version does not read (current MaxText's ici_sequence_parallelism) is worth a warning
     # everywhere: a PR that sets it changes nothing; other notes are shown where notes() already is
     out.extend(Problem(False, "ignored" if "is ignored" in n or "has no effect" in n else "note", n)

@@ -6,8 +6,9 @@ Public API::
     parse_config(text: str, source: str = "<config>") -> ShardingConfig
 
 Formats (``docs/config-formats.md``): ``maxtext`` (``ici_*_parallelism`` / ``dcn_*_parallelism``),
-``ici_mesh`` (``ici_mesh:`` / ``dcn_mesh:`` mappings) and ``megatron`` (``tensor_model_parallel_size``
-and friends, top level or nested). Every problem is a :class:`ConfigError`: unreadable or non-UTF-8
+``ici_mesh`` (``ici_mesh:`` / ``dcn_mesh:`` mappings), ``megatron`` (``tensor_model_parallel_size``
+and friends, top level or nested) and ``torchtitan`` (a TOML file: a ``.toml`` name, or a first line opening
+a table such as ``[training]``; :mod:`bot.configs.torchtitan`). Every problem is a :class:`ConfigError`: unreadable or non-UTF-8
 files, files over 1 MiB, malformed YAML (with line and column), no known keys (listing the expected
 ones), keys of two formats at once, duplicate keys, and sizes that are not integers.
 """
@@ -38,8 +39,15 @@ def expected_keys() -> str:
         "MaxText: ici_<axis>_parallelism / dcn_<axis>_parallelism (e.g. ici_fsdp_parallelism); "
         "plain mesh: ici_mesh / dcn_mesh; "
         "Megatron: tensor_model_parallel_size, pipeline_model_parallel_size, context_parallel_size, "
-        "expert_model_parallel_size"
+        "expert_model_parallel_size; torchtitan: a .toml file with [parallelism] (or [training]) degrees"
     )
+
+
+def is_toml(text: str, source: str) -> bool:
+    """A torchtitan TOML file: a ``.toml`` name, or a first line opening a table and torchtitan's keys."""
+    from bot.configs import torchtitan
+
+    return source.lower().endswith(".toml") or torchtitan.looks_like(text)
 
 
 def is_script(text: str, source: str) -> bool:
@@ -76,6 +84,10 @@ def _parse(text: str, source: str, path: Path | None, command: str | None, overl
         return deepspeed.read_text(text, source)
     if is_script(text, source):
         return launch.script_config(text, source, files, _script_args(command, source), command)
+    if is_toml(text, source):
+        from bot.configs import torchtitan
+
+        return torchtitan.read(text, source)
     root = compose(text, source)
     if root is None:
         raise ConfigError(f"the file is empty; expected a YAML mapping with one of: {expected_keys()}", source=source)

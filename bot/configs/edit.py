@@ -19,7 +19,7 @@ from __future__ import annotations
 import difflib
 from pathlib import Path
 
-from bot.configs import deepspeed, maxtext, megatron, plainmesh
+from bot.configs import deepspeed, maxtext, megatron, plainmesh, torchtitan
 from bot.configs.common import apply_splices
 from bot.configs.detect import parse_config
 from bot.configs.mesh import Mesh
@@ -28,7 +28,7 @@ from bot.configs.yamlscan import compose
 from bot.errors import ConfigError
 
 _PLANNERS = {"maxtext": maxtext.plan, "ici_mesh": plainmesh.plan, "megatron": megatron.plan,
-             "deepspeed": deepspeed.plan}
+             "deepspeed": deepspeed.plan, "torchtitan": torchtitan.plan}
 
 
 def apply_mesh(config: ShardingConfig, mesh: Mesh) -> str:
@@ -36,7 +36,8 @@ def apply_mesh(config: ShardingConfig, mesh: Mesh) -> str:
 
     MaxText and plain-mesh files get the mesh's ICI and DCN sizes; Megatron files get its total
     tensor/pipeline/context/expert sizes (data parallelism stays implicit; node placement follows
-    Megatron's rank order). Raises :class:`ConfigError` when the mesh has a non-positive axis or an
+    Megatron's rank order); torchtitan TOML files get their ``*_degree`` values (``key = value`` lines
+    changed in place, placement follows torchtitan's rank order, a mesh placed otherwise is refused). Raises :class:`ConfigError` when the mesh has a non-positive axis or an
     axis the format cannot express (FSDP for Megatron), and when the change must be written in another
     file (a base_config file or a called script): use :func:`apply_mesh_files` for those.
     """
@@ -68,7 +69,7 @@ def apply_mesh_files(config: ShardingConfig, mesh: Mesh) -> dict[str, str]:
             + (f" ({config.vintage}; mesh_axes: {', '.join(config.mesh_axes)})" if config.mesh_axes else ""),
             source=config.source, field="mesh",
         )
-    root = None if config.launch or config.format == "deepspeed" else compose(config.text, config.source)
+    root = None if config.launch or config.format in ("deepspeed", "torchtitan") else compose(config.text, config.source)
     splices = _PLANNERS[config.format](config, root, mesh)  # type: ignore[arg-type]
     texts = _apply_by_file(config, splices)
     _verify(config, texts, mesh)
@@ -177,6 +178,12 @@ def apply_settings(config: ShardingConfig, values: dict[str, object]) -> str:
 
     if not values:
         return config.text
+    if config.format == "torchtitan":
+        name = next(iter(values))
+        raise ConfigError(
+            f"editing torchtitan TOML settings is not supported yet (only the parallel degrees are): {name}",
+            source=config.source, field=name, hint=f"set {name} to {values[name]!r} in the TOML file by hand",
+        )
     _check_framework_keys(config, values)
     if _by_origin(config):
         return _primary(config, apply_settings_files(config, values))

@@ -133,8 +133,10 @@ def _path(config: ShardingConfig, key: str) -> str:
     return k.path if k is not None else key
 
 
-def layout(total: dict[Axis, int], num_devices: int, num_slices: int) -> tuple[Mesh, list[Axis]]:
-    """Split each axis between inside-node (ici) and across-node (dcn) in Megatron's rank order.
+def layout(total: dict[Axis, int], num_devices: int, num_slices: int,
+           order: tuple[Axis, ...] = LAYOUT) -> tuple[Mesh, list[Axis]]:
+    """Split each axis between inside-node (ici) and across-node (dcn) in a rank order (``order``, fastest-varying
+    first; default Megatron's).
 
     Returns the mesh and the axes that straddle node boundaries unevenly (such an axis keeps only its
     common factor with the node's remaining room inside the node; every later axis goes across nodes).
@@ -143,8 +145,8 @@ def layout(total: dict[Axis, int], num_devices: int, num_slices: int) -> tuple[M
     ici: dict[Axis, int] = {}
     dcn: dict[Axis, int] = {}
     straddling: list[Axis] = []
-    for axis in LAYOUT:
-        v = total[axis]
+    for axis in order:
+        v = total.get(axis, 1)
         if v == 1:
             continue
         if room % v == 0:  # fits inside the node's remaining room

@@ -14,6 +14,8 @@ every framework default it took and every value it could not know.
   Megatron's default GeLU: 2), vocabulary (``padded_vocab_size``, or ``vocab_size`` padded to
   ``make_vocab_size_divisible_by x tensor_model_parallel_size``), ``num_experts``, ``moe_router_topk``
   (default 2), ``seq_length``.
+* torchtitan TOML: ``[model] name`` + ``flavor`` select torchtitan's own model args
+  (:mod:`bot.configs.torchtitan_models`, llama3 8B / 70B / 405B / debugmodel, cited there).
 * MaxText: ``model_name`` selects MaxText's own ``models/<name>.yml`` (the run's checkout, else ASAP's
   bundled copy in ``bot/configs/data/maxtext_models``); MaxText's pyconfig merges base.yml chain < model file <
   command-line overrides; ``global_parameter_scale`` scales the result as pyconfig's ``get_individual_scales``.
@@ -99,7 +101,38 @@ def read_model_dims(config: ShardingConfig) -> ModelDims | None:
         return _megatron(config)
     if config.format == "maxtext":
         return _maxtext(config)
+    if config.format == "torchtitan":
+        return _torchtitan(config)
     return None
+
+
+def _torchtitan(config: ShardingConfig) -> ModelDims:
+    """torchtitan's ``[model] name`` + ``flavor`` looked up in its own model args (bot.configs.torchtitan_models);
+    ``[training] seq_len`` (torchtitan's default 2048 when unset)."""
+    from bot.configs.torchtitan import LEGACY
+    from bot.configs.torchtitan_models import llama3
+
+    d = _Dims(config.source)
+    name, flavor = config.settings.get("model.name"), config.settings.get("model.flavor")
+    legacy = config.vintage == LEGACY
+    seq = _int(config.settings.get("training.seq_len"))
+    d.set("seq_len", seq or 2048, "training.seq_len" if seq else "torchtitan default training.seq_len 2048")
+    if name is None or flavor is None:
+        d.problems.append("the TOML names no model.name and model.flavor (torchtitan's defaults are the llama3 "
+                          "debugmodel); give the model in run.yaml")
+        return d.build()
+    got = llama3(str(flavor), legacy) if name == "llama3" else None
+    if got is None:
+        d.problems.append(f"torchtitan model {name!r} flavor {flavor!r} is not in ASAP's table of torchtitan models "
+                          "(llama3 8B, 70B, 405B, debugmodel); give the model dimensions in run.yaml")
+        return d.build()
+    fields, where, notes = got
+    for field, value in fields.items():
+        d.set(field, value, f"model.flavor {flavor} of {name}")
+    d.notes.append(f"torchtitan's {name} {flavor} model args ({where}); d_ff {fields['d_ff']} by torchtitan's "
+                   "FeedForward rule (2/3 x 4 x dim, x ffn_dim_multiplier, rounded up to multiple_of)")
+    d.notes.extend(notes)
+    return d.build()
 
 
 # ------------------------------------------------------------------------------------------------- values

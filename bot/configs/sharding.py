@@ -1,10 +1,11 @@
-"""The parsed sharding config: one model for all three formats (MaxText keys, ``ici_mesh``, Megatron).
+"""The parsed sharding config: one model for every format (MaxText keys, ``ici_mesh``, Megatron, torchtitan TOML).
 
 A :class:`ShardingConfig` remembers where it came from (format, source, the raw text) and every mesh
 key it found with its canonical axis, value and exact position, so that it can both resolve to a
 :class:`~bot.configs.mesh.Mesh` for a given device count and be edited in place byte-for-byte
 (:mod:`bot.configs.edit`). Format-specific rules live in :mod:`bot.configs.maxtext`,
-:mod:`bot.configs.plainmesh` and :mod:`bot.configs.megatron`; this module only dispatches to them.
+:mod:`bot.configs.plainmesh`, :mod:`bot.configs.megatron` and :mod:`bot.configs.torchtitan`; this module only
+dispatches to them.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from bot.configs.mesh import Axis, Mesh
 from bot.errors import ConfigError
 
-Format = Literal["maxtext", "ici_mesh", "megatron", "deepspeed"]
+Format = Literal["maxtext", "ici_mesh", "megatron", "deepspeed", "torchtitan"]
 Group = Literal["ici", "dcn", "world"]
 Scalar = str | int | float | bool | None
 
@@ -51,7 +52,7 @@ class ShardingConfig(BaseModel):
     """A sharding config file, parsed: format, origin, raw text, mesh keys and extra settings."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
-    format: Format = Field(description="maxtext | ici_mesh | megatron | deepspeed")
+    format: Format = Field(description="maxtext | ici_mesh | megatron | deepspeed | torchtitan")
     source: str = Field(description="the path (or label) the text came from, used in every message")
     text: str = Field(description="the file's full text, exactly as read (line endings included)")
     keys: list[ConfigKey] = Field(description="every mesh key found, in file order")
@@ -74,7 +75,8 @@ class ShardingConfig(BaseModel):
     mesh_axes: list[str] | None = Field(
         default=None, description="MaxText: the mesh_axes in force (from the config chain); None when unknown"
     )
-    vintage: str | None = Field(default=None, description="MaxText: which MaxText version the axes look like")
+    vintage: str | None = Field(default=None, description="MaxText: which MaxText version the axes look like; "
+                                "torchtitan: which TOML layout the file uses")
     devices: int | None = Field(default=None, description="the device count the launch itself states, if any")
     nodes: int | None = Field(default=None, description="nodes / slices the launch itself states, if any")
     launch: str | None = Field(default=None, description="the launch command read, e.g. 'torchrun ... (train.sh:77)'")
@@ -150,6 +152,7 @@ def _check_counts(num_devices: int, num_slices: int, source: str) -> None:
 
 
 def _module(fmt: Format):  # noqa: ANN202 - returns one of the format modules
-    from bot.configs import deepspeed, maxtext, megatron, plainmesh
+    from bot.configs import deepspeed, maxtext, megatron, plainmesh, torchtitan
 
-    return {"maxtext": maxtext, "ici_mesh": plainmesh, "megatron": megatron, "deepspeed": deepspeed}[fmt]
+    return {"maxtext": maxtext, "ici_mesh": plainmesh, "megatron": megatron, "deepspeed": deepspeed,
+            "torchtitan": torchtitan}[fmt]

@@ -129,6 +129,27 @@ def review_candidate(ctx: Context, cand: Candidate, prediction: Prediction, reje
             diff = config_diff(ctx.run, ctx.cfg, cand.mesh, cand.change.config_values)
         except ConfigError as exc:
             extra.append(f"the config file cannot carry this setting ({exc.message}): set it where the trainer reads it")
+    elif cand.change.values and getattr(ctx.cfg, "format", None) == "torchtitan":
+        extra.append(f"ASAP edits only a torchtitan TOML's parallel degrees: make this change "
+                     f"({'; '.join(cand.change.words)}) in the TOML by hand")
     elif cand.change.values and ctx.cfg is not None:
         extra.append("the config file has no key for this setting: set it where the trainer reads it")
+    extra.extend(_torchtitan_batch(ctx, cand))
     return Reviewed(result=result, diff=diff, extra=extra)
+
+
+def _torchtitan_batch(ctx: Context, cand: Candidate) -> list[str]:
+    """A torchtitan TOML without global_batch_size runs local_batch_size x data-parallel degree sequences: a
+    mesh with another data-parallel degree changes the global batch unless the file pins it."""
+    st = ctx.settings0
+    if getattr(ctx.cfg, "format", None) != "torchtitan" or st is None or st.global_batch or not st.local_batch:
+        return []
+    sizes = cand.mesh.sizes()
+    dp = sizes["data"] * sizes["fsdp"] * sizes["expert"]
+    old_dp = ctx.record.num_chips // (st.batch_divisor or 1)
+    if dp == old_dp:
+        return []
+    batch = st.local_batch * old_dp
+    return [f"torchtitan runs local_batch_size x data-parallel degree sequences per step (the TOML sets no "
+            f"global_batch_size): with data-parallel degree {old_dp} -> {dp}, set global_batch_size = {batch} "
+            f"to keep the step's {batch} sequences this prediction assumes"]

@@ -36,7 +36,7 @@ def _infer_counts(cfg: ShardingConfig) -> tuple[int, int] | None:
     """Chips and slices a config spells out by itself (every axis explicit, no -1, not Megatron)."""
     if cfg.devices:  # a launch or NeMo trainer states its device count (issue 13)
         return cfg.devices, cfg.nodes or 1
-    if cfg.format == "megatron" or any(k.value == -1 for k in cfg.keys):
+    if cfg.format in ("megatron", "torchtitan") or any(k.value == -1 for k in cfg.keys):
         return None
     chips = math.prod((k.value for k in cfg.keys), start=1)
     slices = math.prod((k.value for k in cfg.keys if k.group == "dcn"), start=1)

@@ -25,7 +25,7 @@ from typing import Any
 
 from bot.configs.sharding import ShardingConfig
 from bot.proposals.moves import SettingsMove
-from knowledge.cost_remat import lighter_policies, megatron_policy, named_policy, runyaml_policy
+from knowledge.cost_remat import lighter_policies, lighter_torchtitan, megatron_policy, named_policy, runyaml_policy
 from knowledge.cost_settings import TrainingSettings, key_for
 
 GLOBAL_BATCH_WARNING = (
@@ -149,7 +149,7 @@ def expand(
     from knowledge.remat_state import remat_state
 
     unstated = remat_state(settings, framework, runyaml_remat).recomputes is None
-    for name in lighter_policies(spec):
+    for name in (lighter_torchtitan(spec) if fmt == "torchtitan" else lighter_policies(spec)):
         if framework == "megatron" or fmt == "megatron":
             value: Any = None if name == "none" else name
         else:
