@@ -87,6 +87,16 @@ def test_command_line_override_wins_over_the_model_file() -> None:
     assert dims is not None and dims.layers == 4 and dims.d_model == 4096
 
 
+
+def test_gemma2_counts_both_layers_of_each_merged_decoder_layer() -> None:
+    """MaxText's models/gemma2-9b.yml says base_num_decoder_layers 21, "half of the real number of layers because we
+    merge [local_attention, global_attention] into one layer": Gemma 2 9B has 42 transformer layers."""
+    cfg = parse_config("base_config: base.yml\nici_fsdp_parallelism: -1\nmodel_name: gemma2-9b\n", str(MAXTEXT / "x.yml"),
+                       path=MAXTEXT / "x.yml")
+    dims = read_model_dims(cfg)
+    assert dims is not None and dims.layers == 42 and (dims.d_model, dims.heads, dims.kv_heads) == (3584, 16, 8)
+    assert "each gemma2 decoder layer holds 2 transformer layers" in dims.origin["layers"]
+
 def test_unknown_model_name_is_named_and_prediction_refuses() -> None:
     cfg = parse_config("ici_fsdp_parallelism: -1\nmodel_name: nope\n", "cfg.yml")
     settings = settings_from_config(cfg)

@@ -97,6 +97,7 @@ SETTINGS: tuple[str, ...] = (
     "attention",
     "quantization",
     "num_vocab_tiling",
+    "decoder_block",
     "context_parallel_strategy",
 )
 

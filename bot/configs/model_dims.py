@@ -345,7 +345,12 @@ MAXTEXT_KEYS: dict[str, str] = {
     "kv_heads": "base_num_kv_heads", "d_ff": "base_mlp_dim", "head_dim": "head_dim", "vocab": "vocab_size",
     "experts": "num_experts", "experts_per_token": "num_experts_per_tok",
 }
-MAXTEXT_MODEL_KEYS = (*MAXTEXT_KEYS.values(), "base_moe_mlp_dim", "mlp_activations", "global_parameter_scale")
+MAXTEXT_MODEL_KEYS = (*MAXTEXT_KEYS.values(), "base_moe_mlp_dim", "mlp_activations", "global_parameter_scale",
+                      "decoder_block")
+# MaxText decoder blocks whose one scanned "layer" holds several transformer layers: Gemma 2 merges
+# [local_attention, global_attention] into one (models/gemma2-*.yml: base_num_decoder_layers is "half of the real
+# number of layers"; models/gemma2.py Gemma2DecoderLayer runs self_attention_local then self_attention_global).
+LAYERS_PER_DECODER_LAYER: dict[str, int] = {"gemma2": 2}
 
 
 def _maxtext(config: ShardingConfig) -> ModelDims:
@@ -398,6 +403,11 @@ def _maxtext_fields(merged: dict[str, tuple[object, str]], d: _Dims) -> None:
     scale = _int(merged.get("global_parameter_scale", (1, ""))[0]) or 1
     if scale != 1:
         _scale(d, scale, merged["global_parameter_scale"][1])
+    block, block_where = merged.get("decoder_block", (None, ""))
+    per = LAYERS_PER_DECODER_LAYER.get(str(block)) if block else None
+    if per and "layers" in d.values:
+        d.values["layers"] *= per
+        d.origin["layers"] += f", x{per}: each {block} decoder layer holds {per} transformer layers ({block_where})"
 
 
 def _scale(d: _Dims, scale: int, where: str) -> None:
