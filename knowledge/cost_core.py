@@ -270,13 +270,16 @@ def _stage_memory(shape: Shape, nd: np.ndarray, nf: np.ndarray, nt: np.ndarray, 
     V, D, L = float(shape.vocab), float(shape.d_model), float(shape.layers)
     P_ne, P_e = shape.params_dense, shape.params_expert
     emb = V * D
-    layers_dense = max(P_ne - 2.0 * emb, 0.0)
+    # tied embeddings count one vocab x d_model matrix in the parameters; Megatron still keeps a copy on the first
+    # and the last pipeline stage (kept in sync by an all-reduce), so the per-stage layout below is unchanged
+    copies = 1.0 if shape.tied_embeddings else 2.0
+    layers_dense = max(P_ne - copies * emb, 0.0)
     pp = npp > 1
     if shape.pipeline_output_on_last:
         first_dense = np.where(pp, layers_dense / npp + emb, P_ne)
         last_dense = np.where(pp, layers_dense / npp + emb, P_ne)
     else:
-        first_dense = last_dense = layers_dense / npp + 2.0 * emb
+        first_dense = last_dense = layers_dense / npp + copies * emb
     w_exp = P_e / (nf * nt * npp * ne)
 
     # Sequence/context ranks shard the weights FSDP-style in MaxText (logical axis 'embed' -> fsdp, sequence,
@@ -407,7 +410,8 @@ def _device_time(shape: Shape, chip: Chip, efficiency: float, mm: _MeshSplit) ->
     # Training FLOPs = 6 x active params x tokens + attention 12·L·H·hd·S per token [PaLM App. B].
     # The input embedding is a lookup, not a matmul, so V·d is left out of the 6N term.
     tokens = B * S
-    matmul_params = max(shape.params_active - V * D, 0.0)
+    # the input embedding is a lookup, not a matmul: leave its matrix out (tied: the one matrix is the output layer)
+    matmul_params = max(shape.params_active - (0.0 if shape.tied_embeddings else V * D), 0.0)
     expert_active = shape.params_expert * K / E if shape.is_moe else 0.0
     dense_params = matmul_params - expert_active
     attn_flops = 12.0 * L * shape.heads * shape.head_dim * S * tokens

@@ -71,6 +71,7 @@ class Shape:
     remat_spec: RematSpec | None = None  # resolved policy (None: built from ``remat`` on demand)
     grad_accum: int | None = None  # micro-batches per step per data rank (MaxText gradient_accumulation_steps)
     pipeline_microbatches: int | None = None  # MaxText num_pipeline_microbatches (None: 4 x stages, GPipe)
+    tied_embeddings: bool = False  # one vocab x d_model matrix serves the input lookup and the output layer
     vocab_tiling: int = 1  # MaxText num_vocab_tiling: logits and loss computed in that many chunks (1: whole)
     sequence_parallel: bool = True  # Megatron sequence_parallel; MaxText/GSPMD shard every activation over tensor
     flash_attention: bool = True  # attention scores not stored
@@ -220,7 +221,7 @@ def resolve_shape(run: RunRecord, settings: TrainingSettings | None = None) -> S
     if d_ff is None:
         # Invert ModelSpec.derived_params: params = L*(attn + mats*d*d_ff*E) + 2*V*d.
         assert m.params is not None
-        per_layer = (m.params - 2 * vocab * m.d_model) / m.layers
+        per_layer = (m.params - (1 if m.tied_embeddings else 2) * vocab * m.d_model) / m.layers
         d_ff = max(1, int(round((per_layer - attn_per_layer) / (m.mlp_matrices * m.d_model * experts))))
         assumptions.append(f"d_ff not given: derived from params as {d_ff}")
         guessed.add("d_ff")
@@ -317,6 +318,7 @@ def resolve_shape(run: RunRecord, settings: TrainingSettings | None = None) -> S
         grad_accum=grad_accum,
         pipeline_microbatches=cfg.pipeline_microbatches if cfg is not None else None,
         vocab_tiling=max(1, cfg.vocab_tiling or 1) if cfg is not None else 1,
+        tied_embeddings=bool(m.tied_embeddings),
         sequence_parallel=state["sequence_parallel"],
         flash_attention=state["flash_attention"],
         dropout=state["dropout"],

@@ -97,6 +97,23 @@ def test_gemma2_counts_both_layers_of_each_merged_decoder_layer() -> None:
     assert dims is not None and dims.layers == 42 and (dims.d_model, dims.heads, dims.kv_heads) == (3584, 16, 8)
     assert "each gemma2 decoder layer holds 2 transformer layers" in dims.origin["layers"]
 
+
+def test_tied_embeddings_are_counted_once() -> None:
+    """Gemma 2 ties its output layer to the input embedding (MaxText models/gemma2-9b.yml logits_via_embedding:
+    true): 256,128 x 3,584 counted once, the published ~9.24B parameters, not 10.2B. Megatron ties them unless
+    --untie-embeddings-and-output-weights (its GPT-3 example: tied; its Mixtral example passes the flag: untied)."""
+    gemma = read_model_dims(parse_config("base_config: base.yml\nici_fsdp_parallelism: -1\nmodel_name: gemma2-9b\n",
+                                         str(MAXTEXT / "x.yml"), path=MAXTEXT / "x.yml"))
+    assert gemma is not None and gemma.tied_embeddings is True
+    assert "logits_via_embedding" in gemma.origin["tied_embeddings"]
+    dims = {k: v for k, v in gemma.stated().items() if k != "seq_len"}
+    spec = RunRecord(id="g", chip="tpu-v6e", num_chips=256, model=dims).model  # type: ignore[arg-type]
+    assert spec is not None and 9.1e9 < (spec.derived_params() or 0) < 9.35e9
+    gpt3 = read_model_dims(load_config(MEGATRON / "train_gpt3_175b_distributed.sh"))
+    mixtral = read_model_dims(load_config(MEGATRON / "train_mixtral_8x7b_distributed.sh"))
+    assert gpt3 is not None and gpt3.tied_embeddings is True
+    assert mixtral is not None and mixtral.tied_embeddings is False
+
 def test_unknown_model_name_is_named_and_prediction_refuses() -> None:
     cfg = parse_config("ici_fsdp_parallelism: -1\nmodel_name: nope\n", "cfg.yml")
     settings = settings_from_config(cfg)

@@ -98,6 +98,7 @@ SETTINGS: tuple[str, ...] = (
     "quantization",
     "num_vocab_tiling",
     "decoder_block",
+    "logits_via_embedding",
     "context_parallel_strategy",
 )
 

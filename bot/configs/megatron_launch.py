@@ -80,6 +80,7 @@ FLAG_SETTINGS: dict[str, str] = {
     "group_query_attention": "group_query_attention", "vocab_size": "vocab_size",
     "make_vocab_size_divisible_by": "make_vocab_size_divisible_by", "moe_router_topk": "moe_router_topk",
     "tokenizer_type": "tokenizer_type", "tokenizer_model": "tokenizer_model", "vocab_file": "vocab_file",
+    "untie_embeddings_and_output_weights": "untie_embeddings_and_output_weights",
     # Megatron-DeepSpeed (bot.configs.deepspeed_launch)
     "deepspeed": "deepspeed", "deepspeed_config": "deepspeed_config", "zero_stage": "zero_stage",
     "no_pipeline_parallel": "no_pipeline_parallel",

@@ -38,7 +38,7 @@ from bot.configs.sharding import Scalar, ShardingConfig
 from bot.configs.yamlscan import compose
 
 FIELDS: tuple[str, ...] = ("layers", "d_model", "d_ff", "heads", "kv_heads", "head_dim", "vocab", "mlp_matrices",
-                           "experts", "experts_per_token", "seq_len")
+                           "experts", "experts_per_token", "seq_len", "tied_embeddings")
 GATED = ("swiglu", "fast-swiglu", "fast_swiglu", "geglu", "fast-geglu", "fast_geglu", "reglu", "fast-reglu")
 MODEL_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
 
@@ -59,6 +59,7 @@ class ModelDims(BaseModel):
     experts: int | None = None
     experts_per_token: int | None = None
     seq_len: int | None = None
+    tied_embeddings: bool | None = None
     origin: dict[str, str] = Field(default_factory=dict, description="field -> the key / file / default it came from")
     notes: list[str] = Field(default_factory=list, description="defaults taken and values not knowable")
     problems: list[str] = Field(default_factory=list, description="what stops the model being read (e.g. an "
@@ -80,7 +81,7 @@ class _Dims:
 
     def __init__(self, source: str) -> None:
         self.source = source
-        self.values: dict[str, int] = {}
+        self.values: dict[str, Any] = {}
         self.origin: dict[str, str] = {}
         self.notes: list[str] = []
         self.problems: list[str] = []
@@ -88,6 +89,12 @@ class _Dims:
     def set(self, field: str, value: int | None, where: str) -> None:
         if value is not None and value > 0:
             self.values[field] = value
+            self.origin[field] = where
+
+    def flag(self, field: str, value: bool | None, where: str) -> None:
+        """A yes/no field (``set`` keeps positive numbers only)."""
+        if value is not None:
+            self.values[field] = bool(value)
             self.origin[field] = where
 
     def build(self) -> ModelDims:
@@ -201,7 +208,8 @@ MEGATRON_NAMES: tuple[str, ...] = (
     "group_query_attention", "kv_channels", "swiglu", "activation", "activation_func", "gated_linear_unit",
     "vocab_size", "padded_vocab_size", "make_vocab_size_divisible_by", "num_experts", "num_moe_experts",
     "moe_router_topk", "seq_length", "encoder_seq_length", "tokenizer_type", "tokenizer_model", "vocab_file",
-    "tensor_model_parallel_size", "type", "library",
+    "tensor_model_parallel_size", "type", "library", "untie_embeddings_and_output_weights",
+    "share_embeddings_and_output_weights",
 )
 
 
@@ -226,6 +234,7 @@ def _megatron(config: ShardingConfig) -> ModelDims:
     _megatron_ffn(v, d, where, gated)
     _megatron_kv(v, d, where, launch)
     _megatron_vocab(v, d, where)
+    _megatron_tied(v, d, where, launch)
     if d.values.get("experts", 1) > 1:
         path, k = _find(v, "moe_router_topk")
         if _int(k):
@@ -234,6 +243,20 @@ def _megatron(config: ShardingConfig) -> ModelDims:
             d.set("experts_per_token", 2, "Megatron default --moe-router-topk 2")
             d.notes.append("moe_router_topk not stated: Megatron's default top-2 routing")
     return d.build()
+
+
+def _megatron_tied(v: dict[str, Scalar], d: _Dims, where: Any, launch: bool) -> None:
+    """Megatron shares the word embedding with the output layer unless --untie-embeddings-and-output-weights
+    (arguments.py: a store_true flag; NeMo: share_embeddings_and_output_weights). A YAML that says neither: unknown."""
+    path, untie = _find(v, "untie_embeddings_and_output_weights")
+    if _bool(untie) is not None:
+        d.flag("tied_embeddings", not _bool(untie), where(path))
+        return
+    path, share = _find(v, "share_embeddings_and_output_weights")
+    if _bool(share) is not None:
+        d.flag("tied_embeddings", bool(_bool(share)), where(path))
+    elif launch:
+        d.flag("tied_embeddings", True, "Megatron default (no --untie-embeddings-and-output-weights)")
 
 
 def _megatron_gated(v: dict[str, Scalar], d: _Dims, where: Any, launch: bool) -> bool | None:
@@ -346,7 +369,7 @@ MAXTEXT_KEYS: dict[str, str] = {
     "experts": "num_experts", "experts_per_token": "num_experts_per_tok",
 }
 MAXTEXT_MODEL_KEYS = (*MAXTEXT_KEYS.values(), "base_moe_mlp_dim", "mlp_activations", "global_parameter_scale",
-                      "decoder_block")
+                      "decoder_block", "logits_via_embedding")
 # MaxText decoder blocks whose one scanned "layer" holds several transformer layers: Gemma 2 merges
 # [local_attention, global_attention] into one (models/gemma2-*.yml: base_num_decoder_layers is "half of the real
 # number of layers"; models/gemma2.py Gemma2DecoderLayer runs self_attention_local then self_attention_global).
@@ -403,6 +426,9 @@ def _maxtext_fields(merged: dict[str, tuple[object, str]], d: _Dims) -> None:
     scale = _int(merged.get("global_parameter_scale", (1, ""))[0]) or 1
     if scale != 1:
         _scale(d, scale, merged["global_parameter_scale"][1])
+    tied, tied_where = merged.get("logits_via_embedding", (None, ""))
+    if _bool(tied) is not None:  # MaxText: the output logits use the (shared) input embedding
+        d.flag("tied_embeddings", bool(_bool(tied)), tied_where)
     block, block_where = merged.get("decoder_block", (None, ""))
     per = LAYERS_PER_DECODER_LAYER.get(str(block)) if block else None
     if per and "layers" in d.values:

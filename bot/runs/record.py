@@ -30,6 +30,9 @@ class ModelSpec(BaseModel):
     mlp_matrices: Literal[2, 3] = Field(default=3, description="3 for gated MLPs (SwiGLU), 2 for plain")
     experts: PositiveInt | None = Field(default=None, description="MoE experts per layer (omit for dense)")
     experts_per_token: PositiveInt | None = Field(default=None, description="MoE top-k")
+    tied_embeddings: bool | None = Field(
+        default=None, description="the input embedding and the output layer share one vocab x d_model matrix (Gemma; "
+        "GPT in Megatron unless --untie-embeddings-and-output-weights); default: two matrices")
 
     @property
     def is_moe(self) -> bool:
@@ -45,7 +48,7 @@ class ModelSpec(BaseModel):
         kv = self.kv_heads or self.heads
         attn = self.d_model * head_dim * (2 * self.heads + 2 * kv)
         mlp = self.mlp_matrices * self.d_model * self.d_ff * (self.experts or 1)
-        emb = 2 * (self.vocab or 0) * self.d_model
+        emb = (1 if self.tied_embeddings else 2) * (self.vocab or 0) * self.d_model
         return float(self.layers * (attn + mlp) + emb)
 
     def active_params(self) -> float | None:
