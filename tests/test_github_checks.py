@@ -166,3 +166,11 @@ def test_the_report_setting_is_read_from_the_environment():
     with pytest.raises(AsapError) as exc:
         GitHubIntegration.from_env({**env, "ASAP_GITHUB_REVIEW_REPORT": "both"})
     assert exc.value.field == "ASAP_GITHUB_REVIEW_REPORT" and "'both'" in exc.value.message
+
+
+def test_the_review_comment_names_the_check_runs_conclusion(tmp_path, app_key):
+    with GitHubRestDouble() as d:
+        review_pushes(d, tmp_path, [mesh(2, 8, 16)], app_auth(d, app_key))
+        [comment] = d.comments_on(REPO, 1)
+    last = comment["body"].strip().splitlines()[-1]
+    assert last.startswith("<sub>Check `asap/sharding-review`: neutral") and "pre-existing" in last

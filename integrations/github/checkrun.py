@@ -66,7 +66,7 @@ def cut(text: str, limit: int = MAX_OUTPUT_CHARS) -> str:
     return text[: limit - len(note)] + note
 
 
-def _verdict(out: Any) -> tuple[str, str]:
+def verdict(out: Any) -> tuple[str, str]:
     """(conclusion, the reason in one line) from the same inputs as the commit status."""
     fail_on = {"problem"} if out.fail_on == "problem" else {"problem", "warning"}
     files = [f for f in out.files if not f.more]
@@ -113,14 +113,14 @@ def _file_line(f: Any) -> str:
 
 def check_report(out: Any, scrub: Callable[[str], str] = lambda s: s) -> CheckReport:
     """The check run for a :class:`~integrations.github.review.ReviewOutcome` (see module docstring)."""
-    conclusion, reason = _verdict(out)
+    conclusion, reason = verdict(out)
     title = {"failure": "Problems introduced", "neutral": "Nothing introduced — see why this is not a pass",
              "success": "No problem found", "skipped": "Review off"}[conclusion]
     lines = [f"**{conclusion}** — {md.plain(scrub(reason))}", ""]
     lines += [scrub(_file_line(f)) for f in out.files]
     lines += ["", f"<sub>Settings from `{SETTINGS_FILE}` on the default branch. The PR comment holds the same "
                   "review; both are updated on every push.</sub>"]
-    body = "\n".join(x for x in out.body.splitlines() if not x.startswith("<!-- asap:"))
+    body = "\n".join(x for x in out.check_body.splitlines() if not x.startswith("<!-- asap:"))
     return CheckReport(conclusion=conclusion, title=f"{title}: {reason}"[:MAX_TITLE], summary="\n".join(lines),
                        text=scrub(body), annotations=_annotations(out, scrub))
 

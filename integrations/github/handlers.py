@@ -250,10 +250,11 @@ async def github_review(job: Job, ctx: RuntimeContext) -> None:
         def publish() -> None:
             if not outcome.files and not outcome.settings_error and host.find_comment(number, mark) is None:
                 return  # nothing to review and nothing said before: stay quiet
-            host.upsert_comment(number, mark, scrub_paths(outcome.body, gi), legacy="<!-- asap:review -->")
             report = check_report(outcome, lambda text: scrub_paths(text, gi))
-            publish_verdict(host, gi, name=outcome.context, head_sha=outcome.head_sha, report=report,
-                            state=outcome.state, description=scrub_paths(outcome.description, gi))
+            shown = publish_verdict(host, gi, name=outcome.context, head_sha=outcome.head_sha, report=report,
+                                    state=outcome.state, description=scrub_paths(outcome.description, gi))
+            body = outcome.check_body if shown == "checks" else outcome.body  # its last line names what was set
+            host.upsert_comment(number, mark, scrub_paths(body, gi), legacy="<!-- asap:review -->")
 
         await asyncio.to_thread(publish)
 

@@ -66,7 +66,8 @@ class ReviewOutcome:
     head_sha: str = ""
     state: str = "success"
     description: str = ""
-    body: str = ""
+    body: str = ""  # the comment, its last line naming the commit status
+    check_body: str = ""  # the same comment, its last line naming the check run's conclusion
     context: str = "asap/sharding-review"
     marker: str = REVIEW_MARKER + "unsigned -->"
     enabled: bool = True  # .asap.yml review.enabled
@@ -244,9 +245,14 @@ def _finish(out: ReviewOutcome, settings: RepoSettings) -> ReviewOutcome:
         lines.append("No sharding config changed in this pull request.")
     for f in out.files:
         lines += _file_section(f)
-    lines += ["", f"<sub>Status {md.code(out.context)}: {out.state} — {md.plain(out.description)}. "
-                  f"Settings from `{SETTINGS_FILE}` on the default branch. Updated on every push.</sub>"]
-    out.body = "\n".join(lines) + "\n"
+    from integrations.github.checkrun import verdict
+
+    conclusion, reason = verdict(out)
+    tail = f"Settings from `{SETTINGS_FILE}` on the default branch. Updated on every push.</sub>"
+    out.body = "\n".join(lines + ["", f"<sub>Status {md.code(out.context)}: {out.state} — "
+                                       f"{md.plain(out.description)}. {tail}"]) + "\n"
+    out.check_body = "\n".join(lines + ["", f"<sub>Check {md.code(out.context)}: {conclusion} — "
+                                             f"{md.plain(reason)}. {tail}"]) + "\n"
     return out
 
 
