@@ -1,6 +1,6 @@
 """GitHub as a code host, through PyGithub: apply commits via the git data API, pull requests, and the
-PR-side operations the webhook handlers need (files of a PR, one upserted comment, commit statuses,
-collaborator permission, team membership).
+PR-side operations the webhook handlers need (files of a PR, one upserted comment, commit statuses, check
+runs, collaborator permission, team membership).
 
 Authentication (:class:`GitHubAuthSettings`, from the environment; never from comment text):
 
@@ -221,6 +221,17 @@ class ApplyRaceLost(AsapError):
         super().__init__(f"another apply is writing {branch} at the same moment", source=repo, field="branch")
 
 
+class ChecksRefused(AsapError):
+    """GitHub refused to create a check run (HTTP 403): only a GitHub App installation with ``checks: write``
+    may; a personal or OAuth token gets "You must authenticate via a GitHub App.", an App or Actions token
+    without the permission "Resource not accessible by integration"."""
+
+    def __init__(self, repo: str, status: int, said: str) -> None:
+        self.said = said
+        super().__init__(f"GitHub refused to create a check run: HTTP {status} {said}", source=repo,
+                         hint="check runs need a GitHub App with the checks: write permission")
+
+
 @dataclass(frozen=True)
 class PRFileChange:
     path: str
@@ -431,6 +442,28 @@ class GitHubHost:
             kw["target_url"] = target_url
         commit = self.repo.get_commit(sha)
         self._call("setting the commit status", commit.create_status, **kw)
+
+    def create_check_run(self, name: str, head_sha: str, conclusion: str, output: dict[str, Any]) -> int:
+        """A completed check run on ``head_sha``; its id. :class:`ChecksRefused` when GitHub answers 403."""
+        from github import RateLimitExceededException
+
+        try:
+            run = self.repo.create_check_run(name=name, head_sha=head_sha, status="completed", conclusion=conclusion,
+                                             output=output)
+        except RateLimitExceededException as exc:
+            raise AsapError(f"GitHub creating the check run failed: HTTP {exc.status} (rate limited)",
+                            source=self.full_name) from None
+        except self._exc as exc:
+            said = str(exc.data.get("message") if isinstance(exc.data, dict) else exc.data)
+            if exc.status == 403:
+                raise ChecksRefused(self.full_name, exc.status, said) from None
+            raise AsapError(f"GitHub creating the check run failed: HTTP {exc.status} {said}", source=self.full_name) from None
+        return int(run.id)
+
+    def update_check_run(self, run_id: int, output: dict[str, Any]) -> None:
+        """Send more of a check run's output (GitHub appends the annotations to those already there)."""
+        run = self.repo.get_check_run(int(run_id))  # lazy: no request until the edit
+        self._call("updating the check run", run.edit, output=output)
 
     def permission(self, user: str) -> str:
         """``admin`` | ``maintain`` | ``write`` | ``triage`` | ``read`` | ``none`` for ``user`` on this repository."""

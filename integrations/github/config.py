@@ -5,7 +5,10 @@ ASAP's own comments unless ``ASAP_GITHUB_MARKER_SECRET`` is set), ``GITHUB_TOKEN
 ``GITHUB_APP_ID`` + ``GITHUB_PRIVATE_KEY``/``GITHUB_PRIVATE_KEY_PATH`` (see
 :mod:`integrations.codehost.github`), ``GITHUB_API_URL``, ``GITHUB_BOT_LOGIN``, ``ASAP_GITHUB_MENTION``
 (default ``asap``), ``ASAP_APPLY_GITHUB_TEAMS`` (comma-separated ``org/slug``, besides writers and the
-teams in each repository's ``.asap.yml``; read by :meth:`bot.auth.ApplyPolicy.from_env`), ``ASAP_RUNS_DIR``.
+teams in each repository's ``.asap.yml``; read by :meth:`bot.auth.ApplyPolicy.from_env`), ``ASAP_RUNS_DIR``,
+``ASAP_GITHUB_REVIEW_REPORT`` (``checks``, the default: the PR review's verdict is a check run, falling back
+to a commit status on a repository where GitHub refuses check runs to these credentials; ``status``: always a
+commit status, as before check runs existed).
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ from __future__ import annotations
 import os
 import re
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from bot.auth import ApplyPolicy
 from bot.errors import AsapError
@@ -23,6 +26,7 @@ if TYPE_CHECKING:
     from bot.runtime.context import RuntimeContext
 
 EXTRAS_KEY = "github"
+REVIEW_REPORTS = ("checks", "status")
 
 
 @dataclass
@@ -35,6 +39,8 @@ class GitHubIntegration:
     apply_teams: tuple[str, ...] = ()
     runs_dir: str | None = None
     marker_key: bytes = b""  # keys comment markers (integrations.github.markdown); the webhook secret if empty
+    review_report: Literal["checks", "status"] = "checks"  # how the PR review's verdict is shown (module docstring)
+    checks_refused: dict[str, str] = field(default_factory=dict)  # repo -> why GitHub refused check runs (this process)
     _clients: GitHubClients | None = field(default=None, repr=False)
 
     @classmethod
@@ -48,9 +54,14 @@ class GitHubIntegration:
         if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9-]{0,38}(?:\[bot\])?", mention):
             raise AsapError(f"ASAP_GITHUB_MENTION={mention!r} is not a GitHub login", field="ASAP_GITHUB_MENTION")
         teams = ApplyPolicy.from_env(env).github_teams  # the shared apply settings (bot.auth)
+        report = (env.get("ASAP_GITHUB_REVIEW_REPORT") or "checks").strip().lower()
+        if report not in REVIEW_REPORTS:
+            raise AsapError(f"ASAP_GITHUB_REVIEW_REPORT={report!r} is not one of {', '.join(REVIEW_REPORTS)}",
+                            field="ASAP_GITHUB_REVIEW_REPORT",
+                            hint="checks (a check run; a commit status where GitHub refuses check runs) or status")
         auth = GitHubAuthSettings.from_env(env) if (env.get("GITHUB_TOKEN") or env.get("GITHUB_APP_ID")) else None
         return cls(webhook_secret=secret.encode(), auth=auth, mention=mention, apply_teams=teams,
-                   runs_dir=env.get("ASAP_RUNS_DIR") or None,
+                   runs_dir=env.get("ASAP_RUNS_DIR") or None, review_report=report,  # type: ignore[arg-type]
                    marker_key=(env.get("ASAP_GITHUB_MARKER_SECRET") or "").encode())
 
     @property

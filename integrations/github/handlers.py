@@ -6,7 +6,7 @@ place: a retried or redelivered job never posts twice, and an edited comment (``
 updates the same reply. The handler first upserts a short "working on it" body, then the answer. The
 answer to a question is rendered for markdown (:mod:`integrations.github.render`): verdict, proposals table,
 then the details folded once. The PR review keeps one comment per PR (``<!-- asap:review=... -->``) and a
-commit status. Replies show repository paths only: the server's runs folder and temporary folders are cut
+check run on the head commit (a commit status where GitHub refuses check runs: :mod:`integrations.github.checkrun`). Replies show repository paths only: the server's runs folder and temporary folders are cut
 out of every message. PyGithub is synchronous: each handler does its GitHub work in a worker thread.
 """
 
@@ -234,7 +234,8 @@ async def github_apply(job: Job, ctx: RuntimeContext) -> None:
 
 
 async def github_review(job: Job, ctx: RuntimeContext) -> None:
-    """Review the PR's sharding-config changes: one comment updated in place, and a commit status."""
+    """Review the PR's sharding-config changes: one comment updated in place, and a check run (or status)."""
+    from integrations.github.checkrun import check_report, publish_verdict
     from integrations.github.review import review_pull
 
     gi = integration(ctx)
@@ -249,8 +250,11 @@ async def github_review(job: Job, ctx: RuntimeContext) -> None:
         def publish() -> None:
             if not outcome.files and not outcome.settings_error and host.find_comment(number, mark) is None:
                 return  # nothing to review and nothing said before: stay quiet
-            host.upsert_comment(number, mark, scrub_paths(outcome.body, gi), legacy="<!-- asap:review -->")
-            host.set_status(outcome.head_sha, outcome.state, scrub_paths(outcome.description, gi), outcome.context)
+            report = check_report(outcome, lambda text: scrub_paths(text, gi))
+            shown = publish_verdict(host, gi, name=outcome.context, head_sha=outcome.head_sha, report=report,
+                                    state=outcome.state, description=scrub_paths(outcome.description, gi))
+            body = outcome.check_body if shown == "checks" else outcome.body  # its last line names what was set
+            host.upsert_comment(number, mark, scrub_paths(body, gi), legacy="<!-- asap:review -->")
 
         await asyncio.to_thread(publish)
 
@@ -266,8 +270,12 @@ async def post_failure(job: Job, reason: str, ctx: RuntimeContext) -> None:
             number = int(job.reply_to["number"])
             mark = review_marker(gi, str(job.reply_to["repo"]), number)
             host.upsert_comment(number, mark, f"{mark}\n### ASAP sharding review\n\n❌ The review could not run: {said}\n")
-            if job.payload.get("head_sha"):
-                host.set_status(str(job.payload["head_sha"]), "error", scrub_paths(reason, gi)[:140], "asap/sharding-review")
+            if job.payload.get("head_sha"):  # a check run: neutral "could not review" (status fallback: error)
+                from integrations.github.checkrun import crash_report, publish_verdict
+
+                publish_verdict(host, gi, name="asap/sharding-review", head_sha=str(job.payload["head_sha"]),
+                                report=crash_report(scrub_paths(reason, gi)), state="error",
+                                description=scrub_paths(reason, gi)[:140])
             return
         _reply(host, gi, job, f"⚠️ {said}")
 

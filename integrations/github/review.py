@@ -1,4 +1,4 @@
-"""The pull-request auto-review of sharding-config changes: ONE comment per PR, plus a commit status.
+"""The pull-request auto-review of sharding-config changes: ONE comment per PR, plus a verdict on the head commit.
 
 For each changed file matching the repository's globs (``.asap.yml`` from the DEFAULT branch), the base
 and head versions are parsed with the config parsers and compared with :func:`bot.proposals.review.review`
@@ -6,8 +6,10 @@ and head versions are parsed with the config parsers and compared with :func:`bo
 calibrated on the run linked to that config: ``.asap.yml`` ``runs:`` first, else a ``run: <id>`` / ``asap-run:
 <id>`` line in the PR body. Without a run, the chip count comes from ``.asap.yml`` ``chips:`` for that path;
 a NEW file with neither cannot have its mesh product checked (the file would only be checked against itself),
-so it is reported as "chip count unknown" and the status is ``pending`` with that reason — GitHub's commit
-statuses have no neutral state, and ``success`` would claim a check that did not happen. Files that are not
+so it is reported as "chip count unknown": a ``neutral`` check run with that reason (a ``pending`` commit
+status where check runs are refused: commit statuses have no neutral state, and ``success`` would claim a
+check that did not happen). The verdict (check run, or the commit status fallback) is shown by
+:mod:`integrations.github.checkrun`. Files that are not
 sharding configs are skipped quietly. The comment carries a signed ``<!-- asap:review=... -->`` marker and is
 edited in place on every push; the status on the head commit is ``failure`` when a problem (or, with
 ``fail_on: warning``, a warning) is flagged. Every path shown is the repository path; every value from the
@@ -41,6 +43,9 @@ class FileReview:
     note: str | None = None
     unchecked: str | None = None  # why the mesh could not be checked at all (chip count unknown)
     chips: ChipCount | None = None  # declared in .asap.yml and used
+    changed_lines: list[int] = field(default_factory=list)  # lines of the new file's mesh keys the change sets
+    first_key_line: int | None = None  # the new file's first mesh key (where a finding without a changed line goes)
+    more: int = 0  # > 0: this entry stands for that many matching files NOT reviewed (the file cap)
 
     @property
     def severity(self) -> str:
@@ -61,9 +66,12 @@ class ReviewOutcome:
     head_sha: str = ""
     state: str = "success"
     description: str = ""
-    body: str = ""
+    body: str = ""  # the comment, its last line naming the commit status
+    check_body: str = ""  # the same comment, its last line naming the check run's conclusion
     context: str = "asap/sharding-review"
     marker: str = REVIEW_MARKER + "unsigned -->"
+    enabled: bool = True  # .asap.yml review.enabled
+    fail_on: str = "problem"  # .asap.yml review.fail_on
 
 
 def _not_a_sharding_config(text: str | None, path: str) -> bool:
@@ -98,6 +106,7 @@ def review_pull(host: Any, number: int, *, runs: Any, marker: str | None = None)
         out.settings_error = exc.render()
         settings = RepoSettings()
     out.context = settings.review.status_context
+    out.enabled, out.fail_on = settings.review.enabled, settings.review.fail_on
     if not settings.review.enabled:
         out.state, out.description = "success", "ASAP review is off for this repository (.asap.yml)"
         return _finish(out, settings)
@@ -110,11 +119,30 @@ def review_pull(host: Any, number: int, *, runs: Any, marker: str | None = None)
         if _not_a_sharding_config(after, f.path) and _not_a_sharding_config(before, f.path):
             continue
         run_id = settings.run_for(f.path) or body_run
-        out.files.append(_review_file(f.path, before, after, run_id, runs, settings.chips_for(f.path)))
+        fr = _review_file(f.path, before, after, run_id, runs, settings.chips_for(f.path))
+        fr.changed_lines, fr.first_key_line = _key_lines(before, after, f.path)
+        out.files.append(fr)
     if skipped_count:
-        out.files.append(FileReview(path=f"({skipped_count} more files)", run_id=None,
+        out.files.append(FileReview(path=f"({skipped_count} more files)", run_id=None, more=skipped_count,
                                     note=f"only the first {MAX_REVIEWED_FILES} matching files are reviewed"))
     return _finish(out, settings)
+
+
+def _key_lines(before: str | None, after: str | None, path: str) -> tuple[list[int], int | None]:
+    """(lines of the new file's own mesh keys whose value differs from the base's — every key of a new file —,
+    the line of its first own mesh key); keys read from another file (a base_config) have no line here."""
+    try:
+        own = [k for k in parse_config(after or "", path).keys if k.file is None]
+    except ConfigError:
+        return [], None
+    old: dict[str, str] = {}
+    if before is not None:
+        try:
+            old = {k.path: k.raw for k in parse_config(before, path).keys if k.file is None}
+        except ConfigError:
+            old = {}
+    changed = sorted({k.line for k in own if old.get(k.path) != k.raw})
+    return changed, (min(k.line for k in own) if own else None)
 
 
 def _review_file(path: str, before: str | None, after: str | None, run_id: str | None, runs: Any,
@@ -217,9 +245,14 @@ def _finish(out: ReviewOutcome, settings: RepoSettings) -> ReviewOutcome:
         lines.append("No sharding config changed in this pull request.")
     for f in out.files:
         lines += _file_section(f)
-    lines += ["", f"<sub>Status {md.code(out.context)}: {out.state} — {md.plain(out.description)}. "
-                  f"Settings from `{SETTINGS_FILE}` on the default branch. Updated on every push.</sub>"]
-    out.body = "\n".join(lines) + "\n"
+    from integrations.github.checkrun import verdict
+
+    conclusion, reason = verdict(out)
+    tail = f"Settings from `{SETTINGS_FILE}` on the default branch. Updated on every push.</sub>"
+    out.body = "\n".join(lines + ["", f"<sub>Status {md.code(out.context)}: {out.state} — "
+                                       f"{md.plain(out.description)}. {tail}"]) + "\n"
+    out.check_body = "\n".join(lines + ["", f"<sub>Check {md.code(out.context)}: {conclusion} — "
+                                             f"{md.plain(reason)}. {tail}"]) + "\n"
     return out
 
 

@@ -10,6 +10,10 @@ Served (shapes as GitHub's, only fields PyGithub and ASAP read):
 * ``GET/POST .../pulls``, ``GET/PATCH .../pulls/{n}``, ``GET .../pulls/{n}/files``
 * ``GET .../issues/{n}``, ``GET/POST .../issues/{n}/comments``, ``PATCH .../issues/comments/{id}``
 * ``POST .../statuses/{sha}``, ``GET .../collaborators/{user}/permission``
+* ``POST .../check-runs``, ``GET/PATCH .../check-runs/{id}``: only an App installation token may write
+  (anything else gets GitHub's ``403 "You must authenticate via a GitHub App."``); at most 50 annotations
+  per request and 65535 characters per output text (422 otherwise); a PATCH appends annotations. Answers
+  are GitHub's published example (``tests/data/github/rest/check-run.json``) with the request's values.
 * ``GET /orgs/{o}/teams/{slug}``, ``GET /orgs/{o}/teams/{slug}/memberships/{user}``, ``GET /user``
 * GitHub App: ``GET /app`` and ``POST /app/installations/{id}/access_tokens`` (RS256 JWT verified against
   the App's public key), ``GET /repos/{o}/{r}/installation``.
@@ -55,6 +59,7 @@ class RepoState:
     pulls: dict[int, dict[str, Any]] = field(default_factory=dict)
     comments: dict[int, dict[str, Any]] = field(default_factory=dict)  # id -> {issue, body, user, ...}
     statuses: list[dict[str, Any]] = field(default_factory=list)
+    check_runs: dict[int, dict[str, Any]] = field(default_factory=dict)  # id -> check run as served
     collaborators: dict[str, str] = field(default_factory=dict)  # login -> permission
     next_number: int = 1
 
@@ -359,11 +364,89 @@ class GitHubRestDouble:
                   "context": body.get("context", "default"), "target_url": body.get("target_url"), "id": self._id()}
             repo.statuses.append(st)
             return 201, {**st, "url": f"{self.base_url}/repos/{repo.name}/statuses/{rest[1]}", "creator": self._user(login)}
+        if head == "check-runs":
+            return self._checks_route(repo, method, rest[1:], body, login)
         if head == "collaborators" and len(rest) == 3 and rest[2] == "permission":
             user = rest[1]
             perm = repo.collaborators.get(user, "none" if user not in repo.collaborators else "read")
             return 200, {"permission": perm, "role_name": perm, "user": self._user(user)}
         return nf
+
+    def _checks_route(self, repo: RepoState, method: str, rest: list[str], body: dict[str, Any],
+                      login: str) -> tuple[int, Any]:
+        nf = (404, {"message": "Not Found"})
+        if method in ("POST", "PATCH") and not login.endswith("[bot]"):  # a user's token, not an App's
+            return 403, {"message": "You must authenticate via a GitHub App.",
+                         "documentation_url": "https://docs.github.com/rest/reference/checks#create-a-check-run"}
+        if not rest and method == "POST":
+            if not body.get("name") or not body.get("head_sha"):
+                return 422, {"message": "Invalid request.\n\n\"name\", \"head_sha\" weren't supplied."}
+            run = _example_json("rest/check-run.json")
+            cid = self._id()
+            url = f"{self.base_url}/repos/{repo.name}/check-runs/{cid}"
+            run.update(id=cid, url=url, html_url=f"https://github.example/{repo.name}/runs/{cid}", name=body["name"],
+                       head_sha=body["head_sha"], details_url=body.get("details_url"), external_id=body.get("external_id"),
+                       status=body.get("status", "queued"), conclusion=None, completed_at=None, pull_requests=[],
+                       annotations=[], output={"title": None, "summary": None, "text": None, "annotations_count": 0,
+                                               "annotations_url": f"{url}/annotations"})
+            run["app"].update(slug=login.removesuffix("[bot]"))
+            err = self._apply_check(run, body)
+            if err:
+                return err
+            repo.check_runs[cid] = run
+            return 201, self._check_json(run)
+        if len(rest) != 1 or not rest[0].isdigit() or int(rest[0]) not in repo.check_runs:
+            return nf
+        run = repo.check_runs[int(rest[0])]
+        if method == "GET":
+            return 200, self._check_json(run)
+        if method == "PATCH":
+            staged = {**run, "output": dict(run["output"]), "annotations": list(run["annotations"])}
+            err = self._apply_check(staged, body)
+            if err:
+                return err
+            run.update(staged)
+            return 200, self._check_json(run)
+        return nf
+
+    @staticmethod
+    def _apply_check(run: dict[str, Any], body: dict[str, Any]) -> tuple[int, Any] | None:
+        """Validate and apply a create/update body as GitHub does; a 422 answer, or None when applied."""
+        conclusions = ("action_required", "cancelled", "failure", "neutral", "success", "skipped", "stale", "timed_out")
+        if body.get("conclusion") is not None and body["conclusion"] not in conclusions:
+            return 422, {"message": f"Invalid request.\n\n{body['conclusion']!r} is not a member of conclusions."}
+        out = body.get("output")
+        if out is not None:
+            if not out.get("title") or out.get("summary") is None:
+                return 422, {"message": "Invalid request.\n\n\"title\", \"summary\" weren't supplied."}
+            for key in ("summary", "text"):
+                if len(out.get(key) or "") > 65535:
+                    return 422, {"message": f"Invalid request.\n\nOnly 65535 characters are allowed; "
+                                            f"{len(out[key])} were supplied."}
+            notes = out.get("annotations") or []
+            if len(notes) > 50:
+                return 422, {"message": "Invalid request.\n\nOnly 50 annotations are allowed per request."}
+            for a in notes:
+                if a.get("annotation_level") not in ("notice", "warning", "failure") or not a.get("path") \
+                        or not isinstance(a.get("start_line"), int) or not isinstance(a.get("end_line"), int) \
+                        or not a.get("message"):
+                    return 422, {"message": "Invalid request.\n\nannotation is missing path, start_line, end_line, "
+                                            "annotation_level or message."}
+            run["output"].update(title=out["title"], summary=out["summary"], text=out.get("text"))
+            run["annotations"].extend(notes)
+            run["output"]["annotations_count"] = len(run["annotations"])
+        if body.get("conclusion") is not None:
+            run.update(conclusion=body["conclusion"], status="completed", completed_at=_now())
+        elif body.get("status"):
+            run["status"] = body["status"]
+        for key in ("name", "details_url", "external_id"):
+            if key in body:
+                run[key] = body[key]
+        return None
+
+    @staticmethod
+    def _check_json(run: dict[str, Any]) -> dict[str, Any]:
+        return {k: v for k, v in run.items() if k != "annotations"}
 
     def _git_route(self, repo: RepoState, method: str, rest: list[str], body: dict[str, Any]) -> tuple[int, Any]:
         nf = (404, {"message": "Not Found"})
@@ -492,6 +575,13 @@ class GitHubRestDouble:
         return nf
 
 
+def _example_json(rel: str) -> dict[str, Any]:
+    """A published GitHub example under ``tests/data/github`` (see the README there), freshly loaded."""
+    import json as _json
+
+    return _json.loads((Path(__file__).resolve().parents[1] / "data" / "github" / rel).read_text(encoding="utf-8"))
+
+
 # ------------------------------------------------------------------------------------------- webhook harness
 class WebhookHarness:
     """The REAL runtime server (``bot.runtime.server.build_app``) on 127.0.0.1 with the GitHub route, an
@@ -503,8 +593,9 @@ class WebhookHarness:
 
     def __init__(self, double: GitHubRestDouble, tmp: Any, *, secret: bytes = b"whsec-test", runs_dir: str | None = None,
                  user_rate: tuple[int, float] = (1000, 60.0), apply_teams: tuple[str, ...] = (),
-                 bot_login: str | None = "asap-bot") -> None:
+                 bot_login: str | None = "asap-bot", auth: Any = None, review_report: str = "checks") -> None:
         self.double, self.tmp, self.secret, self.bot_login = double, tmp, secret, bot_login
+        self.auth, self.review_report = auth, review_report  # auth: GitHubAuthSettings (an App); default a token
         self.runs_dir, self.user_rate, self.apply_teams = runs_dir, user_rate, apply_teams
         self.url = ""
         self.backlog = 1024  # a burst of connections must not overflow the accept queue (SYN retry = 1 s)
@@ -523,9 +614,10 @@ class WebhookHarness:
         queue = InProcessQueue(store, settings=QueueSettings(block_ms=20, max_attempts=1))
         settings = RuntimeSettings(user_rate=Rate(*self.user_rate), channel_rate=Rate(10000, 60.0), max_pending=10000)
         self.ctx = RuntimeContext(settings=settings, store=store, queue=queue)
-        auth = GitHubAuthSettings(api_url=self.double.base_url, token="bot-token", bot_login=self.bot_login, retry=False)
+        auth = self.auth or GitHubAuthSettings(api_url=self.double.base_url, token="bot-token", bot_login=self.bot_login,
+                                               retry=False)
         self.ctx.extras["github"] = GitHubIntegration(webhook_secret=self.secret, auth=auth, runs_dir=self.runs_dir,
-                                                      apply_teams=self.apply_teams)
+                                                      apply_teams=self.apply_teams, review_report=self.review_report)
         app = build_app(self.ctx, env={"GITHUB_WEBHOOK_SECRET": self.secret.decode()})
         self._runner = web.AppRunner(app, access_log=None)
         await self._runner.setup()
