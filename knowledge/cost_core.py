@@ -334,6 +334,7 @@ def _stage_memory(shape: Shape, nd: np.ndarray, nf: np.ndarray, nt: np.ndarray, 
     pick_first = first_total >= last_total
     out = {k: np.where(pick_first, first[k], last[k]) for k in first}
     out["_first_stage_total"], out["_last_stage_total"] = first_total, last_total
+    out["_logits"] = np.where(pick_first, np.where(pp, 0.0, logits), logits)  # the loss buffers in that peak
     return out
 
 
@@ -638,6 +639,7 @@ def evaluate(
     stages = {
         "first_stage_memory": memory.pop("_first_stage_total"),
         "last_stage_memory": memory.pop("_last_stage_total"),
+        "logits_bytes": memory.pop("_logits"),
         "slowest_over_mean_stage": stage_factor,
     }
     return Terms(

@@ -26,10 +26,13 @@ from bot.errors import AsapError
 from bot.runs.record import RunRecord
 from knowledge.cost_core import (
     AXIS_KEYS,
+    BF16,
     DEFAULT_OVERLAP_MISS,
+    XLA_FUSING,
     Terms,
     chip_efficiency,
     evaluate,
+    logit_bytes,
 )
 from knowledge.cost_settings import TrainingSettings
 from knowledge.cost_shapes import Shape, missing_for_prediction, resolve_shape
@@ -248,6 +251,7 @@ def predict(
         u_act = U_ACT_INEXACT
     state_mem = total_mem - memory["activations"]
     mem_low = state_mem * (1 - U_STATE) + memory["activations"] * (1 - u_act)
+    mem_low -= _fused_loss_saving(shape, terms, assumptions) * (1 - u_act)
     mem_high = state_mem * (1 + U_STATE) + memory["activations"] * (1 + u_act)
     capacity = chip.hbm_bytes
     fits = total_mem <= capacity * (1 - DEFAULT_HEADROOM)
@@ -274,6 +278,30 @@ def predict(
         memory_low_bytes=mem_low,
         memory_high_bytes=mem_high,
     )
+
+
+def _fused_loss_saving(shape: Shape, terms: Any, assumptions: list[str]) -> float:
+    """How much lower the loss buffers may be than priced when XLA fuses the softmax cross-entropy.
+
+    XLA (MaxText, plain JAX) may fuse the fp32 softmax into the loss reduction and keep only the bf16 logits
+    live, or materialize it: whether it does depends on the compiler's fusion decisions, which the config does
+    not show. The point estimate keeps the materialized softmax (6 bytes per logit); the band's low edge takes
+    the fused 2 bytes, so a large-vocabulary run (Gemma's 256k) is called out of memory only if even that fails.
+    """
+    if shape.framework not in XLA_FUSING or shape.fused_cross_entropy or terms.stages is None:
+        return 0.0
+    logits = float(terms.stages["logits_bytes"][0])
+    per = logit_bytes(shape)
+    if logits <= 0 or per <= BF16:
+        return 0.0
+    saving = logits * (1.0 - BF16 / per)
+    if saving > 0.02 * float(sum(v[0] for v in terms.memory.values())):
+        assumptions.append(
+            f"loss buffers {logits / 1e9:.1f} GB at {per:.0f} bytes per logit (bf16 logits + fp32 softmax); if XLA "
+            f"fuses the softmax into the loss only the bf16 logits stay live ({logits * BF16 / per / 1e9:.1f} GB): "
+            "the memory band's low edge takes that"
+        )
+    return saving
 
 
 def _overlap_notes(shape: Shape, mesh: Mesh) -> list[str]:

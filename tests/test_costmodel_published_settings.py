@@ -106,3 +106,23 @@ def test_maxtext_vocab_tiling_keeps_one_chunk_of_logits_and_the_published_v4_22b
     assert saved == pytest.approx(7 / 8 * 6.0 * 13 * 2048 * 32000, rel=0.01)  # 7/8 of the untiled logits
     memory = critique(run, mesh, settings=settings).check("memory")
     assert memory is not None and "out of memory" not in memory.reason
+
+
+def test_xla_loss_buffers_widen_the_band_so_a_working_gemma_recipe_is_tight_not_oom() -> None:
+    """MaxText's v6e Gemma 2 9B recipe (src/maxtext/configs/tpu/v6e/gemma2_9b.sh @ e591f30cbb: "This config will work
+    out of the box for any number of trillium-256 slices"; 3 x 8192 tokens per chip, 256,128-token vocabulary) holds
+    24,576 x 256,128 logits per chip: 37.8 GB priced with an fp32 softmax, 12.6 GB if XLA fuses it into the loss.
+    Which one XLA does is not in the config, so the band's low edge takes the fused figure: tight, not out of memory.
+    The model comes from the recipe (model_name gemma2-9b), not from run.yaml."""
+    from bot.proposals.critic import critique
+
+    run = LocalRunStore(EVAL).get("maxtext-v6e-gemma2-9b-1x256")
+    assert run.record.model is None  # run.yaml names no model
+    settings = settings_for_run(run)
+    mesh, _ = baseline_mesh(run, None)
+    pred = costmodel.predict(run.record, mesh, settings=settings)
+    note = next(a for a in pred.assumptions if a.startswith("loss buffers"))
+    assert "37.8 GB at 6 bytes per logit" in note and "(12.6 GB)" in note
+    assert pred.memory_low_bytes is not None and pred.memory_low_bytes < 0.9 * pred.memory_capacity_bytes
+    memory = critique(run, mesh, settings=settings).check("memory")
+    assert memory is not None and memory.reason.startswith("tight:") and not memory.hard

@@ -56,15 +56,19 @@ class MeasuredOutcome(BaseModel):
     mfu_percent: float | None = Field(default=None, gt=0, le=100, description="stated model FLOPs utilization")
     peak_memory_gib: PositiveFloat | None = Field(default=None, description="stated peak memory per chip, GiB")
     oom: bool = Field(default=False, description="the source states this configuration ran out of memory")
+    ran: bool = Field(default=False, description="the source states this configuration runs, without a figure "
+                      "(e.g. a recipe that 'will work out of the box'): scored for OOM and Critic rejections only")
     source: str | None = Field(default=None, description="where in the source (table, row, footnote)")
 
     @model_validator(mode="after")
     def _something_measured(self) -> MeasuredOutcome:
         figures = (self.step_time_ms, self.tokens_per_second_per_chip, self.tflops_per_chip, self.mfu_percent,
                    self.peak_memory_gib)
-        if not self.oom and all(v is None for v in figures):
+        if self.oom and self.ran:
+            raise ValueError("oom: true and ran: true contradict each other")
+        if not (self.oom or self.ran) and all(v is None for v in figures):
             raise ValueError("a measured outcome needs a figure (step_time_ms, tokens_per_second_per_chip, "
-                             "tflops_per_chip, mfu_percent, peak_memory_gib) or oom: true")
+                             "tflops_per_chip, mfu_percent, peak_memory_gib), oom: true or ran: true")
         return self
 
 

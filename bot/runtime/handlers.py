@@ -59,8 +59,10 @@ class Outcome(enum.StrEnum):
 
 
 def reply_reserve(deadline_s: float) -> float:
-    """Time kept back from a job's deadline for posting its reply (10%, at most 5 s)."""
-    return min(5.0, 0.1 * deadline_s)
+    """Time kept back from a job's deadline for rendering and posting its reply: 10%, at least 1 s (a busy host
+    needs that long to render the analyst answer after the model is cut off) but never more than half the
+    deadline, and at most 5 s."""
+    return min(5.0, max(min(1.0, 0.5 * deadline_s), 0.1 * deadline_s))
 
 
 @dataclass(frozen=True)
