@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from store_servers import REPO, upload_tree, write_maxtext_output
+from store_servers import REPO, SESSION, upload_tree, write_maxtext_output
 
 import bot.cli.analyze  # noqa: F401  (registers the commands)
 import bot.cli.proposals  # noqa: F401
@@ -96,6 +96,17 @@ def test_documented_run_and_eval_case_on_gcs_answer_like_local(
     assert remote.pop("elapsed_ms") >= 0 and local.pop("elapsed_ms") >= 0
     assert remote == local
     assert remote["proposals"]
+
+
+def test_folder_placeholders_from_the_console_are_neither_runs_nor_files(bucket: dict[str, Path]) -> None:
+    # the Cloud Console's "Create folder" writes a zero-byte object named "<folder>/"
+    fs = _gcsfs()
+    for folder in ("maxtext/", "maxtext/llama-cpu/", "maxtext/llama-cpu/metrics/",
+                   f"maxtext/llama-cpu/tensorboard/plugins/profile/{SESSION}/"):
+        fs.pipe_file(f"{bucket['bucket']}/{folder}", b"")  # type: ignore[attr-defined]
+    url = f"gs://{bucket['bucket']}/maxtext"
+    assert FsspecRunStore(parse_store(url)).list_ids() == ["llama-cpu"]
+    assert _cli("--runs", url, "why", "llama-cpu") == _cli("--runs", str(bucket["maxtext"]), "why", "llama-cpu")
 
 
 def test_documented_run_folder_fetches_only_the_files_run_yaml_names(bucket: dict[str, Path], tmp_path: Path) -> None:

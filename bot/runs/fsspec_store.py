@@ -72,6 +72,11 @@ def _store_error(exc: Exception, display: str, action: str) -> StoreUnavailable:
     return StoreUnavailable(f"store unreachable while {action} ({kind}{': ' + text if text else ''})", source=display)
 
 
+def _is_placeholder(info: dict[str, Any]) -> bool:
+    """A folder placeholder object (``prefix/``, zero bytes), as cloud consoles' "create folder" writes."""
+    return info.get("type") == "file" and str(info.get("name", "")).endswith("/")
+
+
 def safe_run_name(query: str) -> str:
     """A run name from untrusted text: one path segment of ordinary characters, or RunNotFound."""
     name = normalize_run_query(query)
@@ -100,7 +105,10 @@ class FsspecRunStore:
     def _entries(self, path: str) -> list[dict[str, Any]]:
         try:
             self.fs.invalidate_cache(path)  # a serving bot must see new runs and new object versions
-            return list(self.fs.ls(path, detail=True))
+            # a folder placeholder (the zero-byte "name/" object the GCS and S3 consoles create) lists as
+            # the folder itself: it is not a run, nor a file of one
+            return [e for e in self.fs.ls(path, detail=True)
+                    if e["name"].rstrip("/") != path.rstrip("/") and not _is_placeholder(e)]
         except FileNotFoundError:
             if path == self.root:
                 self._check_bucket()
@@ -110,7 +118,7 @@ class FsspecRunStore:
 
     def _check_bucket(self) -> None:
         """An empty prefix is an empty store; a bucket that does not exist is a configuration error."""
-        if self.local or self.spec.kind == "tb" and "://" not in self.spec.location:
+        if self.local:
             return
         bucket = self.root.split("/", 1)[0]
         try:
@@ -208,7 +216,7 @@ class FsspecRunStore:
             raise AsapError(f"{len(infos)} files under one profile entry; expected at most {MAX_RUN_FILES}",
                             source=f"{self.spec.display}/{posixpath.relpath(path, self.root)}",
                             hint="name one session folder in run.yaml's profile: list")
-        return [self._file(i, run_root) for i in infos if i.get("type") == "file"]
+        return [self._file(i, run_root) for i in infos if i.get("type") == "file" and not _is_placeholder(i)]
 
     def _plan(self, run_root: str, session: str | None) -> tuple[list[RemoteFile], bool]:
         top = {posixpath.basename(e["name"].rstrip("/")): e for e in self._entries(run_root)}
