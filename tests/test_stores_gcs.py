@@ -230,3 +230,15 @@ def test_store_errors_are_store_unavailable(bucket: dict[str, Path]) -> None:
         FsspecRunStore(parse_store("gs://no-such-bucket-asap/x")).list_ids()
     assert err.value.render().startswith("gs://no-such-bucket-asap/x: bucket 'no-such-bucket-asap' not found")
     assert FsspecRunStore(parse_store(f"gs://{bucket['bucket']}/no-runs-yet")).list_ids() == []
+
+
+def test_a_jax_logdir_on_gcs_is_one_run_like_the_local_logdir(bucket: dict[str, Path], tmp_path: Path) -> None:
+    logdir = tmp_path / "tb" / "llama-cpu"
+    shutil.copytree(bucket["maxtext"] / "llama-cpu" / "tensorboard", logdir)
+    shutil.copy(bucket["maxtext"] / "llama-cpu" / "config.yml", logdir)
+    upload_tree(_gcsfs(), logdir, f"{bucket['bucket']}/logs/llama-cpu")
+    url = f"tb:gs://{bucket['bucket']}/logs/llama-cpu"
+    assert FsspecRunStore(parse_store(url)).list_ids() == ["llama-cpu"]
+    remote = _cli("--runs", url, "why", "llama-cpu")
+    assert remote == _cli("--runs", f"tb:{logdir}", "why", "llama-cpu")
+    assert remote["diagnosis"]["bottleneck"] == "communication"
