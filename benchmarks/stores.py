@@ -1,8 +1,8 @@
 """Run-store speed: lookup and first-answer time per store, the cached repeat, and MLflow listing at scale.
 
-Starts real servers on 127.0.0.1 (moto's S3 server, an MLflow tracking server with a SQLite backend),
-writes the same MaxText output folder (the real JAX sample run's profile) to a local folder, S3, MLflow
-and a tb: logdir, then times ``open_runs(URL).get(name)`` + ``analyze_run`` cold (empty cache) and warm.
+Starts real servers on 127.0.0.1 (moto's S3 server, gcp-storage-emulator's GCS JSON API, an MLflow
+tracking server with a SQLite backend), writes the same MaxText output folder (the real JAX sample run's
+profile) to a local folder, S3, GCS, MLflow and a tb: logdir, then times ``open_runs(URL).get(name)`` + ``analyze_run`` cold (empty cache) and warm.
 It then creates N MLflow runs (default 10,000) and times paging through them with ``asap runs``' page
 size. Goals (issue 15): first answer < 2 s on a local server, repeat < 0.5 s from cache.
 
@@ -54,6 +54,18 @@ def _seed_s3(endpoint: str, local: Path) -> str:
         if path.is_file():
             s3.upload_file(str(path), "bench-runs", f"maxtext/llama-cpu/{path.relative_to(local).as_posix()}")
     return "s3://bench-runs/maxtext"
+
+
+def _seed_gcs(endpoint: str, local: Path) -> str:
+    os.environ.update({"STORAGE_EMULATOR_HOST": endpoint, "NO_GCE_CHECK": "true"})
+    from gcsfs.core import GCSFileSystem
+
+    fs = GCSFileSystem(token="anon")
+    fs.mkdir("bench-runs")
+    for path in local.rglob("*"):
+        if path.is_file():
+            fs.pipe_file(f"bench-runs/maxtext/llama-cpu/{path.relative_to(local).as_posix()}", path.read_bytes())
+    return "gs://bench-runs/maxtext"
 
 
 def _seed_mlflow(url: str, local: Path) -> str:
@@ -146,10 +158,12 @@ def main() -> None:
     logdir = tmp / "tb" / "llama-cpu"
     shutil.copytree(local / "tensorboard", logdir)
     shutil.copy(local / "config.yml", logdir)
-    s3_port, ml_port = free_port(), free_port()
+    s3_port, gs_port, ml_port = free_port(), free_port(), free_port()
     procs = [
         _start([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(s3_port)],
                f"http://127.0.0.1:{s3_port}/moto-api/"),
+        _start([sys.executable, "-m", "gcp_storage_emulator", "start", "--host", "127.0.0.1", "--port", str(gs_port),
+                "--in-memory", "--quiet"], f"http://127.0.0.1:{gs_port}/"),
         _start([sys.executable, "-m", "mlflow", "server", "--backend-store-uri", f"sqlite:///{tmp / 'mlflow.db'}",
                 "--artifacts-destination", str(tmp / "artifacts"), "--host", "127.0.0.1", "--port", str(ml_port),
                 "--workers", "2"], f"http://127.0.0.1:{ml_port}/health"),
@@ -159,13 +173,15 @@ def main() -> None:
             "local": str(tmp / "runs"),
             "tb": f"tb:{logdir}",
             "s3": _seed_s3(f"http://127.0.0.1:{s3_port}", local),
+            "gs": _seed_gcs(f"http://127.0.0.1:{gs_port}", local),
             "mlflow": _seed_mlflow(f"http://127.0.0.1:{ml_port}", local),
         }
         _answer(stores["local"])  # imports and first-use costs paid once, outside the timings
         t0 = time.perf_counter()
         import mlflow.tracking  # noqa: F401  (a serving bot imports its store clients once per process)
         import s3fs  # noqa: F401
-        print(f"(one-time client imports per process: mlflow + s3fs {time.perf_counter() - t0:.2f} s)")
+        print(f"(one-time client imports per process: mlflow + s3fs {time.perf_counter() - t0:.2f} s; gcsfs was "
+              "imported to seed the bucket)")
         for name, url in stores.items():
             _time_store(name, url, args.repeat, tmp / "state")
         if args.mlflow_runs:

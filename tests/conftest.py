@@ -12,7 +12,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from store_servers import mlflow_server, moto_s3  # noqa: F401  (real S3 and MLflow servers, started on demand)
+from store_servers import gcs_emulator, mlflow_server, moto_s3  # noqa: F401  (real GCS, S3, MLflow servers, on demand)
 
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLE_RUNS = REPO / "examples" / "runs"

@@ -2,7 +2,9 @@
 
 - an S3-compatible server: ``moto`` in server mode (``moto_server``), reached through ``s3fs`` with the
   standard ``AWS_ENDPOINT_URL_S3`` variable, as a team would point ASAP at MinIO or a regional endpoint;
-- an MLflow tracking server: ``mlflow server`` with a SQLite backend and a local artifact destination.
+- an MLflow tracking server: ``mlflow server`` with a SQLite backend and a local artifact destination;
+- a GCS-compatible server: ``gcp-storage-emulator`` (the GCS JSON API, in memory), reached through gcsfs
+  with the standard ``STORAGE_EMULATOR_HOST`` variable, as google-cloud-storage and gcsfs honour it.
 
 Each fixture skips with the reason when its server cannot start (package missing, no port), and stops
 its server afterwards. A MaxText output folder is built from the real JAX sample run's profile
@@ -118,3 +120,26 @@ def mlflow_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         proc.wait(timeout=15)
     except subprocess.TimeoutExpired:
         proc.kill()
+
+
+@pytest.fixture(scope="session")
+def gcs_emulator(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A GCS JSON API endpoint (gcp-storage-emulator, in memory); yields its http URL."""
+    pytest.importorskip("gcp_storage_emulator", reason="gcp-storage-emulator is not installed (dev extra)")
+    pytest.importorskip("gcsfs", reason="gcsfs is not installed (gcs extra)")
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    log = tmp_path_factory.mktemp("gcs") / "gcs.log"
+    args = [sys.executable, "-m", "gcp_storage_emulator", "start", "--host", "127.0.0.1", "--port", str(port),
+            "--in-memory", "--quiet"]
+    proc = _start(args, f"{url}/", log, 30)
+    yield url
+    proc.terminate()
+    proc.wait(timeout=10)
+
+
+def upload_tree(fs: object, local: Path, remote: str) -> None:
+    """Every file under ``local`` to ``remote/<relative path>`` through an fsspec filesystem."""
+    for path in sorted(local.rglob("*")):
+        if path.is_file():
+            fs.pipe_file(f"{remote}/{path.relative_to(local).as_posix()}", path.read_bytes())  # type: ignore[attr-defined]

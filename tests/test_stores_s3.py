@@ -159,3 +159,17 @@ def test_missing_driver_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None
     with pytest.raises(AsapError) as err:
         FsspecRunStore(parse_store("gs://bucket/prefix"))
     assert "gcsfs" in err.value.render() and "asap[gcs]" in err.value.render()
+
+
+def test_a_missing_bucket_and_console_folder_placeholders_on_s3(bucket: dict[str, Path]) -> None:
+    import boto3
+
+    with pytest.raises(AsapError) as err:
+        FsspecRunStore(parse_store("s3://no-such-bucket-asap/runs")).list_ids()
+    assert err.value.render().startswith("s3://no-such-bucket-asap/runs: bucket 'no-such-bucket-asap' not found")
+    # the S3 console's "Create folder" writes a zero-byte "<folder>/" object: neither a run nor a run's file
+    for key in ("maxtext/", "maxtext/llama-cpu/", "maxtext/llama-cpu/metrics/"):
+        boto3.client("s3").put_object(Bucket=str(bucket["bucket"]), Key=key, Body=b"")
+    store = FsspecRunStore(parse_store(f"s3://{bucket['bucket']}/maxtext"))
+    assert store.list_ids() == ["llama-cpu"]
+    assert _why(f"s3://{bucket['bucket']}/maxtext") == _why(str(bucket["maxtext"]))

@@ -12,6 +12,7 @@ credentials for GCS, the AWS chain and ``AWS_ENDPOINT_URL_S3`` for S3); ASAP nev
 from __future__ import annotations
 
 import difflib
+import os
 import posixpath
 import re
 from pathlib import Path
@@ -29,12 +30,28 @@ _EXTRAS = {"gs": "gcsfs (pip install 'asap[gcs]')", "gcs": "gcsfs (pip install '
            "s3": "s3fs (pip install 'asap[s3]')", "s3a": "s3fs (pip install 'asap[s3]')"}
 
 
+def _gcs_emulator_fs(location: str) -> tuple[Any, str] | None:
+    """gcsfs's JSON-API filesystem, anonymous, when ``STORAGE_EMULATOR_HOST`` names a GCS emulator.
+
+    As google-cloud-storage does for an emulator, no credentials are looked up (the default chain would
+    ask the GCE metadata server). The plain ``gcsfs.core.GCSFileSystem`` is used: gcsfs's default
+    class first asks the Storage Control gRPC API for each bucket's layout, which an emulator does not
+    serve, and waits 60 s per bucket operation before falling back to the JSON API.
+    """
+    if location.split("://", 1)[0] not in ("gs", "gcs") or os.environ.get("STORAGE_EMULATOR_HOST", "") in ("", "default"):
+        return None
+    from gcsfs.core import GCSFileSystem
+
+    fs = GCSFileSystem(token="anon")
+    return fs, fs._strip_protocol(location)
+
+
 def open_fs(location: str, *, display: str) -> tuple[Any, str]:
     """The fsspec filesystem and root path for a URL; a missing driver names the extra to install."""
     import fsspec
 
     try:
-        fs, root = fsspec.core.url_to_fs(location)
+        fs, root = _gcs_emulator_fs(location) or fsspec.core.url_to_fs(location)
     except ImportError:
         scheme = location.split("://", 1)[0]
         raise AsapError(
@@ -53,6 +70,11 @@ def _store_error(exc: Exception, display: str, action: str) -> StoreUnavailable:
         return StoreUnavailable(f"not found while {action}", source=display)
     text = str(exc).splitlines()[0][:160] if str(exc) else ""
     return StoreUnavailable(f"store unreachable while {action} ({kind}{': ' + text if text else ''})", source=display)
+
+
+def _is_placeholder(info: dict[str, Any]) -> bool:
+    """A folder placeholder object (``prefix/``, zero bytes), as cloud consoles' "create folder" writes."""
+    return info.get("type") == "file" and str(info.get("name", "")).endswith("/")
 
 
 def safe_run_name(query: str) -> str:
@@ -83,11 +105,29 @@ class FsspecRunStore:
     def _entries(self, path: str) -> list[dict[str, Any]]:
         try:
             self.fs.invalidate_cache(path)  # a serving bot must see new runs and new object versions
-            return list(self.fs.ls(path, detail=True))
+            # a folder placeholder (the zero-byte "name/" object the GCS and S3 consoles create) lists as
+            # the folder itself: it is not a run, nor a file of one
+            return [e for e in self.fs.ls(path, detail=True)
+                    if e["name"].rstrip("/") != path.rstrip("/") and not _is_placeholder(e)]
         except FileNotFoundError:
+            if path == self.root:
+                self._check_bucket()
             return []
         except Exception as exc:  # noqa: BLE001 - any driver error is a store error for the user
             raise _store_error(exc, self.spec.display, f"listing {posixpath.basename(path) or path}") from None
+
+    def _check_bucket(self) -> None:
+        """An empty prefix is an empty store; a bucket that does not exist is a configuration error."""
+        if self.local:
+            return
+        bucket = self.root.split("/", 1)[0]
+        try:
+            exists = self.fs.exists(bucket)
+        except Exception as exc:  # noqa: BLE001
+            raise _store_error(exc, self.spec.display, f"looking up bucket {bucket}") from None
+        if not exists:
+            raise StoreUnavailable(f"bucket {bucket!r} not found", source=self.spec.display,
+                                   hint="check the bucket name in ASAP_RUNS / --runs")
 
     def _is_logdir(self, path: str) -> bool:
         names = {posixpath.basename(e["name"].rstrip("/")) for e in self._entries(path) if e.get("type") == "directory"}
@@ -127,7 +167,7 @@ class FsspecRunStore:
         files, has_run_file = self._plan(run_root, session)
         folder = Path(run_root) if self.local else self._fetch(run_id, files)
         if has_run_file:
-            record = load_run_file(folder / RUN_FILE)
+            record = self._load_run_file(folder, origin)
             if record.id != run_id:
                 raise AsapError(f"run id {record.id!r} does not match its folder name {run_id!r}",
                                 source=f"{origin}/{RUN_FILE}", field="id")
@@ -135,11 +175,23 @@ class FsspecRunStore:
             record = record_from_output(folder, run_id, origin=origin, session=session)
         return Run(record=record, folder=folder, origin=origin)
 
+    def _load_run_file(self, folder: Path, origin: str) -> Any:
+        """run.yaml read from the cache; its errors name the file in the store, not the cache copy."""
+        try:
+            return load_run_file(folder / RUN_FILE)
+        except AsapError as exc:
+            if self.local:
+                raise
+            raise AsapError(exc.message, source=f"{origin}/{RUN_FILE}", field=exc.field, hint=exc.hint) from None
+
     def _fetch(self, run_id: str, files: list[RemoteFile]) -> Path:
         folder = self.cache.folder_for(self.spec.url, run_id)
         try:
             self.last_fetch = self.cache.fetch(self.fs, files, folder)
-        except AsapError:
+        except AsapError as exc:
+            if exc.source and exc.source.startswith(f"{self.root}/"):  # an object: name it by its URL
+                where = f"{self.spec.display.rstrip('/')}/{exc.source[len(self.root) + 1:]}"
+                raise AsapError(exc.message, source=where, field=exc.field, hint=exc.hint) from None
             raise
         except Exception as exc:  # noqa: BLE001
             raise _store_error(exc, self.spec.display, f"downloading run {run_id}") from None
@@ -164,7 +216,7 @@ class FsspecRunStore:
             raise AsapError(f"{len(infos)} files under one profile entry; expected at most {MAX_RUN_FILES}",
                             source=f"{self.spec.display}/{posixpath.relpath(path, self.root)}",
                             hint="name one session folder in run.yaml's profile: list")
-        return [self._file(i, run_root) for i in infos if i.get("type") == "file"]
+        return [self._file(i, run_root) for i in infos if i.get("type") == "file" and not _is_placeholder(i)]
 
     def _plan(self, run_root: str, session: str | None) -> tuple[list[RemoteFile], bool]:
         top = {posixpath.basename(e["name"].rstrip("/")): e for e in self._entries(run_root)}
@@ -180,7 +232,7 @@ class FsspecRunStore:
             return files
         # What run.yaml names (read it first: it is small), else the discovery set.
         folder = self._fetch(posixpath.basename(run_root), files)
-        record = load_run_file(folder / RUN_FILE)
+        record = self._load_run_file(folder, f"{self.spec.display.rstrip('/')}/{posixpath.basename(run_root)}")
         wanted = [record.config] if record.config else []
         wanted += list(record.profile or [])
         if record.profile is None:
