@@ -27,6 +27,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from bot.configs.common import as_bool, find_by_name, positive_int
 from bot.configs.common import settings as read_settings
 from bot.configs.model_dims import ModelDims, read_model_dims
 from bot.configs.sharding import ShardingConfig
@@ -155,16 +156,7 @@ def dtype_bytes(name: str | None) -> float:
     return 4.0
 
 
-def _int(v: object) -> int | None:
-    if isinstance(v, bool) or v is None:
-        return None
-    if isinstance(v, int):
-        return v if v > 0 else None
-    if isinstance(v, float) and v.is_integer() and v > 0:
-        return int(v)
-    if isinstance(v, str) and v.strip().isdigit():
-        return int(v.strip()) or None
-    return None
+_int = positive_int
 
 
 def _num(v: object) -> float | None:
@@ -179,21 +171,8 @@ def _num(v: object) -> float | None:
     return f if f > 0 else None
 
 
-def _bool(v: object) -> bool | None:
-    if isinstance(v, bool):
-        return v
-    if isinstance(v, str) and v.strip().lower() in ("true", "false", "yes", "no"):
-        return v.strip().lower() in ("true", "yes")
-    return None
-
-
-def _lookup(values: dict[str, Any], *names: str) -> tuple[str | None, Any]:
-    """(dotted path, value) of the first of ``names`` present, by key name (last dotted part)."""
-    for name in names:
-        for path, value in values.items():
-            if path.rsplit(".", 1)[-1] == name:
-                return path, value
-    return None, None
+_bool = as_bool
+_lookup = find_by_name
 
 
 def all_settings(config: ShardingConfig) -> dict[str, Any]:

@@ -293,3 +293,36 @@ def last_entry(mapping: MappingNode) -> tuple[Node, Node] | None:
 
 def is_flow(mapping: Node) -> bool:
     return isinstance(mapping, MappingNode) and bool(mapping.flow_style)
+
+
+# ------------------------------------------------------------------------------------------ scalar values
+def positive_int(v: object) -> int | None:
+    """A positive integer as configs write it (``8``, ``8.0``, ``"1_024"``), else None (booleans are not numbers)."""
+    if isinstance(v, bool) or v is None:
+        return None
+    if isinstance(v, int):
+        return v if v > 0 else None
+    if isinstance(v, float) and v.is_integer() and v > 0:
+        return int(v)
+    if isinstance(v, str) and v.strip().replace("_", "").isdigit():
+        return int(v.strip().replace("_", "")) or None
+    return None
+
+
+def as_bool(v: object) -> bool | None:
+    """``true`` / ``false`` (YAML, a flag's text ``yes`` / ``no``), else None (not stated or not a boolean)."""
+    if isinstance(v, bool):
+        return v
+    if isinstance(v, str) and v.strip().lower() in ("true", "false", "yes", "no"):
+        return v.strip().lower() in ("true", "yes")
+    return None
+
+
+def find_by_name(values: Mapping[str, object], *names: str) -> tuple[str | None, object]:
+    """(dotted path, value) of the first of ``names`` present in ``values``, matched by key name (the last dotted
+    part), so a key nested as NeMo and Megatron-Bridge nest it is found like a top-level one."""
+    for name in names:
+        for path, value in values.items():
+            if path.rsplit(".", 1)[-1] == name:
+                return path, value
+    return None, None

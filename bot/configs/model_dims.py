@@ -33,6 +33,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
+from bot.configs.common import as_bool, find_by_name, positive_int
 from bot.configs.common import settings as read_settings
 from bot.configs.sharding import Scalar, ShardingConfig
 from bot.configs.yamlscan import compose
@@ -143,24 +144,8 @@ def _torchtitan(config: ShardingConfig) -> ModelDims:
 
 
 # ------------------------------------------------------------------------------------------------- values
-def _int(v: object) -> int | None:
-    if isinstance(v, bool) or v is None:
-        return None
-    if isinstance(v, int):
-        return v if v > 0 else None
-    if isinstance(v, float) and v.is_integer() and v > 0:
-        return int(v)
-    if isinstance(v, str) and v.strip().replace("_", "").isdigit():
-        return int(v.strip().replace("_", "")) or None
-    return None
-
-
-def _bool(v: object) -> bool | None:
-    if isinstance(v, bool):
-        return v
-    if isinstance(v, str) and v.strip().lower() in ("true", "false", "yes", "no"):
-        return v.strip().lower() in ("true", "yes")
-    return None
+_int = positive_int
+_bool = as_bool
 
 
 def _values(config: ShardingConfig, names: tuple[str, ...]) -> dict[str, Scalar]:
@@ -178,11 +163,7 @@ def _values(config: ShardingConfig, names: tuple[str, ...]) -> dict[str, Scalar]
 
 
 def _find(values: dict[str, Scalar], *names: str) -> tuple[str | None, Scalar]:
-    for name in names:
-        for path, value in values.items():
-            if path.rsplit(".", 1)[-1] == name:
-                return path, value
-    return None, None
+    return find_by_name(values, *names)  # type: ignore[return-value]
 
 
 _MULTIPLY = re.compile(r"\$\{multiply:\s*(\d+)\s*,\s*\$\{\.?([A-Za-z_]\w*)\}\s*\}")

@@ -190,6 +190,15 @@ def _value_end(body: str, i: int) -> tuple[int | None, int, str | None]:
     return (m.end() if m else None), 0, None
 
 
+def _past_string(body: str, j: int) -> int:
+    """Index just past the one-line string opening at ``body[j]`` (a basic string's ``\\"`` does not close it)."""
+    c = body[j]
+    close = j + 1
+    while close < len(body) and body[close] != c:
+        close += 2 if (c == '"' and body[close] == "\\") else 1
+    return close + 1
+
+
 def _depth_after(body: str, i: int, depth: int) -> tuple[int, str | None]:
     """Bracket depth after scanning ``body[i:]`` (strings and comments skipped), and an open multi-line quote."""
     j = i
@@ -205,10 +214,7 @@ def _depth_after(body: str, i: int, depth: int) -> tuple[int, str | None]:
             j = close + 3
             continue
         if c in "\"'":
-            close = j + 1
-            while close < len(body) and body[close] != c:
-                close += 2 if (c == '"' and body[close] == "\\") else 1
-            j = close + 1
+            j = _past_string(body, j)
             continue
         if c in "[{":
             depth += 1
@@ -225,10 +231,7 @@ def _closing(body: str, i: int) -> int:
     while j < len(body):
         c = body[j]
         if c in "\"'":
-            close = j + 1
-            while close < len(body) and body[close] != c:
-                close += 2 if (c == '"' and body[close] == "\\") else 1
-            j = close + 1
+            j = _past_string(body, j)
             continue
         if c in "[{":
             depth += 1
