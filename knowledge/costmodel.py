@@ -280,7 +280,7 @@ def predict(
     )
 
 
-def _fused_loss_saving(shape: Shape, terms: Any, assumptions: list[str]) -> float:
+def _fused_loss_saving(shape: Shape, terms: Terms, assumptions: list[str]) -> float:
     """How much lower the loss buffers may be than priced when XLA fuses the softmax cross-entropy.
 
     XLA (MaxText, plain JAX) may fuse the fp32 softmax into the loss reduction and keep only the bf16 logits
