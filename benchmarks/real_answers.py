@@ -2,7 +2,8 @@
 
 Usage::
 
-    python benchmarks/real_answers.py --maxtext /work/.mirror/AI-Hypercomputer+maxtext/repo
+    python benchmarks/real_answers.py --maxtext /work/.mirror/AI-Hypercomputer+maxtext/repo \\
+        [--megatron /work/.mirror/NVIDIA+Megatron-LM/repo]
 
 Every recipe script under ``src/maxtext/configs/{tpu,gpu}/`` of the checkout (a fetched mirror is enough; its
 files are materialized with ``git archive``) becomes a run folder holding a copy of the checkout's configs
@@ -15,6 +16,11 @@ in-process and counts:
 * **refused**: a clear ``AsapError`` (listed with its first line: e.g. a recipe whose config file moved, which
   MaxText itself would not start either);
 * **crashed**: anything else (a defect; listed with its traceback's last line).
+
+With ``--megatron``, every launch script under the checkout's ``examples/`` that ASAP reads as a Megatron launch
+gets the same treatment: a run folder holding only that script, and a run.yaml naming ``chip: h100``, the device
+count the script states (``GPUS_PER_NODE`` x ``NUM_NODES``) when it states one, else its model-parallel product x 8
+data-parallel ranks, and 8 GPUs per node.
 
 It prints one line per recipe (bottleneck, parameters counted, current mesh, first proposal and its predicted
 step change, time taken) and the totals.
@@ -62,6 +68,34 @@ def make_run(root: Path, script: Path, runs: Path) -> str:
     return name
 
 
+def make_megatron_run(root: Path, script: Path, runs: Path) -> str | None:
+    """A run folder for a Megatron example launch (None when ASAP does not read it as one)."""
+    from bot.configs.detect import load_config
+    from bot.configs.launch import devices_of
+
+    try:
+        cfg = load_config(script, root=root)
+    except AsapError:
+        return None
+    if cfg.format != "megatron" or cfg.launch is None:
+        return None
+    sizes = {k.axis: k.value for k in cfg.keys if k.value and k.value > 0}
+    parallel = 1
+    for axis in ("tensor", "pipeline", "sequence", "expert"):
+        parallel *= sizes.get(axis, 1)
+    chips = devices_of(cfg) or parallel * 8
+    if chips % parallel:
+        chips = parallel * 8
+    name = "megatron_" + "_".join(script.relative_to(root).parts[1:]).removesuffix(".sh").replace(".", "_")
+    folder = runs / name
+    folder.mkdir(parents=True)
+    shutil.copy(script, folder / script.name)
+    (folder / "run.yaml").write_text(
+        f"id: {name}\nframework: megatron\nchip: h100\nnum_chips: {chips}\nnum_slices: {max(1, chips // 8)}\n"
+        f"config: {script.name}\n", encoding="utf-8")
+    return name
+
+
 def answer(runs: Path, name: str) -> tuple[str, str, float]:
     """(answered | refused | crashed, one-line summary, seconds) for one run."""
     from bot.analysis.analyze import analyze_run
@@ -92,6 +126,7 @@ def answer(runs: Path, name: str) -> tuple[str, str, float]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--maxtext", type=Path, required=True, help="a MaxText checkout or fetched git mirror")
+    ap.add_argument("--megatron", type=Path, help="a Megatron-LM checkout or fetched git mirror")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp) / "checkout"
@@ -101,6 +136,11 @@ def main() -> None:
         runs.mkdir()
         scripts = sorted(p for sub in ("tpu", "gpu") for p in (root / CONFIGS / sub).rglob("*.sh"))
         names = [make_run(root, s, runs) for s in scripts]
+        if args.megatron:
+            mroot = Path(tmp) / "megatron"
+            mroot.mkdir()
+            materialize(args.megatron, ["examples"], mroot)
+            names += [n for s in sorted((mroot / "examples").rglob("*.sh")) if (n := make_megatron_run(mroot, s, runs))]
         counts: dict[str, int] = {}
         times: list[float] = []
         for name in names:
@@ -109,7 +149,7 @@ def main() -> None:
             times.append(took)
             print(f"{kind:8} {name:38} {took:5.2f}s  {summary}")
     total = len(names)
-    print(f"\n{total} MaxText recipes: {counts.get('answered', 0)} answered from the config alone, "
+    print(f"\n{total} launches: {counts.get('answered', 0)} answered from the config alone, "
           f"{counts.get('refused', 0)} refused with a reason, {counts.get('crashed', 0)} crashed; "
           f"median {statistics.median(times):.2f} s per recipe (why + propose)" if times else "no recipes found")
 
