@@ -89,6 +89,16 @@ def _start(args: list[str], url: str, log: Path, seconds: float) -> subprocess.P
     return proc
 
 
+def _stop(proc: subprocess.Popen[bytes]) -> None:
+    """Stop a server started by :func:`_start`: terminate, and kill it if it has not exited within 15 s."""
+    proc.terminate()
+    try:
+        proc.wait(timeout=15)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
 @pytest.fixture(scope="session")
 def moto_s3(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """An S3-compatible endpoint (moto server mode); yields its URL."""
@@ -99,8 +109,7 @@ def moto_s3(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     log = tmp_path_factory.mktemp("moto") / "moto.log"
     proc = _start([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)], f"{url}/moto-api/", log, 30)
     yield url
-    proc.terminate()
-    proc.wait(timeout=10)
+    _stop(proc)
 
 
 @pytest.fixture(scope="session")
@@ -115,11 +124,7 @@ def mlflow_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
             "--workers", "1"]
     proc = _start(args, f"{url}/health", folder / "server.log", 90)
     yield url
-    proc.terminate()
-    try:
-        proc.wait(timeout=15)
-    except subprocess.TimeoutExpired:
-        proc.kill()
+    _stop(proc)
 
 
 @pytest.fixture(scope="session")
@@ -134,8 +139,7 @@ def gcs_emulator(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
             "--in-memory", "--quiet"]
     proc = _start(args, f"{url}/", log, 30)
     yield url
-    proc.terminate()
-    proc.wait(timeout=10)
+    _stop(proc)
 
 
 def upload_tree(fs: object, local: Path, remote: str) -> None:
