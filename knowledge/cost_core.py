@@ -129,7 +129,10 @@ def _stored_transient(shape: Shape, spec, nt: np.ndarray, local_layers: np.ndarr
     """
     d = _dims(shape)
     tb = tensor_bytes(d)
-    rep, shd = everything_bytes(d, dropout=shape.dropout)
+    # Transformer Engine (Megatron) keeps fp8 copies of the linear layers' inputs for backward; torchao Float8
+    # (torchtitan) saves the bf16 inputs and re-casts them, so its activations stay as in bf16.
+    te_fp8 = shape.fp8 and shape.framework == "megatron"
+    rep, shd = everything_bytes(d, dropout=shape.dropout, fp8_inputs=te_fp8)
     nt = np.asarray(nt, dtype=np.float64)
     emb_div = nt if shape.sequence_parallel else np.ones_like(nt)
     kv_div = np.minimum(nt, max(d.kv_heads, 1.0))
@@ -294,7 +297,8 @@ def _stage_memory(shape: Shape, nd: np.ndarray, nf: np.ndarray, nt: np.ndarray, 
         zero_shard = w_dense / (nd * ns * ne) + w_exp / (nd * ns)  # over the data-parallel ranks
         opt_shard = zero_shard if shape.distributed_optimizer else w_shard
         # FSDP keeps ~2 layers' gathered bf16 weights live (current + prefetched next).
-        gathered_layer = BF16 * (layers_dense / L / nt + P_e / L / (nt * ne))
+        # (fp8 parameters, Megatron --fp8-param-gather, are gathered in fp8.)
+        gathered_layer = min(BF16, shape.weight_bytes) * (layers_dense / L / nt + P_e / L / (nt * ne))
         # DeepSpeed ZeRO over the data ranks [ZeRO §5]: stage 2 shards the gradients, stage 3 the parameters
         # too (gathered per layer like FSDP); offload_param keeps only the gathered layers in HBM.
         zero3 = shape.zero_stage >= 3

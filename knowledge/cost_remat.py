@@ -314,7 +314,7 @@ def tensor_bytes(d: Dims) -> dict[str, float]:
     }
 
 
-def everything_bytes(d: Dims, *, dropout: bool) -> tuple[float, float]:
+def everything_bytes(d: Dims, *, dropout: bool, fp8_inputs: bool = False) -> tuple[float, float]:
     """(replicated-without-SP part, tensor-sharded part) of all activations of one layer per token [KOR §4.1].
 
     [KOR] counts 34·h for a GPT layer: layer-norm inputs 4h, QKV input 2h, Q,K 4h, V 2h, out-projection
@@ -323,13 +323,21 @@ def everything_bytes(d: Dims, *, dropout: bool) -> tuple[float, float]:
     output 2·H·hd, the MLP's first matmul output 2·d_ff·(m-1) and its activation output 2·d_ff (times the
     routed experts k), plus 2h of dropout masks when dropout is on. Without sequence parallelism the norm
     parts (and masks) are replicated across tensor ranks: KOR's "10 + 24/t".
+
+    ``fp8_inputs``: Transformer Engine with fp8 saves the fp8 copy of each linear layer's input for the weight
+    gradient (transformer_engine/pytorch/module/linear.py, layernorm_linear.py, layernorm_mlp.py: the
+    quantized ``inputmat`` / ``ln_out`` / activation output are what ``save_for_backward`` keeps), so the two
+    norm outputs and the MLP activation output take 1 B per element, and the out-projection keeps a 1 B copy
+    of the attention output next to the bf16 one the flash kernel saves.
     """
     h = d.d_model
-    replicated = 8.0 * h + (2.0 * h if dropout else 0.0)
+    norm_out = (1.0 if fp8_inputs else BF16) * h
+    replicated = 4.0 * h + 2.0 * norm_out + (2.0 * h if dropout else 0.0)
+    act_out = (1.0 if fp8_inputs else BF16) * d.d_ff
     sharded = (
         BF16 * (d.heads + 2 * d.kv_heads) * d.head_dim
-        + BF16 * d.heads * d.head_dim
-        + (BF16 * d.d_ff * (d.mlp_matrices - 1) + BF16 * d.d_ff) * d.top_k
+        + (BF16 + (1.0 if fp8_inputs else 0.0)) * d.heads * d.head_dim
+        + (BF16 * d.d_ff * (d.mlp_matrices - 1) + act_out) * d.top_k
     )
     return replicated, sharded
 

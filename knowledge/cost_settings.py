@@ -59,7 +59,14 @@ NAMES: tuple[str, ...] = OVERLAP_NAMES + (
     "decoder_first_pipeline_num_layers", "decoder_last_pipeline_num_layers", "quantization",
     # DeepSpeed (bot.configs.deepspeed: canonical names of a ds_config's keys; Megatron-DeepSpeed flags)
     "deepspeed", "zero_stage", "offload_optimizer", "offload_param", "precision",
+    # Megatron precision and Megatron-FSDP (knowledge.cost_shapes._model_state)
+    "grad_reduce_in_bf16", "fp8_param_gather", "fp8_params", "fp8", "use_megatron_fsdp",
+    "data_parallel_sharding_strategy",
 )
+
+# Megatron-FSDP --data-parallel-sharding-strategy -> the ZeRO stage it matches (arguments.py choices; default
+# optim_grads_params): optimizer state, + gradients, + parameters sharded over the data-parallel ranks.
+MEGATRON_FSDP_STAGE: dict[str, int] = {"no_shard": 0, "optim": 1, "optim_grads": 2, "optim_grads_params": 3}
 
 UNEVEN_PIPELINE_KEYS = ("account_for_embedding_in_pipeline_split", "account_for_loss_in_pipeline_split",
                         "num_layers_in_first_pipeline_stage", "num_layers_in_last_pipeline_stage",
@@ -125,7 +132,14 @@ class TrainingSettings(BaseModel):
     deepspeed: bool = Field(default=False, description="DeepSpeed's engine runs the optimizer (a ds_config.json, or "
                             "a Megatron-DeepSpeed launch with --deepspeed)")
     zero_stage: int | None = Field(default=None, description="DeepSpeed ZeRO stage 0-3 (ZeRO §5: 1 shards optimizer "
-                                   "state, 2 also gradients, 3 also parameters); None = not stated / not DeepSpeed")
+                                   "state, 2 also gradients, 3 also parameters), or the stage a Megatron-FSDP "
+                                   "sharding strategy matches; None = not stated / neither")
+    megatron_fsdp: bool = Field(default=False, description="Megatron-FSDP (--use-megatron-fsdp): the data-parallel "
+                                "ranks shard model state as zero_stage says")
+    fp8_params: bool | None = Field(default=None, description="Megatron --fp8-param-gather (NeMo fp8_params): the "
+                                    "model's weights are kept in fp8; None = not stated")
+    fp8: bool | None = Field(default=None, description="the config runs its linear layers in fp8 (Megatron "
+                             "--fp8-format, NeMo / Megatron YAML fp8); None = not stated")
     param_offload: bool | None = Field(default=None, description="DeepSpeed offload_param to cpu/nvme (ZeRO-3 only)")
     dropout: bool | None = None
     pipeline_microbatches: int | None = None
@@ -222,6 +236,10 @@ def settings_from_config(config: ShardingConfig) -> TrainingSettings:
     out["distributed_optimizer"] = dist
     out["sequence_parallel"] = _bool(_lookup(v, "sequence_parallel")[1])
     out["grad_fp32"] = _bool(_lookup(v, "grad_reduce_in_fp32", "accumulate_allreduce_grads_in_fp32")[1])
+    if _bool(_lookup(v, "grad_reduce_in_bf16")[1]):  # arguments.py: it turns accumulate_allreduce_grads_in_fp32 off
+        out["grad_fp32"] = False
+    out["fp8_params"] = _bool(_lookup(v, "fp8_param_gather", "fp8_params")[1])
+    out["fp8"] = fp8_stated(_lookup(v, "fp8")[1])
     for field_name, keys in (("grad_dtype", ("main_grads_dtype",)), ("master_dtype", ("main_params_dtype",)),
                              ("moment_dtype", ("exp_avg_dtype", "exp_avg_sq_dtype"))):
         found = [str(_lookup(v, k)[1]).lower() for k in keys if _lookup(v, k)[0] is not None]
@@ -250,6 +268,7 @@ def settings_from_config(config: ShardingConfig) -> TrainingSettings:
     out["uneven_pipeline"] = uneven or None
     out["model_dims"] = _model_dims(config)
     out.update(deepspeed_settings(v, fmt))
+    out.update(megatron_fsdp_settings(v, fmt))
     if fmt == "torchtitan":
         from knowledge.cost_settings_titan import torchtitan_settings
 
@@ -276,6 +295,33 @@ def deepspeed_settings(values: dict[str, Any], fmt: str) -> dict[str, Any]:
     if isinstance(precision, str):
         out["weight_dtype"] = precision
     return out
+
+
+def fp8_stated(value: object) -> bool | None:
+    """Whether a Megatron ``fp8`` setting turns fp8 on: a format name (``hybrid``, ``e4m3``) or true is on; false
+    or ``null`` (the Megatron-Bridge / NeMo default) is off; absent is unknown."""
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in ("", "none", "null", "false", "no", "0"):
+        return False
+    return True
+
+
+def megatron_fsdp_settings(values: dict[str, Any], fmt: str) -> dict[str, Any]:
+    """Megatron-FSDP: the ZeRO stage its sharding strategy matches ({} when the config does not use it).
+
+    ``--use-megatron-fsdp`` with ``--data-parallel-sharding-strategy`` (default ``optim_grads_params``,
+    Megatron-LM arguments.py): optim shards the optimizer state over the data-parallel ranks, optim_grads also
+    the gradients, optim_grads_params also the parameters (gathered per layer as needed) — ZeRO stages 1-3.
+    """
+    if fmt != "megatron" or _bool(_lookup(values, "use_megatron_fsdp")[1]) is not True:
+        return {}
+    strategy = _lookup(values, "data_parallel_sharding_strategy")[1]
+    stage = MEGATRON_FSDP_STAGE.get(str(strategy).strip().lower()) if strategy is not None else 3
+    return {"megatron_fsdp": True, "zero_stage": stage}
 
 
 def _model_dims(config: ShardingConfig) -> ModelDims | None:

@@ -278,16 +278,21 @@ def resolve_shape(run: RunRecord, settings: TrainingSettings | None = None) -> S
         assumptions.append(f"run.yaml global_batch {t.global_batch} differs from the config's {stated}: using the config")
     seq_len = t.seq_len or (cfg.seq_len if cfg else None) or 1
     state = _model_state(run, cfg, assumptions)
-    mm = matmul_dtype(t.dtype, cfg.quantization if cfg is not None else None)
+    # A config that turns fp8 on (Megatron --fp8-format, NeMo fp8: true) is what ran; one that says false does not
+    # override a run.yaml stating fp8 (NeMo launcher YAMLs carry fp8: False and the launch turns it on).
+    config_fp8 = cfg is not None and cfg.fp8 is True and t.dtype != "fp8"
+    mm = matmul_dtype("fp8" if config_fp8 else t.dtype, cfg.quantization if cfg is not None else None)
     if cfg is not None and cfg.quantization and mm != "bf16":
         assumptions.append(
             f"quantization {cfg.quantization} (config): the linear layers' matmuls run at the chip's {mm} peak where "
             "the catalog has one, else at bf16 (attention, elementwise work and memory stay as in bf16)"
         )
-    elif t.dtype == "fp8":
+    elif mm == "fp8":
+        te = effective_framework(run.framework, cfg) == "megatron"
         assumptions.append(
-            "dtype fp8: the linear layers' matmuls run at the chip's fp8 peak where it has one (attention, "
-            "elementwise work and memory stay as in bf16)"
+            f"{'fp8 (config)' if config_fp8 else 'dtype fp8'}: the linear layers' matmuls run at the chip's fp8 peak "
+            "where it has one (attention and elementwise work stay in bf16)"
+            + ("; Transformer Engine keeps the linear layers' saved inputs in fp8" if te else "")
         )
     elif t.dtype != "bf16":
         assumptions.append(f"dtype {t.dtype}: memory and FLOP rates still use the bf16 figures")
@@ -414,6 +419,11 @@ def _resolve_remat(
     framework = effective_framework(run.framework, cfg)
     if runyaml is not None:
         return runyaml_policy(runyaml, framework, source="run.yaml training.remat"), notes, False
+    if cfg is not None and cfg.launch_defaults and framework == "megatron":
+        # a launch command is Megatron's whole argument list: no --recompute-* flag is argparse's default
+        notes.append("no --recompute-granularity / --recompute-activations in the launch: Megatron-LM's default, "
+                     "no activation recomputation")
+        return megatron_policy(None, source="launch default"), notes, False
     default = DEFAULT_REMAT.get(framework, "full")
     notes.append(
         f"remat policy not given: assumed '{default}' (the {framework} default); "
@@ -449,16 +459,12 @@ def _model_state(run: RunRecord, cfg: TrainingSettings | None, notes: list[str])
         out["distributed_optimizer"] = dist
         if dist:
             notes.append("Megatron distributed optimizer: optimizer state sharded over the data (x context) ranks")
-        grad_fp32 = True if cfg is None or cfg.grad_fp32 is None else cfg.grad_fp32
-        grad = dtype_bytes(cfg.grad_dtype) if cfg is not None and cfg.grad_dtype else (4.0 if grad_fp32 else 2.0)
-        master = dtype_bytes(cfg.master_dtype) if cfg is not None and cfg.master_dtype else 4.0
-        moment = dtype_bytes(cfg.moment_dtype) if cfg is not None and cfg.moment_dtype else 4.0
-        out.update(weight_bytes=2.0, grad_bytes=grad, optimizer_bytes=master + 2.0 * moment)
-        if (grad, master, moment) != (4.0, 4.0, 4.0):
-            notes.append(
-                f"optimizer precision from the config: gradients {grad:.0f} B, master weights {master:.0f} B, "
-                f"Adam moments {moment:.0f} B per parameter"
-            )
+        out.update(_megatron_precision(cfg, notes))
+        if cfg is not None and cfg.megatron_fsdp and cfg.zero_stage is not None:
+            out["zero_stage"] = cfg.zero_stage
+            out["distributed_optimizer"] = cfg.zero_stage >= 1
+            notes.append(f"Megatron-FSDP: {_ZERO_SHARDS[cfg.zero_stage]} sharded over the data-parallel ranks "
+                         f"(--data-parallel-sharding-strategy, as ZeRO stage {cfg.zero_stage})")
         out["sequence_parallel"] = _megatron_sequence_parallel(cfg, notes)
         out["fused_cross_entropy"] = bool(cfg.fused_cross_entropy) if cfg is not None else False
     else:
@@ -482,6 +488,33 @@ def _model_state(run: RunRecord, cfg: TrainingSettings | None, notes: list[str])
     return out
 
 
+_ZERO_SHARDS = {0: "nothing (plain data parallelism)", 1: "the optimizer state", 2: "optimizer state and gradients",
+                3: "optimizer state, gradients and parameters"}
+
+
+def _megatron_precision(cfg: TrainingSettings | None, notes: list[str]) -> dict[str, float]:
+    """Megatron's bytes per parameter: weights, main gradients, optimizer state (master + two Adam moments).
+
+    Gradients are fp32 unless ``--grad-reduce-in-bf16`` (arguments.py turns accumulate_allreduce_grads_in_fp32
+    off) or a ``main_grads_dtype`` says otherwise. ``--fp8-param-gather`` keeps the model's weights in fp8
+    ("Keep the compute param in fp8 ... and perform the param all-gather in fp8"): 1 B, the fp32 master copy
+    staying in the optimizer state.
+    """
+    grad_fp32 = True if cfg is None or cfg.grad_fp32 is None else cfg.grad_fp32
+    grad = dtype_bytes(cfg.grad_dtype) if cfg is not None and cfg.grad_dtype else (4.0 if grad_fp32 else 2.0)
+    master = dtype_bytes(cfg.master_dtype) if cfg is not None and cfg.master_dtype else 4.0
+    moment = dtype_bytes(cfg.moment_dtype) if cfg is not None and cfg.moment_dtype else 4.0
+    weight = 1.0 if cfg is not None and cfg.fp8_params else 2.0
+    if (grad, master, moment) != (4.0, 4.0, 4.0):
+        notes.append(
+            f"optimizer precision from the config: gradients {grad:.0f} B, master weights {master:.0f} B, "
+            f"Adam moments {moment:.0f} B per parameter"
+        )
+    if weight == 1.0:
+        notes.append("fp8 parameters (--fp8-param-gather / fp8_params): weights held in fp8, 1 B per parameter")
+    return {"weight_bytes": weight, "grad_bytes": grad, "optimizer_bytes": master + 2.0 * moment}
+
+
 def _deepspeed_state(run: RunRecord, cfg: TrainingSettings, notes: list[str]) -> dict[str, Any]:
     """DeepSpeed's model state per parameter and what ZeRO shards over the data ranks.
 
@@ -502,8 +535,7 @@ def _deepspeed_state(run: RunRecord, cfg: TrainingSettings, notes: list[str]) ->
         {"weight_bytes": 4.0, "grad_bytes": 4.0, "optimizer_bytes": opt - 4.0}
     if cfg.weight_dtype is None:
         notes.append("DeepSpeed precision not stated (\"auto\"): priced as bf16/fp16 mixed precision")
-    shards = {0: "nothing (plain data parallelism)", 1: "the optimizer state", 2: "optimizer state and gradients",
-              3: "optimizer state, gradients and parameters"}[stage]
+    shards = _ZERO_SHARDS[stage]
     notes.append(f"DeepSpeed ZeRO stage {stage}: {shards} sharded over the data-parallel ranks [ZeRO §5]")
     offload = bool(cfg.optimizer_offload)
     params_off = bool(cfg.param_offload) and stage == 3

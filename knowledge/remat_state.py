@@ -45,4 +45,9 @@ def remat_state(settings: TrainingSettings | None, framework: str, runyaml: str 
     spec = runyaml_policy(default, fw, source="default")
     if fw == "maxtext":  # documented: base.yml remat_policy: full
         return RematState(spec.policy, bool(lighter_policies(spec)), "the MaxText default (base.yml)")
+    if settings is not None and settings.launch_defaults:
+        # a Megatron launch is the whole argument list: no --recompute-granularity / --recompute-activations is
+        # argparse's default, no recomputation (Megatron-LM arguments.py)
+        spec = megatron_policy(None, None, None, source="default")
+        return RematState(spec.policy, bool(lighter_policies(spec)), "the Megatron-LM default (no --recompute-*)")
     return RematState(default, None, "not stated")

@@ -72,6 +72,11 @@ SETTINGS: tuple[str, ...] = (
     "fp8",
     "fp8_format",
     "fp8_hybrid",
+    "fp8_param_gather",  # Megatron-Bridge mixed_precision.fp8_param_gather
+    "fp8_params",  # NeMo 1.x model.fp8_params
+    "grad_reduce_in_fp32",  # Megatron-Bridge ddp.grad_reduce_in_fp32
+    "use_megatron_fsdp",  # Megatron-Bridge ddp.use_megatron_fsdp
+    "data_parallel_sharding_strategy",
     "bf16",
     "fp16",
     "num_experts",

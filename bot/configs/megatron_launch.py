@@ -84,6 +84,12 @@ FLAG_SETTINGS: dict[str, str] = {
     # Megatron-DeepSpeed (bot.configs.deepspeed_launch)
     "deepspeed": "deepspeed", "deepspeed_config": "deepspeed_config", "zero_stage": "zero_stage",
     "no_pipeline_parallel": "no_pipeline_parallel",
+    # model state and loss (knowledge.cost_shapes._model_state): arguments.py --grad-reduce-in-bf16,
+    # --fp8-param-gather, --cross-entropy-loss-fusion, Megatron-FSDP --use-megatron-fsdp and its
+    # --data-parallel-sharding-strategy (no_shard | optim | optim_grads | optim_grads_params)
+    "grad_reduce_in_bf16": "grad_reduce_in_bf16", "fp8_param_gather": "fp8_param_gather",
+    "cross_entropy_loss_fusion": "cross_entropy_loss_fusion", "use_megatron_fsdp": "use_megatron_fsdp",
+    "data_parallel_sharding_strategy": "data_parallel_sharding_strategy",
 }
 
 
@@ -129,7 +135,8 @@ def megatron_from_command(cmd: Command, text: str, source: str, script: Script, 
 _BOOL_FLAGS = {"sequence_parallel", "use_distributed_optimizer", "use_flash_attn", "recompute_activations",
                "fp8_hybrid", "fp8_e4m3", "bf16", "fp16", "overlap_grad_reduce", "overlap_param_gather",
                "swiglu", "group_query_attention", "untie_embeddings_and_output_weights", "deepspeed",
-               "no_pipeline_parallel", "deepspeed_activation_checkpointing"}
+               "no_pipeline_parallel", "deepspeed_activation_checkpointing", "grad_reduce_in_bf16",
+               "fp8_param_gather", "cross_entropy_loss_fusion", "use_megatron_fsdp"}
 
 
 def _megatron_flag(norm: str, written: str, val: Val | None, flag: Val, cmd: Command, source: str,
