@@ -291,18 +291,19 @@ def _stage_memory(shape: Shape, nd: np.ndarray, nf: np.ndarray, nt: np.ndarray, 
     seq_shard = ns if shape.framework != "megatron" else np.ones_like(ns)
     w_exp = w_exp / seq_shard
 
+    # FSDP keeps ~2 layers' gathered bf16 weights live (current + prefetched next).
+    # (fp8 parameters, Megatron --fp8-param-gather, are gathered in fp8.)
+    gathered_layer = min(BF16, shape.weight_bytes) * (layers_dense / L / nt + P_e / L / (nt * ne))
+    # DeepSpeed ZeRO over the data ranks [ZeRO §5]: stage 2 shards the gradients, stage 3 the parameters
+    # too (gathered per layer like FSDP); offload_param keeps only the gathered layers in HBM.
+    zero3 = shape.zero_stage >= 3
+    sharded = (nf * seq_shard > 1) | (zero3 & (nd * ns * ne > 1))
+
     def state(dense: np.ndarray) -> dict[str, np.ndarray]:
         w_dense = dense / (nf * nt * seq_shard)
         w_shard = w_dense + w_exp
         zero_shard = w_dense / (nd * ns * ne) + w_exp / (nd * ns)  # over the data-parallel ranks
         opt_shard = zero_shard if shape.distributed_optimizer else w_shard
-        # FSDP keeps ~2 layers' gathered bf16 weights live (current + prefetched next).
-        # (fp8 parameters, Megatron --fp8-param-gather, are gathered in fp8.)
-        gathered_layer = min(BF16, shape.weight_bytes) * (layers_dense / L / nt + P_e / L / (nt * ne))
-        # DeepSpeed ZeRO over the data ranks [ZeRO §5]: stage 2 shards the gradients, stage 3 the parameters
-        # too (gathered per layer like FSDP); offload_param keeps only the gathered layers in HBM.
-        zero3 = shape.zero_stage >= 3
-        sharded = (nf * seq_shard > 1) | (zero3 & (nd * ns * ne > 1))
         held = 0.0 if shape.param_offload else shape.weight_bytes * (zero_shard if zero3 else w_shard)
         weights = held + np.where(sharded | shape.param_offload, 2.0 * gathered_layer, 0.0)
         grads = shape.grad_bytes * (zero_shard if shape.zero_stage >= 2 else w_shard)
@@ -339,6 +340,9 @@ def _stage_memory(shape: Shape, nd: np.ndarray, nf: np.ndarray, nt: np.ndarray, 
     out = {k: np.where(pick_first, first[k], last[k]) for k in first}
     out["_first_stage_total"], out["_last_stage_total"] = first_total, last_total
     out["_logits"] = np.where(pick_first, np.where(pp, 0.0, logits), logits)  # the loss buffers in that peak
+    # the prefetched (second) gathered layer in that peak; not where torchtitan + PP keeps the stage gathered
+    prefetched = np.where(sharded | shape.param_offload, gathered_layer, 0.0)
+    out["_prefetched_layer"] = np.where(pp & _fsdp_unsharded_with_pp(shape), 0.0, prefetched)
     return out
 
 
@@ -644,6 +648,7 @@ def evaluate(
         "first_stage_memory": memory.pop("_first_stage_total"),
         "last_stage_memory": memory.pop("_last_stage_total"),
         "logits_bytes": memory.pop("_logits"),
+        "prefetched_layer_bytes": memory.pop("_prefetched_layer"),
         "slowest_over_mean_stage": stage_factor,
     }
     return Terms(

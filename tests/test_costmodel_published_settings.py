@@ -126,3 +126,23 @@ def test_xla_loss_buffers_widen_the_band_so_a_working_gemma_recipe_is_tight_not_
     assert pred.memory_low_bytes is not None and pred.memory_low_bytes < 0.9 * pred.memory_capacity_bytes
     memory = critique(run, mesh, settings=settings).check("memory")
     assert memory is not None and memory.reason.startswith("tight:") and not memory.hard
+
+
+def test_xla_prefetch_depth_widens_the_band_so_the_gpt3_175b_v6e_recipe_is_tight_not_oom() -> None:
+    """MaxText's v6e GPT-3 175B recipe (src/maxtext/configs/tpu/v6e/gpt3_175b.sh @ e591f30cbb: "This config will work
+    out of the box for any number of trillium-256 slices"; FSDP 256, per_device_batch_size 3, remat full) gathers
+    one 1.8B-parameter layer at a time: 3.6 GB in bf16 per chip. Two gathered layers (in use + prefetched) are
+    priced; how far ahead XLA's scheduler gathers is not in the config, so the band's low edge takes one:
+    tight, not out of memory. PyTorch FSDP documents its prefetch, so its band keeps both."""
+    from bot.proposals.critic import critique
+
+    run = LocalRunStore(EVAL).get("maxtext-v6e-gpt3-175b-1x256")
+    settings = settings_for_run(run)
+    mesh, _ = baseline_mesh(run, None)
+    pred = costmodel.predict(run.record, mesh, settings=settings)
+    note = next(a for a in pred.assumptions if a.startswith("gathered weights"))
+    assert "two layers priced (7.2 GB" in note and "takes one (3.6 GB)" in note
+    memory = critique(run, mesh, settings=settings).check("memory")
+    assert memory is not None and memory.reason.startswith("tight:") and not memory.hard
+    titan = _predict("torchtitan-a100-llama2-70b-bs1-sel-op")  # torchtitan FSDP2 over 64 A100s
+    assert not any(a.startswith("gathered weights") for a in titan.assumptions)
