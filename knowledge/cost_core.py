@@ -538,7 +538,10 @@ def _collectives(shape: Shape, chip: Chip, mm: _MeshSplit) -> tuple[dict[str, np
     # Sequence ranks hold replicated weights (Megatron context parallel), so their gradients are
     # all-reduced too; expert ranks replicate the dense weights, so dense gradients reduce over them.
     grad_shard = BF16 * (P_ne / (nf * nt * npp) + P_e / (nf * nt * npp * ne))
-    comm_ovl["data"] = allreduce_time(grad_shard, net, DATA)
+    # MaxText reduces the gradients in grad_dtype (base.yml: float32, as its fp32 weights); the PyTorch trainers
+    # here reduce in bf16 (FSDP2 mixed precision, Megatron's DDP bucket when --grad-reduce-in-bf16 ...).
+    g = shape.grad_bytes if shape.framework in XLA_FUSING else BF16
+    comm_ovl["data"] = allreduce_time(grad_shard * g / BF16, net, DATA)
     # DeepSpeed ZeRO-1/2 move the same bytes as the all-reduce (reduce-scatter + all-gather, ZeRO §7.2.1);
     # ZeRO-3 over data ranks gathers the weights in forward and backward per micro-batch and reduce-scatters
     # the gradients: 1.5x data parallelism's volume [ZeRO §7.2.2], priced as the fsdp axis is.

@@ -186,8 +186,10 @@ def predict(
 
     assumptions = list(shape.assumptions)
     assumptions.extend(terms.notes)
+    reduce_bytes = shape.grad_bytes if shape.framework in XLA_FUSING else 2.0
     assumptions.append(
-        "fused/flash attention assumed (attention scores not stored); gradients reduced in bf16"
+        "fused/flash attention assumed (attention scores not stored); gradients reduced in "
+        + ("fp32 (MaxText grad_dtype float32)" if reduce_bytes == 4.0 else "bf16")
     )
     assumptions.extend(_overlap_notes(shape, mesh))
     if mesh.size("pipeline") > 1 and terms.stages is not None:

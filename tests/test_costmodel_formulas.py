@@ -86,8 +86,12 @@ def test_data_parallel_gradient_allreduce_is_2v_over_w() -> None:
     t = terms_for(run, Mesh(ici={"data": 4, "fsdp": 4}))
     # 16 chips (no wraparound below 64 chips): one link per direction; data=4 spans one torus axis.
     w = 9e10
-    grad_shard = 2 * P / 4  # bf16 gradients after the fsdp=4 reduce-scatter
+    # MaxText reduces gradients in grad_dtype, base.yml float32 (its weights are fp32 too): 4 B per parameter
+    grad_shard = 4 * P / 4  # fp32 gradients after the fsdp=4 reduce-scatter
     assert t.comm_s["data"][0] == pytest.approx(2 * grad_shard * (3 / 4) / w)
+    run_other = run.model_copy(update={"framework": "other"})  # a PyTorch-style trainer reduces in bf16
+    assert terms_for(run_other, Mesh(ici={"data": 4, "fsdp": 4})).comm_s["data"][0] == pytest.approx(
+        2 * (2 * P / 4) * (3 / 4) / w)
 
 
 def test_training_flops_are_6nt_plus_attention(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -178,7 +182,7 @@ def test_dcn_axis_uses_dcn_bandwidth() -> None:
     run = llama8b(128, num_slices=2, global_batch=128)
     ici_only = terms_for(run.model_copy(update={"num_slices": 1}), Mesh(ici={"fsdp": 64, "data": 2}))
     over_dcn = terms_for(run, Mesh(ici={"fsdp": 64}, dcn={"data": 2}))
-    grad_shard = 2 * P / 64
+    grad_shard = 4 * P / 64  # MaxText's fp32 gradients (grad_dtype float32)
     # data=2 lies entirely on DCN: all-reduce 2 V (n-1)/n / W at 6.25 GB/s per chip.
     assert over_dcn.comm_s["data"][0] == pytest.approx(2 * grad_shard * (1 / 2) / 6.25e9)
     assert over_dcn.comm_s["data"][0] > 5 * ici_only.comm_s["data"][0]

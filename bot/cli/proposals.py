@@ -445,6 +445,8 @@ def _print_eval(cases_dir: Path, report) -> None:  # type: ignore[no-untyped-def
         for t in figs.tables:
             mem = "-" if t.memory_ratio_min is None else f"{t.memory_ratio_min:.2f}-{t.memory_ratio_max:.2f}"
             rho = "-" if t.spearman is None else f"{t.spearman:+.2f}"
+            if t.flagged_rows and t.spearman_all_rows is not None:
+                rho += f" ({t.spearman_all_rows:+.2f} with {t.flagged_rows} flagged)"
             tables.add_row(escape(t.table), str(t.rows), escape(t.metric or "-"), rho, pct(t.step_time_error_median), mem)
         console.print(tables)
     if report.samples is not None:

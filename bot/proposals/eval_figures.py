@@ -121,6 +121,7 @@ def measured_points(run: Any, expected: Expected, default_mesh: Mesh | None, cal
             oom_scored=expected.memory_capacity_matches,
             critic_rejects=bool(hard),
             critic_reasons=[f"{c.name}: {c.reason}" for c in hard],
+            anomaly=m.anomaly,
         ))
     return out
 
@@ -196,10 +197,15 @@ def table_figures(cases: list[CaseResult], cal: dict[str, float]) -> list[TableF
     out = []
     for table, pts in points_by_table(cases).items():
         metric = next((k for k in METRIC_ORDER if pts and all(k in p.metrics for p in pts)), None)
-        rho = spearman([p.metrics[metric][0] for p in pts], [p.metrics[metric][1] for p in pts]) if metric else None
+        ranked = [p for p in pts if not p.anomaly]
+        rho = rho_all = None
+        if metric:
+            rho = spearman([p.metrics[metric][0] for p in ranked], [p.metrics[metric][1] for p in ranked])
+            rho_all = spearman([p.metrics[metric][0] for p in pts], [p.metrics[metric][1] for p in pts])
         ratios = memory_ratios(pts)
         out.append(TableFigures(
-            table=table, metric=metric, rows=len(pts), spearman=rho,
+            table=table, metric=metric, rows=len(pts), spearman=rho, spearman_all_rows=rho_all,
+            flagged_rows=len(pts) - len(ranked),
             step_time_error_median=_median(step_errors(pts, cal)),
             memory_ratio_min=min(ratios) if ratios else None, memory_ratio_max=max(ratios) if ratios else None,
         ))

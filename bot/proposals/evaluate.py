@@ -59,6 +59,10 @@ class MeasuredOutcome(BaseModel):
     ran: bool = Field(default=False, description="the source states this configuration runs, without a figure "
                       "(e.g. a recipe that 'will work out of the box'): scored for OOM and Critic rejections only")
     source: str | None = Field(default=None, description="where in the source (table, row, footnote)")
+    anomaly: str | None = Field(
+        default=None, description="the source's own words that this figure is not explained by the configuration "
+        "(e.g. MaxText's v4 README: 'quirkily higher ... because of choices made by the compiler'): the row counts "
+        "for every error figure but is left out of the table's ranking (Spearman), which is also shown with it")
 
     @model_validator(mode="after")
     def _something_measured(self) -> MeasuredOutcome:

@@ -261,6 +261,8 @@ class MeasuredPoint(_Out):
     oom_scored: bool = Field(description="false when the catalog chip's memory differs from the measured hardware")
     critic_rejects: bool | None = Field(description="some hard Critic check fails this configuration")
     critic_reasons: list[str] = Field(default_factory=list)
+    anomaly: str | None = Field(default=None, description="the source flags this figure as not explained by the "
+                                "configuration: left out of the table's Spearman")
 
 
 class TableFigures(_Out):
@@ -269,7 +271,10 @@ class TableFigures(_Out):
     table: str
     metric: str | None = Field(description="the throughput metric every row of the table states")
     rows: int
-    spearman: float | None = Field(description="Spearman rank correlation of predicted vs measured metric (>= 3 rows)")
+    spearman: float | None = Field(description="Spearman rank correlation of predicted vs measured metric (>= 3 rows), "
+                                   "over the rows the source does not flag as anomalous")
+    spearman_all_rows: float | None = Field(default=None, description="the same over every row, flagged ones included")
+    flagged_rows: int = Field(default=0, description="rows whose source says the figure is a quirk, not the config")
     step_time_error_median: float | None = Field(description="median |error| of step time after per-family calibration")
     memory_ratio_min: float | None = None
     memory_ratio_max: float | None = None
