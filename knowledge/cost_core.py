@@ -576,10 +576,17 @@ def _collectives(shape: Shape, chip: Chip, mm: _MeshSplit) -> tuple[dict[str, np
     )
 
     # Expert: dispatch + combine all-to-all per MoE layer in forward and their transposes in backward
-    # (4 per layer) [GS §2; SB "MoE"], each chip sending its routed tokens (top-k copies).
+    # (4 per layer) [GS §2; SB "MoE"], each chip sending its routed tokens (top-k copies). With sequence
+    # parallelism each tensor rank dispatches only its 1/t of the tokens (Megatron-Core MoEAlltoAllTokenDispatcher:
+    # "A2A(EP)" on the rank's own tokens, then "AG(TP)"). On the critical path unless the framework overlaps it
+    # with another micro-batch's compute (Megatron-Core overlap_moe_expert_parallel_comm).
     if shape.is_moe:
-        a2a = BF16 * tok_mb * K * D
-        comm_crit["expert"] = m * local_layers * (6.0 if full else 4.0) * alltoall_time(a2a, net, EXPERT)
+        a2a = BF16 * tok_mb * K * D / (nt if shape.sequence_parallel else 1.0)
+        ep_comm = m * local_layers * (6.0 if full else 4.0) * alltoall_time(a2a, net, EXPERT)
+        if shape.ep_comm_overlap:
+            comm_ovl["expert"] = comm_ovl["expert"] + ep_comm
+        else:
+            comm_crit["expert"] = ep_comm
 
     # Pipeline: send activations forward and gradients back at each stage boundary, (m + p - 1) steps
     # each way on the critical schedule; Megatron's scatter/gather sends 1/t of the activation per

@@ -39,7 +39,7 @@ from bot.configs.yamlscan import compose
 # ``--num-layers-per-virtual-pipeline-stage``), overlapped pipeline sends (``--overlap-p2p-communication``,
 # TransformerConfig ``overlap_p2p_comm``), and the layer / stage counts the per-stage form needs.
 OVERLAP_NAMES: tuple[str, ...] = (
-    "use_flash_attn", "tp_comm_overlap", "virtual_pipeline_model_parallel_size",
+    "use_flash_attn", "tp_comm_overlap", "overlap_moe_expert_parallel_comm", "virtual_pipeline_model_parallel_size",
     "num_layers_per_virtual_pipeline_stage", "overlap_p2p_comm", "overlap_p2p_communication", "num_layers",
     "pipeline_model_parallel_size",
 )
@@ -120,6 +120,9 @@ class TrainingSettings(BaseModel):
                                          "(Megatron virtual pipeline); None = not stated")
     tp_comm_overlap: bool | None = Field(default=None, description="Megatron --tp-comm-overlap; None = not stated")
     overlap_p2p: bool | None = Field(default=None, description="Megatron --overlap-p2p-communication; None = not stated")
+    ep_comm_overlap: bool | None = Field(default=None, description="Megatron-Core overlap_moe_expert_parallel_comm "
+                                         "(--overlap-moe-expert-parallel-comm): the expert all-to-alls overlap another "
+                                         "micro-batch's compute; None = not stated")
     cp_load_balance: bool | None = Field(default=None, description="causal context parallelism split in balanced "
                                          "chunks; None = not stated (Megatron-Core always balances)")
     fused_cross_entropy: bool | None = None
@@ -364,6 +367,7 @@ def overlap_settings(values: dict[str, Any]) -> dict[str, Any]:
     out["virtual_pipeline"] = vpp
     out["tp_comm_overlap"] = _bool(_lookup(values, "tp_comm_overlap")[1])
     out["overlap_p2p"] = _bool(_lookup(values, "overlap_p2p_comm", "overlap_p2p_communication")[1])
+    out["ep_comm_overlap"] = _bool(_lookup(values, "overlap_moe_expert_parallel_comm")[1])
     return out
 
 

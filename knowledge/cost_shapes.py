@@ -81,6 +81,7 @@ class Shape:
     grad_bytes: float = 2.0  # bytes per parameter of the gradient buffer
     optimizer_bytes: float = 12.0  # bytes per parameter of the optimizer state (before sharding)
     optimizer_offload: bool = False  # optimizer state in host memory (MaxText optimizer_memory_host_offload)
+    ep_comm_overlap: bool = False  # Megatron-Core overlap_moe_expert_parallel_comm: expert A2A off the critical path
     zero_stage: int = 0  # DeepSpeed ZeRO over the data ranks: 1 optimizer, 2 + gradients, 3 + parameters [ZeRO §5]
     param_offload: bool = False  # DeepSpeed ZeRO-3 offload_param: only the gathered layers live in HBM
     settings: TrainingSettings | None = None  # what the config said (for notes and edits)
@@ -296,6 +297,7 @@ def resolve_shape(run: RunRecord, settings: TrainingSettings | None = None) -> S
         )
     elif t.dtype != "bf16":
         assumptions.append(f"dtype {t.dtype}: memory and FLOP rates still use the bf16 figures")
+    behaviour = _mesh_behaviour(run, cfg, assumptions)  # before the Shape: its notes belong in the assumptions
     return Shape(
         layers=m.layers,
         d_model=m.d_model,
@@ -337,7 +339,7 @@ def resolve_shape(run: RunRecord, settings: TrainingSettings | None = None) -> S
         settings=cfg,
         fp8=mm == "fp8",
         int8=mm == "int8",
-        **_mesh_behaviour(run, cfg, assumptions),
+        **behaviour,
     )
 
 
@@ -370,6 +372,10 @@ def _mesh_behaviour(run: RunRecord, cfg: TrainingSettings | None, notes: list[st
     tp_overlap = getattr(cfg, "tp_comm_overlap", None) if cfg is not None else None
     p2p = getattr(cfg, "overlap_p2p", None) if cfg is not None else None
     balance = getattr(cfg, "cp_load_balance", None) if cfg is not None else None
+    ep_overlap = getattr(cfg, "ep_comm_overlap", None) if cfg is not None else None
+    if ep_overlap:
+        notes.append("expert all-to-alls overlapped with another micro-batch's compute (config: "
+                     "overlap_moe_expert_parallel_comm)")
     if tp_overlap is None:
         notes.append(
             "tensor-parallel collectives priced exposed (not overlapped): the config does not enable TP "
@@ -388,6 +394,7 @@ def _mesh_behaviour(run: RunRecord, cfg: TrainingSettings | None, notes: list[st
         "pipeline_output_on_last": framework != "maxtext",
         "p2p_overlap": bool(p2p) if p2p is not None else (megatron and virtual > 1),
         "tp_comm_overlap": bool(tp_overlap),
+        "ep_comm_overlap": bool(ep_overlap),
         "cp_load_balanced": True if balance is None else bool(balance),
     }
 

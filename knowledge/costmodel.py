@@ -332,7 +332,9 @@ def _prefetch_saving(shape: Shape, terms: Terms, assumptions: list[str]) -> floa
 def _overlap_notes(shape: Shape, mesh: Mesh) -> list[str]:
     """What is hidden behind compute and what is exposed, and the pipeline layout, for this mesh."""
     hidden = ["data", "fsdp", "sequence"]
-    exposed = ["expert all-to-all"]
+    exposed: list[str] = []
+    (hidden if shape.ep_comm_overlap else exposed).append(
+        "expert all-to-all" + (" (overlap_moe_expert_parallel_comm)" if shape.ep_comm_overlap else ""))
     (hidden if shape.tp_comm_overlap else exposed).append(
         "tensor-parallel collectives" + (" (TP comm overlap on)" if shape.tp_comm_overlap else
                                          " (no TP comm overlap in the config, e.g. Megatron --tp-comm-overlap)"))

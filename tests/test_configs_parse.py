@@ -159,10 +159,21 @@ def test_megatron_world_not_divisible() -> None:
     assert "64 / 24 is not an integer" in str(e.value)
 
 
-def test_megatron_ep_must_divide_dp() -> None:
-    c = parse_config("tensor_model_parallel_size: 4\nexpert_model_parallel_size: 8\n", "m.yml")
-    with pytest.raises(ConfigError, match=r"expert_model_parallel_size=8 does not divide the data parallel size 4"):
-        c.mesh(16)
+def test_megatron_ep_must_fit_in_data_tensor_and_context_ranks() -> None:
+    c = parse_config("tensor_model_parallel_size: 1\nexpert_model_parallel_size: 8\n", "m.yml")
+    with pytest.raises(ConfigError, match=r"expert_model_parallel_size=8 divides neither the data parallel size 4"):
+        c.mesh(4)
+
+
+def test_megatron_ep_larger_than_dp_folds_over_tensor_ranks() -> None:
+    # Megatron-Bridge's Qwen3-235B-A22B H100 recipe: TP 2, PP 8, EP 32 on 256 GPUs, so data parallel is 16 and the
+    # expert layers fold EP over data x tensor (MoE parallel folding, expert_tensor_parallel_size 1)
+    c = parse_config("tensor_model_parallel_size: 2\npipeline_model_parallel_size: 8\nexpert_model_parallel_size: 32\n",
+                     "m.yml")
+    m = c.mesh(256, num_slices=32)
+    assert m.size("expert") == 16 and m.size("tensor") == 2 and m.size("pipeline") == 8 and m.size("data") == 1
+    [note] = [n for n in c.notes(256, 32) if "MoE parallel folding" in n]
+    assert "expert_model_parallel_size=32" in note and "all-to-all over 16 ranks, not 32" in note
 
 
 # ------------------------------------------------------------------------------------ bad input

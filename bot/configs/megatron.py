@@ -77,6 +77,7 @@ SETTINGS: tuple[str, ...] = (
     "grad_reduce_in_fp32",  # Megatron-Bridge ddp.grad_reduce_in_fp32
     "use_megatron_fsdp",  # Megatron-Bridge ddp.use_megatron_fsdp
     "data_parallel_sharding_strategy",
+    "overlap_moe_expert_parallel_comm",  # Megatron-Bridge comm_overlap.overlap_moe_expert_parallel_comm
     "bf16",
     "fp16",
     "num_experts",
@@ -121,16 +122,29 @@ def parallel_sizes(config: ShardingConfig, num_devices: int) -> dict[Axis, int]:
             field=_path(config, next(k for k, v in s.items() if v != 1 and k != "expert_model_parallel_size")),
         )
     dp = num_devices // model
-    if dp % ep:
+    fold = expert_fold(tp, cp, dp, ep)
+    if fold is None:
         raise ConfigError(
-            f"expert_model_parallel_size={ep} does not divide the data parallel size {dp} "
-            f"(= {num_devices} GPUs / (tp x pp x cp = {model})): experts are placed across data-parallel ranks",
+            f"expert_model_parallel_size={ep} divides neither the data parallel size {dp} "
+            f"(= {num_devices} GPUs / (tp x pp x cp = {model})) nor data x tensor x context = {dp * tp * cp}: "
+            "Megatron-Core places experts across the data-parallel ranks, folded over tensor and context ranks at most",
             source=config.source,
             field=_path(config, "expert_model_parallel_size"),
-            hint="newer Megatron-Core can also fold experts over context-parallel ranks; one mesh cannot describe "
-            "that layout, so ASAP needs ep to divide dp",
+            hint="Megatron-Core MoE parallel folding needs expert_model_parallel_size x expert_tensor_parallel_size to "
+            "divide tp x cp x dp",
         )
-    return {"tensor": tp, "sequence": cp, "expert": ep, "data": dp // ep, "pipeline": pp}
+    return {"tensor": tp, "sequence": cp, "expert": fold, "data": dp // fold, "pipeline": pp}
+
+
+def expert_fold(tp: int, cp: int, dp: int, ep: int) -> int | None:
+    """The expert axis of the mesh for ``ep`` expert-parallel ranks: ep when it divides the data-parallel size;
+    else, under Megatron-Core's MoE parallel folding (expert layers on their own EP x ETP x EDP grid over the same
+    tp x cp x dp ranks; Liu et al. 2025, arXiv 2504.14960), the part of ep the data ranks hold, the rest spanning
+    tensor / context ranks. None when ep divides neither."""
+    if dp % ep == 0:
+        return ep
+    fold = math.gcd(ep, dp)
+    return fold if (tp * cp) % (ep // fold) == 0 else None
 
 
 def _path(config: ShardingConfig, key: str) -> str:
@@ -195,6 +209,14 @@ def notes(config: ShardingConfig, num_devices: int, num_slices: int) -> list[str
     vpp = st("virtual_pipeline_model_parallel_size")
     if isinstance(vpp, int) and not isinstance(vpp, bool) and vpp > 1 and total["pipeline"] == 1:
         out.append("virtual_pipeline_model_parallel_size is set but pipeline_model_parallel_size=1: no interleaving")
+    ep = sizes(config)["expert_model_parallel_size"]
+    if ep != total["expert"]:
+        rest = ep // total["expert"]
+        out.append(
+            f"expert_model_parallel_size={ep} is larger than the data parallel size: Megatron-Core folds it over "
+            f"data {total['expert']} x {rest} tensor/context ranks (MoE parallel folding). Priced as expert="
+            f"{total['expert']} with each expert's weights split over those ranks: the same expert shard per GPU and "
+            f"the same FLOPs, but the token all-to-all over {total['expert']} ranks, not {ep} (approximate)")
     etp = st("expert_tensor_parallel_size")
     if isinstance(etp, int) and not isinstance(etp, bool) and etp != tp and total["expert"] > 1:
         out.append(f"expert_tensor_parallel_size={etp} differs from tp={tp}: the mesh describes the dense layers")

@@ -63,22 +63,37 @@ def measured_step_ms(record: Any, m: MeasuredOutcome, flops: float | None) -> tu
     return None, None
 
 
-def _metrics(record: Any, m: MeasuredOutcome, pred_ms: float | None, flops: float | None) -> dict[str, list[float]]:
-    """Each throughput metric the source states, with ASAP's predicted value of the same metric."""
+def _metrics(record: Any, m: MeasuredOutcome, pred_ms: float | None, flops: float | None,
+             measured: tuple[float | None, str | None] = (None, None)) -> dict[str, list[float]]:
+    """Each throughput metric the source states, with ASAP's predicted value of the same metric.
+
+    When the measured step comes from a stated step time or tokens/s, a stated TFLOP/s or MFU is predicted in the
+    source's own FLOP count (stated value x measured step / predicted step): sources count model FLOPs differently
+    (Megatron-Bridge halves causal attention; sliding windows, MoE routing), and within a table of different
+    models a ranking must compare throughput, not FLOP conventions. Otherwise (the step itself derived through
+    ASAP's count) ASAP's count is used for both sides, which is the same thing.
+    """
     if pred_ms is None:
         return {}
     chips = record.num_chips
     tokens = record.training.tokens_per_step if record.training else None
+    meas_ms, step_from = measured
+    own_count = meas_ms is not None and step_from in ("step_time_ms", "tokens_per_second_per_chip")
     out: dict[str, list[float]] = {}
     if m.tokens_per_second_per_chip is not None and tokens:
         out["tokens_per_second_per_chip"] = [float(m.tokens_per_second_per_chip), tokens / (pred_ms / 1000.0) / chips]
-    if flops:
-        pred_tflops = flops / (pred_ms / 1000.0) / chips / 1e12
+    if flops or own_count:
+        pred_tflops = flops / (pred_ms / 1000.0) / chips / 1e12 if flops else None
         if m.tflops_per_chip is not None:
-            out["tflops_per_chip"] = [float(m.tflops_per_chip), pred_tflops]
+            pred = float(m.tflops_per_chip) * meas_ms / pred_ms if own_count and meas_ms else pred_tflops
+            if pred is not None:
+                out["tflops_per_chip"] = [float(m.tflops_per_chip), pred]
         peak = _chip_peak(record)
-        if m.mfu_percent is not None and peak:
-            out["mfu_percent"] = [float(m.mfu_percent), 100.0 * pred_tflops * 1e12 / peak]
+        if m.mfu_percent is not None and (peak or own_count):
+            pred = float(m.mfu_percent) * meas_ms / pred_ms if own_count and meas_ms else (
+                100.0 * pred_tflops * 1e12 / peak if pred_tflops is not None and peak else None)
+            if pred is not None:
+                out["mfu_percent"] = [float(m.mfu_percent), pred]
     if m.step_time_ms is not None and tokens and "tokens_per_second_per_chip" not in out:
         out["tokens_per_second_per_chip"] = [tokens / (m.step_time_ms / 1000.0) / chips, tokens / (pred_ms / 1000.0) / chips]
     return out
@@ -113,7 +128,7 @@ def measured_points(run: Any, expected: Expected, default_mesh: Mesh | None, cal
             measured_step_ms=meas_ms,
             step_from=step_from,
             predicted_step_ms=pred_ms,
-            metrics=_metrics(record, m, pred_ms, flops),
+            metrics=_metrics(record, m, pred_ms, flops, (meas_ms, step_from)),
             measured_memory_gib=m.peak_memory_gib,
             predicted_memory_gib=(pred.memory_per_chip_bytes / GIB) if pred is not None and pred.memory_per_chip_bytes else None,
             measured_oom=m.oom,

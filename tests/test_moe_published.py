@@ -1,0 +1,65 @@
+"""MoE pricing on published Megatron-Bridge rows (docs/performance-summary-archive.md @ 067f987df03b, 26.04.01 NeMo
+container, DGX-H100; cases ``examples/eval/mbridge-26.04.01-h100-*``; settings the table omits come from the
+performance recipes named in each case's megatron.yaml).
+
+Qwen3-235B-A22B on 256 H100 (TP 2, PP 8, VP 4, EP 32, sequence parallel, overlap_moe_expert_parallel_comm):
+1712 tokens/s per GPU, a 76.6 s step for 8192 x 4096 tokens.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from bot.proposals.engine import baseline_mesh
+from bot.proposals.eval_figures import _metrics
+from bot.proposals.evaluate import MeasuredOutcome
+from bot.runs.store import LocalRunStore
+from knowledge import costmodel
+from knowledge.cost_settings import settings_for_run
+
+EVAL = Path(__file__).resolve().parents[1] / "examples" / "eval"
+Q235 = "mbridge-26.04.01-h100-qwen3-235b-a22b-256gpu"
+
+
+def _predict(case: str, **update: object) -> costmodel.Prediction:
+    run = LocalRunStore(EVAL).get(case)
+    mesh, _ = baseline_mesh(run, None)
+    settings = settings_for_run(run)
+    assert settings is not None
+    return costmodel.predict(run.record, mesh, settings=settings.model_copy(update=update))
+
+
+def test_ep_larger_than_data_parallel_is_priced_not_refused() -> None:
+    pred = _predict(Q235)
+    measured_ms = 1000.0 * 8192 * 4096 / (256 * 1712)
+    assert pred.step_time_ms == pytest.approx(measured_ms, rel=0.25)
+
+
+def test_sequence_parallel_ranks_dispatch_their_own_tokens_and_overlap_is_read() -> None:
+    base = _predict(Q235)
+    assert any("overlap_moe_expert_parallel_comm" in a for a in base.assumptions)
+    exposed = _predict(Q235, ep_comm_overlap=False)
+    # without the recipe's overlap the expert all-to-alls sit on the critical path
+    assert exposed.breakdown_ms["comm.expert"] > 1.5 * base.breakdown_ms["comm.expert"]
+    assert exposed.step_time_ms > base.step_time_ms + 20_000
+    no_sp = _predict(Q235, ep_comm_overlap=False, sequence_parallel=False)
+    # without sequence parallelism both tensor ranks dispatch every token: twice the all-to-all volume
+    assert no_sp.breakdown_ms["comm.expert"] == pytest.approx(2 * exposed.breakdown_ms["comm.expert"], rel=0.01)
+
+
+def test_a_table_of_different_models_is_ranked_in_the_sources_own_flop_count() -> None:
+    # Megatron-Bridge's TFLOP/s counts causal attention at half and GPT-OSS's sliding windows; ASAP's count differs
+    # per model. With tokens/s stated, the predicted TFLOP/s is the stated one scaled by measured / predicted step.
+    run = LocalRunStore(EVAL).get("mbridge-26.04.01-h100-gpt-oss-120b-64gpu").record
+    m = MeasuredOutcome(tokens_per_second_per_chip=5824.0, tflops_per_chip=158.0)
+    measured_ms = 1000.0 * 1280 * 4096 / (64 * 5824.0)
+    got = _metrics(run, m, pred_ms=measured_ms / 2, flops=1e18, measured=(measured_ms, "tokens_per_second_per_chip"))
+    assert got["tflops_per_chip"] == pytest.approx([158.0, 316.0])
+    assert got["tokens_per_second_per_chip"] == pytest.approx([5824.0, 11648.0])
+    # a row whose step is derived from TFLOP/s (MaxText's READMEs) keeps ASAP's count on both sides
+    only = MeasuredOutcome(tflops_per_chip=158.0)
+    flops = 158e12 * 64 * measured_ms / 1000.0
+    derived = _metrics(run, only, pred_ms=measured_ms / 2, flops=flops, measured=(measured_ms, "tflops_per_chip"))
+    assert derived["tflops_per_chip"] == pytest.approx([158.0, 316.0])
