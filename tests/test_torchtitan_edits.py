@@ -114,6 +114,20 @@ def test_an_absent_key_goes_under_its_table_or_into_a_new_table_at_the_end() -> 
         apply_settings(old, {"local_batch_size": 4})
 
 
+def test_dotted_keys_get_a_dotted_neighbour_and_an_inline_table_is_refused_not_guessed() -> None:
+    rest = (NEW / "llama3_405b.toml").read_text().replace(
+        '[activation_checkpoint]\nmode = "full" # ["none", "selective", "full"]\n', "")
+    assert "activation_checkpoint" not in rest
+    cfg = parse_config('activation_checkpoint.mode = "full"\n' + rest, "d.toml")  # a dotted key before any table
+    new = apply_settings(cfg, {"activation_checkpoint.mode": "selective", "activation_checkpoint.selective_ac_option": "op"})
+    assert new.startswith('activation_checkpoint.mode = "selective"\nactivation_checkpoint.selective_ac_option = "op"\n')
+    assert tomllib.loads(new)["activation_checkpoint"] == {"mode": "selective", "selective_ac_option": "op"}
+    inline = parse_config('activation_checkpoint = { mode = "full" }\n' + rest, "i.toml")
+    with pytest.raises(ConfigError) as err:
+        apply_settings(inline, {"activation_checkpoint.mode": "none"})
+    assert "not a one-line value ASAP can locate" in err.value.message and err.value.hint == 'set mode = "none" by hand'
+
+
 def test_crlf_line_endings_are_kept_for_an_inserted_key() -> None:
     text = (NEW / "llama3_405b.toml").read_text().replace("\n", "\r\n")
     new = apply_settings(parse_config(text, "c.toml"), {"activation_checkpoint.selective_ac_option": "op"})
