@@ -163,7 +163,8 @@ def apply_proposal(
     text = host.read_file(path, base)
     if text is None:
         raise ConfigError(f"no file {path} on {base} in {host.name}", source=path, field="config_path")
-    cfg = parse_config(text, path)
+    # read as the run's launch resolves it: run.yaml's command: overrides win over the file (and are not edited)
+    cfg = parse_config(text, path, command=run.record.command)
     check_target_matches_run(cfg, run, pset, path)
     mesh = Mesh(ici=proposal.mesh.get("ici", {}), dcn=proposal.mesh.get("dcn", {}))  # type: ignore[arg-type]
     new_text = apply_changes(cfg, mesh, dict(proposal.settings))
@@ -205,7 +206,7 @@ def _run_config(run: Run) -> ShardingConfig | None:
     if not run.record.config:
         return None
     try:
-        return load_config(run.path(run.record.config, field="config"))
+        return load_config(run.path(run.record.config, field="config"), command=run.record.command)
     except AsapError:
         return None
 

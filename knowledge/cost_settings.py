@@ -374,7 +374,7 @@ def overlap_settings(values: dict[str, Any]) -> dict[str, Any]:
 def key_for(settings: TrainingSettings, logical: str, config: ShardingConfig) -> str | None:
     """The key an edit writes for a logical setting: the one present in the file, else the format's first."""
     if config.format == "torchtitan":
-        return None  # ASAP edits only a torchtitan TOML's parallel degrees (edit.apply_settings says so)
+        return None  # a torchtitan change writes several TOML keys: bot.configs.torchtitan_edit names them
     candidates = KEYS.get(logical, {}).get(config.format, ())
     values = all_settings(config)
     for name in candidates:

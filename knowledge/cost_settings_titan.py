@@ -15,6 +15,8 @@ What torchtitan does with each (pytorch/torchtitan, BSD-3-Clause; ``torchtitan/c
   split into ``pipeline_parallel_microbatches`` (default: the number of stages).
 * ``seq_len`` (default 2048); Float8 linears (2024 ``[float8] enable_float8_linear``; 2025-26 ``[model]
   converters`` naming ``float8`` / ``quantize.linear.float8``; ``mx``: MXFP8) -> fp8 matmuls.
+* the recorded launch command (run.yaml ``command:``) wins over the TOML (:mod:`bot.configs.torchtitan_cli`): its
+  values are already in ``config.settings``; a remat policy it sets is named as coming from it.
 * attention: torchtitan's llama attention is ``F.scaled_dot_product_attention`` (flash kernel on H100 / A100
   in bf16), so a flash kernel is stated by the framework, not unknown.
 """
@@ -37,6 +39,9 @@ def torchtitan_settings(config: ShardingConfig) -> dict[str, Any]:
     legacy = config.vintage == LEGACY
     out: dict[str, Any] = {"flash_attention": True}
     out.update(_remat(st))
+    if "remat_key" in out and any(k in config.origins for k in ("activation_checkpoint.mode",
+                                                                 "activation_checkpoint.selective_ac_option")):
+        out["remat_key"] = "activation_checkpoint.mode (from the recorded launch command, run.yaml command:)"
     local = _pos(st.get("training.batch_size" if legacy else "training.local_batch_size")) or 8
     degrees = {k.key: k.value for k in config.keys}
     tp, cp, pp = (max(degrees.get(f"{n}_parallel_degree", 1), 1) for n in ("tensor", "context", "pipeline"))

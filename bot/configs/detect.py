@@ -87,7 +87,7 @@ def _parse(text: str, source: str, path: Path | None, command: str | None, overl
     if is_toml(text, source):
         from bot.configs import torchtitan
 
-        return torchtitan.read(text, source)
+        return torchtitan.read(text, source, command)
     root = compose(text, source)
     if root is None:
         raise ConfigError(f"the file is empty; expected a YAML mapping with one of: {expected_keys()}", source=source)

@@ -19,7 +19,7 @@ from __future__ import annotations
 import difflib
 from pathlib import Path
 
-from bot.configs import deepspeed, maxtext, megatron, plainmesh, torchtitan
+from bot.configs import deepspeed, maxtext, megatron, plainmesh, torchtitan, torchtitan_edit
 from bot.configs.common import apply_splices
 from bot.configs.detect import parse_config
 from bot.configs.mesh import Mesh
@@ -168,7 +168,8 @@ def apply_settings(config: ShardingConfig, values: dict[str, object]) -> str:
     indentation and with the file's line ending. The edited text is parsed again: it must describe the
     same mesh and read back every requested value, or the edit is refused. ``ici_mesh`` files keep their
     trainer settings in free-form sections, so a setting they do not already hold is refused with a
-    ConfigError naming it.
+    ConfigError naming it. A torchtitan TOML gets the key under its table (added at the end when the file
+    lacks the table); a value its recorded launch command sets is refused (:mod:`bot.configs.torchtitan_edit`).
     """
     from yaml.nodes import ScalarNode
 
@@ -178,12 +179,8 @@ def apply_settings(config: ShardingConfig, values: dict[str, object]) -> str:
 
     if not values:
         return config.text
-    if config.format == "torchtitan":
-        name = next(iter(values))
-        raise ConfigError(
-            f"editing torchtitan TOML settings is not supported yet (only the parallel degrees are): {name}",
-            source=config.source, field=name, hint=f"set {name} to {values[name]!r} in the TOML file by hand",
-        )
+    if config.format == "torchtitan":  # TOML: its own spans and tables (bot.configs.torchtitan_edit)
+        return torchtitan_edit.apply_settings(config, values)
     _check_framework_keys(config, values)
     if _by_origin(config):
         return _primary(config, apply_settings_files(config, values))
@@ -253,7 +250,9 @@ def apply_changes(config: ShardingConfig, mesh: Mesh, values: dict[str, object])
     text = apply_mesh(config, mesh)
     if not values:
         return text
-    edited = parse_config(text, config.source)
+    # a torchtitan TOML is read again with its recorded command (the command's values win over the file)
+    edited = reparse(config, {config.source: text}) if config.format == "torchtitan" else \
+        parse_config(text, config.source)
     return apply_settings(edited, values)
 
 
@@ -327,9 +326,14 @@ def settings_applied(config: ShardingConfig, values: dict[str, object]) -> Shard
     """The config as it reads after ``values`` are written where they win (for pricing a settings change)."""
     if _by_origin(config):
         return reparse(config, apply_settings_files(config, values))
+    if config.format == "torchtitan":
+        return reparse(config, {config.source: apply_settings(config, values)})
     return parse_config(apply_settings(config, values), config.source)
 
 
 def _by_origin(config: ShardingConfig) -> bool:
-    """Settings are edited where the reader recorded them (launch scripts, base_config chains, JSON)."""
+    """Settings are edited where the reader recorded them (launch scripts, base_config chains, JSON); a torchtitan
+    TOML's origins are the recorded command's overrides, which its own edit refuses to write over."""
+    if config.format == "torchtitan":
+        return False
     return bool(config.launch or config.origins or config.format == "deepspeed")

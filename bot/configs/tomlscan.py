@@ -259,7 +259,7 @@ def insert_key(text: str, spans: dict[tuple[str, ...], Span], table: tuple[str, 
     if mine:
         last = max(mine, key=lambda s: s.end)
         line_start = text.rfind("\n", 0, last.key_start) + 1
-        indent = text[line_start:last.key_start]
+        indent = text[line_start:last.key_start] + _dotted_prefix(text, last)
         nl = text.find("\n", last.end)
         lines = eol.join(f"{indent}{k} = {v}" for k, v in entries)
         if nl == -1:
@@ -274,3 +274,11 @@ def insert_key(text: str, spans: dict[tuple[str, ...], Span], table: tuple[str, 
         return m.end(), f"{lead}{lines}{eol}"
     lead = "" if not text or text.endswith("\n") else eol
     return len(text), f"{lead}{eol}[{'.'.join(table)}]{eol}{lines}{eol}"
+
+
+def _dotted_prefix(text: str, span: Span) -> str:
+    """The ``table.`` a key was written with (``activation_checkpoint.mode = ...`` outside its table): a new key
+    next to it needs the same prefix to land in the same table; '' for a plain key."""
+    written = text[span.key_start:text.index("=", span.key_start)].rstrip()
+    last = span.path[-1]
+    return written[:-len(last)] if written.endswith(last) and written[:-len(last)].endswith(".") else ""

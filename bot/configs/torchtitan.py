@@ -14,6 +14,9 @@ Two layouts are read (pytorch/torchtitan, BSD-3-Clause):
   ``pipeline_parallel_degree`` / ``pipeline_parallel_microbatches`` under ``[experimental]``, ``[float8]
   enable_float8_linear``. No expert parallelism.
 
+run.yaml's ``command:`` flags (``--activation_checkpoint.mode full``) are laid over the file, the command winning as
+in torchtitan's ConfigManager (:mod:`bot.configs.torchtitan_cli`); a value they set is not editable in the file.
+
 Mesh: dp_replicate -> data, dp_shard -> fsdp, tp -> tensor, cp -> sequence, pp -> pipeline, ep -> expert. Ranks
 are laid out as ``init_device_mesh`` lays out ``["pp", "dp_replicate", "dp_shard", "cp", "tp"]`` (row-major,
 tp fastest; ``torchtitan/distributed/parallel_dims.py`` @238fa99 ``build_mesh``, ``torchtitan/parallelisms/
@@ -26,6 +29,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from bot.configs import torchtitan_cli
 from bot.configs.common import Splice
 from bot.configs.megatron import layout
 from bot.configs.mesh import Axis, Mesh
@@ -83,57 +87,109 @@ def looks_like(text: str) -> bool:
     return any(k in text for k in KEYS) or "[activation_checkpoint]" in text or "[parallelism]" in text
 
 
-def read(text: str, source: str) -> ShardingConfig:
-    """Parse a torchtitan TOML file: the parallel degrees (with their exact spans) and the settings it states."""
+def read(text: str, source: str, command: str | None = None) -> ShardingConfig:
+    """Parse a torchtitan TOML file: the parallel degrees (with their exact spans) and the settings it states;
+    ``command`` (run.yaml ``command:``) lays its ``--section.key`` overrides over the file, as torchtitan does."""
     data = load(text, source)
     spans = scan(text, data)
-    legacy = _layout(data, source)
-    keys: list[ConfigKey] = []
-    for name in KEYS:
-        path = (LEGACY_TABLE.get(name, "") if legacy else "parallelism", name)
-        if legacy and name not in LEGACY_TABLE:
-            continue
-        found, value = value_at(data, path)
-        if not found:
-            continue
-        keys.append(_key(name, path, value, spans.get(path), source))
-    keys.sort(key=lambda k: (k.start < 0, k.start))
-    settings = _settings(data, spans, source)
+    given = torchtitan_cli.flags(command, source, _kinds) if command else {}
+    merged = torchtitan_cli.merged(data, given)
+    legacy = _layout(merged, source, given)
+    keys = _keys(merged, spans, legacy, given, source)
+    settings = _settings(merged, {p: s for p, s in spans.items() if p not in given}, source)
+    origins = {f.dotted: ConfigKey(key=f.path[-1], path=f.dotted, group="world", axis="data", value=0,
+                                   raw=f.written, line=0, column=0, start=-1, end=-1, via=f.via)
+               for f in given.values() if f.dotted in SETTING_TYPES}
     reading = [f"read as {LEGACY if legacy else CURRENT}"]
+    reading += torchtitan_cli.notes(given, lambda path: _before(data, spans, path), source)
     if not any(k.key == "data_parallel_shard_degree" for k in keys):
         reading.append("data_parallel_shard_degree not set: torchtitan's default -1 (the rest of the GPUs) applies")
     return ShardingConfig(format="torchtitan", source=source, text=text, keys=keys, settings=settings,
-                          vintage=LEGACY if legacy else CURRENT, reading=reading)
+                          origins=origins, vintage=LEGACY if legacy else CURRENT, reading=reading)
 
 
-def _layout(data: dict[str, Any], source: str) -> bool:
-    """True for the 2024 layout (degrees under [training] / [experimental]); ConfigError when both are used."""
+def _kinds(path: tuple[str, ...]) -> tuple[type, ...] | None:
+    """Accepted types of a key path torchtitan reads and ASAP needs (degrees of either layout, SETTING_TYPES)."""
+    if len(path) == 2 and path[1] in AXIS_OF and path[0] in ("parallelism", LEGACY_TABLE.get(path[1])):
+        return (int,)
+    if path == torchtitan_cli.CONFIG_FILE:
+        return (str,)
+    kinds = SETTING_TYPES.get(".".join(path))
+    return (str,) if kinds == (str, int) else kinds  # selective_ac_option: torchtitan types it str
+
+
+def _keys(data: dict[str, Any], spans: dict[tuple[str, ...], Span], legacy: bool,
+          given: dict[tuple[str, ...], torchtitan_cli.Flag], source: str) -> list[ConfigKey]:
+    """The degree keys the layout reads, in file order (those the command sets last, not editable in the file)."""
+    keys: list[ConfigKey] = []
+    for name in KEYS:
+        if legacy and name not in LEGACY_TABLE:
+            continue
+        path = (LEGACY_TABLE[name] if legacy else "parallelism", name)
+        found, value = value_at(data, path)
+        if not found:
+            continue
+        flag = given.get(path)
+        if flag is not None:
+            keys.append(_key(name, path, value, None, source, via=flag.via, raw=flag.written))
+        else:
+            keys.append(_key(name, path, value, spans.get(path), source))
+    keys.sort(key=lambda k: (k.start < 0, k.start))
+    return keys
+
+
+def _before(data: dict[str, Any], spans: dict[tuple[str, ...], Span], path: tuple[str, ...]) -> str:
+    """What the file says at ``path``, for a reading note: "'selective' in the file (line 62)"."""
+    found, value = value_at(data, path)
+    if not found:
+        return "torchtitan's default (the file does not set it)"
+    span = spans.get(path)
+    shown = span.raw if span is not None else repr(value)
+    return f"{shown} in the file" + (f" (line {span.line})" if span is not None else "")
+
+
+def _layout(data: dict[str, Any], source: str, given: dict[tuple[str, ...], torchtitan_cli.Flag]) -> bool:
+    """True for the 2024 layout (degrees under [training] / [experimental]); ConfigError when both are used
+    (in the file, or by the recorded command over the file: the flag is named)."""
     old = [f"{t}.{k}" for k, t in LEGACY_TABLE.items() if value_at(data, (t, k))[0]]
     old += [p for p in ("training.batch_size", "experimental.pipeline_parallel_microbatches")
             if value_at(data, tuple(p.split(".")))[0]]
-    new = "parallelism" in data or value_at(data, ("training", "local_batch_size"))[0]
+    new = [".".join(p) for p in given if p[0] == "parallelism"] or (["the parallelism table"] if "parallelism" in data
+                                                                     else [])
+    new += ["training.local_batch_size"] if value_at(data, ("training", "local_batch_size"))[0] else []
     if old and new:
+        first_old = next((o for o in old if tuple(o.split(".")) in given), old[0])
+        first_new = next((n for n in new if tuple(n.split(".")) in given), new[0])
+        by_command = any(tuple(d.split(".")) in given for d in (first_old, first_new))
         raise ConfigError(
-            f"the file mixes torchtitan layouts: {old[0]} (torchtitan of 2024) and "
-            f"{'the parallelism table' if 'parallelism' in data else 'training.local_batch_size'} (2025 and later)",
-            source=source, field=old[0], hint="keep the keys of the torchtitan version you run; each reads only its own",
+            f"{'the file and the recorded command mix' if by_command else 'the file mixes'} torchtitan layouts: "
+            f"{_named(first_old, given)} (torchtitan of 2024) and {_named(first_new, given)} (2025 and later)",
+            source=source, field="command" if by_command else first_old,
+            hint="keep the keys and flags of the torchtitan version you run; each reads only its own",
         )
     return bool(old)
 
 
-def _key(name: str, path: tuple[str, str], value: object, span: Span | None, source: str) -> ConfigKey:
+def _named(dotted: str, given: dict[tuple[str, ...], torchtitan_cli.Flag]) -> str:
+    flag = given.get(tuple(dotted.split(".")))
+    return f"{flag.name} on the command" if flag is not None else dotted
+
+
+def _key(name: str, path: tuple[str, str], value: object, span: Span | None, source: str, *,
+         via: str | None = None, raw: str | None = None) -> ConfigKey:
+    """A degree key; ``via`` / ``raw``: it is set elsewhere (the recorded command), so not editable in the file."""
     dotted = ".".join(path)
     shard = name == "data_parallel_shard_degree"
     ok = isinstance(value, int) and not isinstance(value, bool) and (value >= 1 or (shard and value == -1))
     if not ok:
-        raw = span.raw if span is not None else repr(value)
-        where = f" (line {span.line})" if span is not None else ""
-        raise ConfigError(f"must be a positive integer{' or -1 (the rest)' if shard else ''}, got {raw}{where}",
+        shown = raw or (span.raw if span is not None else repr(value))
+        where = f" (line {span.line})" if span is not None else " on the recorded launch command" if raw else ""
+        raise ConfigError(f"must be a positive integer{' or -1 (the rest)' if shard else ''}, got {shown}{where}",
                           source=source, field=dotted)
     assert isinstance(value, int)
     if span is None:
         return ConfigKey(key=name, path=dotted, group="world", axis=AXIS_OF[name], value=value, raw=str(value),
-                         line=0, column=0, start=-1, end=-1, via="a TOML value ASAP cannot locate on one line")
+                         line=0, column=0, start=-1, end=-1, via=via or "a TOML value ASAP cannot locate on one line")
     return ConfigKey(key=name, path=dotted, group="world", axis=AXIS_OF[name], value=value, raw=span.raw,
                      line=span.line, column=span.column, start=span.start, end=span.end)
 
@@ -156,6 +212,11 @@ def _settings(data: dict[str, Any], spans: dict[tuple[str, ...], Span], source: 
             if not all(isinstance(v, str) for v in value):
                 raise ConfigError(f"must be a list of strings, got {value!r:.80}", source=source, field=dotted)
             value = ",".join(value)
+        choices = torchtitan_cli.CHOICES.get(path)
+        if choices and value not in choices:
+            span = spans.get(path)
+            raise ConfigError(f"must be one of {', '.join(choices)}, got {span.raw if span else repr(value)}"
+                              + (f" (line {span.line})" if span else ""), source=source, field=dotted)
         out[dotted] = value
     return out
 

@@ -130,8 +130,8 @@ def review_candidate(ctx: Context, cand: Candidate, prediction: Prediction, reje
         except ConfigError as exc:
             extra.append(f"the config file cannot carry this setting ({exc.message}): set it where the trainer reads it")
     elif cand.change.values and getattr(ctx.cfg, "format", None) == "torchtitan":
-        extra.append(f"ASAP edits only a torchtitan TOML's parallel degrees: make this change "
-                     f"({'; '.join(cand.change.words)}) in the TOML by hand")
+        extra.append("the recorded launch command (run.yaml command:) sets this setting and wins over the TOML: "
+                     "make the change on the command")
     elif cand.change.values and ctx.cfg is not None:
         extra.append("the config file has no key for this setting: set it where the trainer reads it")
     extra.extend(_torchtitan_batch(ctx, cand))
@@ -144,6 +144,8 @@ def _torchtitan_batch(ctx: Context, cand: Candidate) -> list[str]:
     st = ctx.settings0
     if getattr(ctx.cfg, "format", None) != "torchtitan" or st is None or st.global_batch or not st.local_batch:
         return []
+    if "training.global_batch_size" in cand.change.config_values:
+        return []  # the proposal's own edit pins it
     sizes = cand.mesh.sizes()
     dp = sizes["data"] * sizes["fsdp"] * sizes["expert"]
     old_dp = ctx.record.num_chips // (st.batch_divisor or 1)

@@ -15,7 +15,10 @@ Semantics (and why they matter to the Critic and the person reading the proposal
   raise the **global** batch (MaxText: global = per_device x devices x accumulation): a trade-off against
   hyperparameters and convergence, flagged on the proposal.
 * ``remat``: a policy name in the framework's own vocabulary (MaxText remat_policy; Megatron
-  recompute_granularity).
+  recompute_granularity; torchtitan ``[activation_checkpoint] mode`` and ``selective_ac_option``).
+* torchtitan writes a change in its TOML's own keys (:mod:`bot.configs.torchtitan_edit`): a micro-batch without
+  pipelining is ``local_batch_size`` with ``global_batch_size`` pinned to the batch the step ran (else the
+  global batch would follow); a value the recorded launch command sets is not written (the command wins).
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bot.configs.sharding import ShardingConfig
+from bot.configs.torchtitan_edit import micro_batch_values, remat_values, set_on_command, toml_text
 from bot.proposals.moves import SettingsMove
 from knowledge.cost_remat import lighter_policies, lighter_torchtitan, megatron_policy, named_policy, runyaml_policy
 from knowledge.cost_settings import TrainingSettings, key_for
@@ -90,58 +94,86 @@ def expand(
     """Concrete changes for one settings move on this run; [] when the run's format cannot express it."""
     from knowledge.cost_shapes import effective_framework
 
-    fmt = config.format if config is not None else None
     framework = effective_framework(framework, settings)  # a Megatron launch is Megatron when run.yaml says "other"
-    out: list[SettingsChange] = []
     if move.change == "micro_batch":
-        if framework != "megatron" and not (settings and settings.micro_batch):
-            return []
-        old = (settings.micro_batch if settings and settings.micro_batch else None) or runyaml_micro_batch or 1
-        per_rank = (global_batch // data_parallel) if global_batch and data_parallel else None
-        factors = _factors(move.max_factor) if move.direction == "up" else [1 / f for f in _factors(move.max_factor)]
-        for f in factors:
-            new = old * f
-            if new < 1 or not float(new).is_integer():
-                continue
-            new = int(new)
-            if per_rank is not None and (new > per_rank or per_rank % new):
-                continue
-            key = key_for(settings or TrainingSettings(), "micro_batch", config) if config is not None else None
-            out.append(SettingsChange(
-                values=(("micro_batch", new),),
-                words=(f"{key or 'micro_batch'} {old} -> {new} (same global batch: "
-                       f"{(per_rank or 0) // old if per_rank else '?'} -> {(per_rank or 0) // new if per_rank else '?'} "
-                       "accumulation steps)",),
-                kind="micro_batch" + ("+" if new > old else "-"),
-                config_values={key: new} if key else {},
-            ))
-        return out
+        return _micro_batch_changes(move, settings, config, framework, runyaml_micro_batch, global_batch,
+                                    data_parallel)
     if move.change in ("per_device_batch", "grad_accum"):
-        if move.change == "per_device_batch" and not (fmt in ("maxtext", "ici_mesh") and settings
-                                                       and settings.per_device_batch):
-            return []
-        if move.change == "grad_accum" and fmt not in ("maxtext", "ici_mesh"):
-            return []
-        if fmt == "ici_mesh" and move.change == "grad_accum" and not (settings and settings.grad_accum):
-            return []
-        old = (settings.per_device_batch if move.change == "per_device_batch" else settings.grad_accum) if settings else None
-        old = old or 1
-        key = key_for(settings or TrainingSettings(), move.change, config) if config is not None else None
-        for f in _factors(move.max_factor) if move.direction == "up" else []:
-            new = old * f
-            new_v: Any = int(new) if float(new).is_integer() else new
-            gb_old = global_batch
-            gb_new = int(round(global_batch * f)) if global_batch else None
-            out.append(SettingsChange(
-                values=((move.change, new_v),),
-                global_batch_factor=float(f),
-                words=(f"{key or move.change} {old:g} -> {new_v:g}",),
-                tradeoffs=(GLOBAL_BATCH_WARNING.format(old=gb_old or "?", new=gb_new or "?"),),
-                kind=f"{move.change}+",
-                config_values={key: new_v} if key else {},
-            ))
-        return out
-    # remat
+        return _batch_changes(move, settings, config, global_batch)
+    return _remat_changes(move, settings, config, framework, runyaml_remat)
+
+
+def _micro_batch_changes(move: SettingsMove, settings: TrainingSettings | None, config: ShardingConfig | None,
+                         framework: str, runyaml_micro_batch: int | None, global_batch: int | None,
+                         data_parallel: int) -> list[SettingsChange]:
+    """Micro-batch up / down at the same global batch (fewer or more accumulation steps)."""
+    if framework != "megatron" and not (settings and settings.micro_batch):
+        return []
+    old = (settings.micro_batch if settings and settings.micro_batch else None) or runyaml_micro_batch or 1
+    per_rank = (global_batch // data_parallel) if global_batch and data_parallel else None
+    factors = _factors(move.max_factor) if move.direction == "up" else [1 / f for f in _factors(move.max_factor)]
+    out: list[SettingsChange] = []
+    for f in factors:
+        new = old * f
+        if new < 1 or not float(new).is_integer():
+            continue
+        new = int(new)
+        if per_rank is not None and (new > per_rank or per_rank % new):
+            continue
+        key = key_for(settings or TrainingSettings(), "micro_batch", config) if config is not None else None
+        values: dict[str, Any] = {key: new} if key else {}
+        if config is not None and config.format == "torchtitan":
+            titan = micro_batch_values(config, new, data_parallel)
+            if titan is None:
+                continue  # this torchtitan file cannot hold the global batch with another micro-batch
+            key, values = next(iter(titan)), titan
+        words = (f"{key or 'micro_batch'} {old} -> {new} (same global batch: "
+                 f"{(per_rank or 0) // old if per_rank else '?'} -> {(per_rank or 0) // new if per_rank else '?'} "
+                 "accumulation steps)")
+        out.append(SettingsChange(
+            values=(("micro_batch", new),),
+            words=(words + _titan_words(config, values),),
+            kind="micro_batch" + ("+" if new > old else "-"),
+            config_values=_writable(config, values),
+        ))
+    return out
+
+
+def _batch_changes(move: SettingsMove, settings: TrainingSettings | None, config: ShardingConfig | None,
+                   global_batch: int | None) -> list[SettingsChange]:
+    """Per-device batch or accumulation steps up (MaxText, plain mesh): the global batch grows."""
+    fmt = config.format if config is not None else None
+    if move.change == "per_device_batch" and not (fmt in ("maxtext", "ici_mesh") and settings
+                                                   and settings.per_device_batch):
+        return []
+    if move.change == "grad_accum" and fmt not in ("maxtext", "ici_mesh"):
+        return []
+    if fmt == "ici_mesh" and move.change == "grad_accum" and not (settings and settings.grad_accum):
+        return []
+    old = (settings.per_device_batch if move.change == "per_device_batch" else settings.grad_accum) if settings else None
+    old = old or 1
+    key = key_for(settings or TrainingSettings(), move.change, config) if config is not None else None
+    out: list[SettingsChange] = []
+    for f in _factors(move.max_factor) if move.direction == "up" else []:
+        new = old * f
+        new_v: Any = int(new) if float(new).is_integer() else new
+        gb_old = global_batch
+        gb_new = int(round(global_batch * f)) if global_batch else None
+        out.append(SettingsChange(
+            values=((move.change, new_v),),
+            global_batch_factor=float(f),
+            words=(f"{key or move.change} {old:g} -> {new_v:g}",),
+            tradeoffs=(GLOBAL_BATCH_WARNING.format(old=gb_old or "?", new=gb_new or "?"),),
+            kind=f"{move.change}+",
+            config_values={key: new_v} if key else {},
+        ))
+    return out
+
+
+def _remat_changes(move: SettingsMove, settings: TrainingSettings | None, config: ShardingConfig | None,
+                   framework: str, runyaml_remat: str | None) -> list[SettingsChange]:
+    """Lighter remat policies in the framework's own names (heavier is not expanded)."""
+    fmt = config.format if config is not None else None
     spec = current_remat(settings, framework, runyaml_remat)
     if move.direction != "lighter":
         return []
@@ -149,22 +181,43 @@ def expand(
     from knowledge.remat_state import remat_state
 
     unstated = remat_state(settings, framework, runyaml_remat).recomputes is None
+    out: list[SettingsChange] = []
     for name in (lighter_torchtitan(spec) if fmt == "torchtitan" else lighter_policies(spec)):
-        if framework == "megatron" or fmt == "megatron":
-            value: Any = None if name == "none" else name
-        else:
-            value = name
+        value: Any = None if (framework == "megatron" or fmt == "megatron") and name == "none" else name
+        values = {key: value} if key else {}
+        if fmt == "torchtitan":
+            values = remat_values(name)
+            key = key or next(iter(values))
         words = f"{key or 'remat'} {spec.policy} -> {name}"
         if unstated:
             words += (f" (the current policy is not stated, '{spec.policy}' is assumed: the gain depends on what the "
                       "run really recomputes)")
         out.append(SettingsChange(
             values=(("remat", name),),
-            words=(words,),
+            words=(words + _titan_words(config, values),),
             kind="remat-lighter",
-            config_values={key: value} if key else {},
+            config_values=_writable(config, values),
         ))
     return out
+
+
+def _titan_words(config: ShardingConfig | None, values: dict[str, Any]) -> str:
+    """What a torchtitan change writes besides its first key (``; selective_ac_option = "op"``), or why the TOML
+    cannot carry it (the recorded launch command sets it); '' for other formats."""
+    if config is None or config.format != "torchtitan":
+        return ""
+    flag = set_on_command(config, values)
+    if flag is not None:
+        return f" (not written in the TOML: the recorded launch command's {flag} wins over it)"
+    rest = [f"{path.rsplit('.', 1)[-1]} = {toml_text(v, '')}" for path, v in list(values.items())[1:]]
+    return "; " + ", ".join(rest) if rest else ""
+
+
+def _writable(config: ShardingConfig | None, values: dict[str, Any]) -> dict[str, Any]:
+    """The config values a proposal writes: none when the recorded launch command sets one of them (it wins)."""
+    if config is not None and config.format == "torchtitan" and set_on_command(config, values) is not None:
+        return {}
+    return values
 
 
 def apply(settings: TrainingSettings | None, change: SettingsChange, *, framework: str) -> TrainingSettings | None:
