@@ -263,7 +263,12 @@ def lighter_torchtitan(spec: RematSpec) -> list[str]:
     """torchtitan policies that recompute less than ``spec`` (a torchtitan config can name no others)."""
     name = "none" if spec.stores_everything else spec.policy
     if spec.layer_every:
-        name = "selective_layer_2" if spec.layer_every <= 2 else "full"
+        # selective_layer_k checkpoints one block in k: k = 1 is every block (full), a larger k recomputes less.
+        # Beyond k = 2 the only policy certain to recompute less is none (selective_op is not ordered against it).
+        k = spec.layer_every
+        if k > 2:
+            return ["none"]
+        name = "full" if k <= 1 else "selective_layer_2"
     if name not in TORCHTITAN_LADDER:
         return []
     i = TORCHTITAN_LADDER.index(name)

@@ -290,3 +290,17 @@ def test_apply_reads_the_repository_file_with_the_runs_command(tmp_path: Path) -
     assert p.settings == {} and "--activation_checkpoint.mode full wins" in p.settings_changes[0]  # type: ignore[attr-defined]
     assert all("_degree = " in a and not a.startswith("tensor_") for a, _ in _changed_lines(before, after))
     assert parse_config(after, "x.toml", command=TP2_FULL).mesh(64, 8).short() == p.mesh_short  # type: ignore[attr-defined]
+
+
+def test_lighter_than_selective_layer_k_is_only_what_recomputes_less() -> None:
+    # selective_layer_k checkpoints one block in k: selective_layer_4 recomputes a quarter of the blocks, so
+    # selective_layer_2 (half) is heavier, never offered as "lighter"
+    from knowledge.cost_remat import _torchtitan_policy, lighter_torchtitan
+
+    every4 = _torchtitan_policy("selective_layer_4", "test")
+    every2 = _torchtitan_policy("selective_layer_2", "test")
+    full = _torchtitan_policy("selective_layer_1", "test")
+    assert every4 is not None and every2 is not None and full is not None
+    assert lighter_torchtitan(every4) == ["none"]
+    assert lighter_torchtitan(every2) == ["selective_op", "none"]
+    assert lighter_torchtitan(full) == ["selective_layer_2", "selective_op", "none"]
