@@ -510,6 +510,25 @@ def _hbm_extras(shape: Shape, mm: _MeshSplit, bw: float, core_share: float) -> n
     return extra
 
 
+def node_dedup_share(experts: float, top_k: float, nodes: np.ndarray) -> np.ndarray:
+    """Share of a token's cross-node all-to-all bytes left when the dispatcher sends it once per destination node.
+
+    DeepSeek-V3 (technical report §3.2.2) and DeepEP's normal kernels send each token over IB once to every node
+    holding one of its experts, then forward it over NVLink; Megatron-Core's flex dispatcher (DeepEP / HybridEP
+    backends) does the same. With the top-k experts spread evenly (the published MoE benchmarks force-balance
+    routing) over ``nodes`` groups of experts/nodes, a token reaches (nodes - 1)(1 - P(no expert on a node)) remote
+    nodes instead of sending top_k (nodes - 1)/nodes copies across.
+    """
+    nodes = np.maximum(np.asarray(nodes, dtype=np.float64), 1.0)
+    per_node = experts / nodes
+    p_none = np.ones_like(nodes)
+    for i in range(int(top_k)):
+        p_none = p_none * np.clip((experts - per_node - i) / max(experts - i, 1.0), 0.0, 1.0)
+    remote_nodes = (nodes - 1.0) * (1.0 - p_none)
+    remote_copies = top_k * (nodes - 1.0) / nodes
+    return np.where(nodes > 1, remote_nodes / np.maximum(remote_copies, 1e-12), 1.0)
+
+
 def _collectives(shape: Shape, chip: Chip, mm: _MeshSplit) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
     """Raw collective seconds per axis: (overlappable with compute, on the critical path)."""
     L, D = float(shape.layers), float(shape.d_model)
@@ -582,7 +601,8 @@ def _collectives(shape: Shape, chip: Chip, mm: _MeshSplit) -> tuple[dict[str, np
     # with another micro-batch's compute (Megatron-Core overlap_moe_expert_parallel_comm).
     if shape.is_moe:
         a2a = BF16 * tok_mb * K * D / (nt if shape.sequence_parallel else 1.0)
-        ep_comm = m * local_layers * (6.0 if full else 4.0) * alltoall_time(a2a, net, EXPERT)
+        share = node_dedup_share(float(shape.experts), K, net.n_slow[:, EXPERT]) if shape.ep_node_dedup else 1.0
+        ep_comm = m * local_layers * (6.0 if full else 4.0) * alltoall_time(a2a, net, EXPERT, share)
         if shape.ep_comm_overlap:
             comm_ovl["expert"] = comm_ovl["expert"] + ep_comm
         else:

@@ -111,19 +111,21 @@ def allreduce_time(volume: np.ndarray, net: AxisNetwork, axis: int) -> np.ndarra
     return 2.0 * gather_time(volume, net, axis)
 
 
-def alltoall_time(per_chip: np.ndarray, net: AxisNetwork, axis: int) -> np.ndarray:
+def alltoall_time(per_chip: np.ndarray, net: AxisNetwork, axis: int,
+                  slow_share: np.ndarray | float = 1.0) -> np.ndarray:
     """Seconds for an all-to-all where each chip sends ``per_chip`` bytes spread over the axis.
 
     Switch: every chip sends (n-1)/n of its bytes at its own bandwidth. Torus ring: bytes travel n/4
     hops on average in a bidirectional ring, so the cost is about a quarter of an all-gather of the
     whole array, n * per_chip / (4 W) (JAX scaling book, "How to Think About Collectives", AllToAll);
-    we take the larger of the two. The slow part uses the switch form (DCN/IB has full bisection).
+    we take the larger of the two. The slow part uses the switch form (DCN/IB has full bisection);
+    ``slow_share`` scales the bytes that cross it (a dispatcher that sends a token once per node: < 1).
     """
     nf, ns = net.n_fast[:, axis], net.n_slow[:, axis]
     fast = per_chip * (nf - 1) / nf / net.bw_fast[:, axis]
     if net.torus:
         fast = np.maximum(fast, per_chip * nf / 4.0 / net.bw_fast[:, axis] * (nf > 1))
-    slow = per_chip * (ns - 1) / ns / net.bw_slow[:, axis]
+    slow = slow_share * per_chip * (ns - 1) / ns / net.bw_slow[:, axis]
     return fast + slow
 
 

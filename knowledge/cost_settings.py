@@ -39,7 +39,8 @@ from bot.configs.yamlscan import compose
 # ``--num-layers-per-virtual-pipeline-stage``), overlapped pipeline sends (``--overlap-p2p-communication``,
 # TransformerConfig ``overlap_p2p_comm``), and the layer / stage counts the per-stage form needs.
 OVERLAP_NAMES: tuple[str, ...] = (
-    "use_flash_attn", "tp_comm_overlap", "overlap_moe_expert_parallel_comm", "virtual_pipeline_model_parallel_size",
+    "use_flash_attn", "tp_comm_overlap", "overlap_moe_expert_parallel_comm", "moe_token_dispatcher_type",
+    "moe_enable_deepep", "moe_flex_dispatcher_backend", "virtual_pipeline_model_parallel_size",
     "num_layers_per_virtual_pipeline_stage", "overlap_p2p_comm", "overlap_p2p_communication", "num_layers",
     "pipeline_model_parallel_size",
 )
@@ -120,6 +121,8 @@ class TrainingSettings(BaseModel):
                                          "(Megatron virtual pipeline); None = not stated")
     tp_comm_overlap: bool | None = Field(default=None, description="Megatron --tp-comm-overlap; None = not stated")
     overlap_p2p: bool | None = Field(default=None, description="Megatron --overlap-p2p-communication; None = not stated")
+    ep_node_dedup: bool | None = Field(default=None, description="Megatron-Core moe_token_dispatcher_type: flex (DeepEP "
+                                       "/ HybridEP) or moe_enable_deepep: tokens cross nodes once per destination node")
     ep_comm_overlap: bool | None = Field(default=None, description="Megatron-Core overlap_moe_expert_parallel_comm "
                                          "(--overlap-moe-expert-parallel-comm): the expert all-to-alls overlap another "
                                          "micro-batch's compute; None = not stated")
@@ -368,6 +371,13 @@ def overlap_settings(values: dict[str, Any]) -> dict[str, Any]:
     out["tp_comm_overlap"] = _bool(_lookup(values, "tp_comm_overlap")[1])
     out["overlap_p2p"] = _bool(_lookup(values, "overlap_p2p_comm", "overlap_p2p_communication")[1])
     out["ep_comm_overlap"] = _bool(_lookup(values, "overlap_moe_expert_parallel_comm")[1])
+    dispatcher = _lookup(values, "moe_token_dispatcher_type")[1]
+    deepep = _bool(_lookup(values, "moe_enable_deepep")[1])
+    backend = _lookup(values, "moe_flex_dispatcher_backend")[1]
+    if dispatcher is not None or deepep is not None:
+        # flex runs DeepEP (the default backend) or HybridEP, both node-level forwarding; NCCL EP is not known to
+        flex = str(dispatcher).strip().lower() == "flex" or bool(deepep)
+        out["ep_node_dedup"] = flex and str(backend or "deepep").strip().lower() in ("deepep", "hybridep")
     return out
 
 

@@ -82,6 +82,7 @@ class Shape:
     optimizer_bytes: float = 12.0  # bytes per parameter of the optimizer state (before sharding)
     optimizer_offload: bool = False  # optimizer state in host memory (MaxText optimizer_memory_host_offload)
     ep_comm_overlap: bool = False  # Megatron-Core overlap_moe_expert_parallel_comm: expert A2A off the critical path
+    ep_node_dedup: bool = False  # the dispatcher sends a token once per destination node (DeepEP / HybridEP, flex)
     zero_stage: int = 0  # DeepSpeed ZeRO over the data ranks: 1 optimizer, 2 + gradients, 3 + parameters [ZeRO §5]
     param_offload: bool = False  # DeepSpeed ZeRO-3 offload_param: only the gathered layers live in HBM
     settings: TrainingSettings | None = None  # what the config said (for notes and edits)
@@ -373,6 +374,10 @@ def _mesh_behaviour(run: RunRecord, cfg: TrainingSettings | None, notes: list[st
     p2p = getattr(cfg, "overlap_p2p", None) if cfg is not None else None
     balance = getattr(cfg, "cp_load_balance", None) if cfg is not None else None
     ep_overlap = getattr(cfg, "ep_comm_overlap", None) if cfg is not None else None
+    dedup = bool(getattr(cfg, "ep_node_dedup", None)) if cfg is not None else False
+    if dedup:
+        notes.append("MoE dispatch once per destination node (config: flex token dispatcher / DeepEP): a token crosses "
+                     "the node network once per node holding its experts, then NVLink [DeepSeek-V3 §3.2.2]")
     if ep_overlap:
         notes.append("expert all-to-alls overlapped with another micro-batch's compute (config: "
                      "overlap_moe_expert_parallel_comm)")
@@ -395,6 +400,7 @@ def _mesh_behaviour(run: RunRecord, cfg: TrainingSettings | None, notes: list[st
         "p2p_overlap": bool(p2p) if p2p is not None else (megatron and virtual > 1),
         "tp_comm_overlap": bool(tp_overlap),
         "ep_comm_overlap": bool(ep_overlap),
+        "ep_node_dedup": dedup,
         "cp_load_balanced": True if balance is None else bool(balance),
     }
 

@@ -78,6 +78,9 @@ SETTINGS: tuple[str, ...] = (
     "use_megatron_fsdp",  # Megatron-Bridge ddp.use_megatron_fsdp
     "data_parallel_sharding_strategy",
     "overlap_moe_expert_parallel_comm",  # Megatron-Bridge comm_overlap.overlap_moe_expert_parallel_comm
+    "moe_token_dispatcher_type",  # alltoall | allgather | flex (DeepEP / HybridEP)
+    "moe_enable_deepep",
+    "moe_flex_dispatcher_backend",
     "bf16",
     "fp16",
     "num_experts",

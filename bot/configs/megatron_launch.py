@@ -91,6 +91,8 @@ FLAG_SETTINGS: dict[str, str] = {
     "cross_entropy_loss_fusion": "cross_entropy_loss_fusion", "use_megatron_fsdp": "use_megatron_fsdp",
     "data_parallel_sharding_strategy": "data_parallel_sharding_strategy",
     "overlap_moe_expert_parallel_comm": "overlap_moe_expert_parallel_comm",
+    "moe_token_dispatcher_type": "moe_token_dispatcher_type", "moe_enable_deepep": "moe_enable_deepep",
+    "moe_flex_dispatcher_backend": "moe_flex_dispatcher_backend",
 }
 
 
@@ -137,7 +139,8 @@ _BOOL_FLAGS = {"sequence_parallel", "use_distributed_optimizer", "use_flash_attn
                "fp8_hybrid", "fp8_e4m3", "bf16", "fp16", "overlap_grad_reduce", "overlap_param_gather",
                "swiglu", "group_query_attention", "untie_embeddings_and_output_weights", "deepspeed",
                "no_pipeline_parallel", "deepspeed_activation_checkpointing", "grad_reduce_in_bf16",
-               "fp8_param_gather", "cross_entropy_loss_fusion", "use_megatron_fsdp", "overlap_moe_expert_parallel_comm"}
+               "fp8_param_gather", "cross_entropy_loss_fusion", "use_megatron_fsdp", "overlap_moe_expert_parallel_comm",
+               "moe_enable_deepep"}
 
 
 def _megatron_flag(norm: str, written: str, val: Val | None, flag: Val, cmd: Command, source: str,
