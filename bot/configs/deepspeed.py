@@ -257,12 +257,18 @@ def notes(config: ShardingConfig, num_devices: int, num_slices: int) -> list[str
         out.append(f"ZeRO++ hpZ (zero_hpz_partition_size={hpz}) keeps a second copy of the weights sharded inside "
                    "each group and gathers them there in backward: not priced (memory and traffic as plain ZeRO-3)")
     if st.get("offload_param") in ("cpu", "nvme"):
-        out.append(f"parameters offloaded to {st['offload_param']}: HBM holds only the gathered working set; the "
-                   "host transfers are not priced (the step-time prediction is optimistic)")
+        out.append(f"parameters offloaded to {st['offload_param']}: HBM holds only the gathered working set; their "
+                   "fetches over the host link are priced at the chip's assumed host-link bandwidth"
+                   + (_NVME if st["offload_param"] == "nvme" else ""))
     if st.get("offload_optimizer") in ("cpu", "nvme"):
         out.append(f"optimizer state offloaded to {st['offload_optimizer']}: not in HBM; the host-side optimizer "
-                   "step and transfers are not priced (the step-time prediction is optimistic)")
+                   "step and the transfers are priced with an assumed host link and CPU-Adam rate (ZeRO-Offload)"
+                   + (_NVME if st["offload_optimizer"] == "nvme" else ""))
     return out
+
+
+_NVME = ("; NVMe is priced as host memory (its drives' bandwidth is not in the catalog and is usually lower: "
+         "optimistic)")
 
 
 def allowed_axes(config: ShardingConfig) -> set[Axis]:
