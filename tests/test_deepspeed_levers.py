@@ -1,4 +1,4 @@
-"""ZeRO's communication volumes per stage, and DeepSpeed ZeRO offload priced.
+"""DeepSpeed's ZeRO stage as a proposal lever, ZeRO's communication volumes, and ZeRO offload priced.
 
 Real configs: ``tests/data/real/deepspeed`` (sources and licenses in ``tests/data/real/README.md``). Models: Llama 2
 7B and 13B as published (Touvron et al. 2023, Table 1 / the released configs: 32 layers x 4096 and 40 x 5120).
@@ -21,14 +21,21 @@ from pathlib import Path
 import pytest
 
 from bot.analysis.analyze import analyze_run
-from bot.configs.detect import load_config
+from bot.configs.detect import load_config, parse_config
+from bot.configs.edit import apply_changes, config_diff
 from bot.configs.mesh import Mesh
+from bot.errors import ConfigError
+from bot.proposals import candidates
+from bot.proposals.context import prepare
+from bot.proposals.engine import propose, rules_for
+from bot.proposals.moves import MEMORY_TIGHT_SHARE, SettingsMove, load_playbook, memory_state, rule_matches
+from bot.proposals.settings import expand
 from bot.runs.store import LocalRunStore
 from knowledge.cost_core import evaluate
 from knowledge.cost_offload import CPU_ADAM_PARAMS_PER_S, OFFLOAD_RANGE
 from knowledge.cost_settings import settings_from_config
 from knowledge.cost_shapes import resolve_shape
-from knowledge.costmodel import mesh_arrays, predict
+from knowledge.costmodel import DEFAULT_HEADROOM, mesh_arrays, predict
 from knowledge.hardware import get_chip
 
 REAL = Path(__file__).resolve().parent / "data" / "real" / "deepspeed"
@@ -159,6 +166,113 @@ def test_parameter_offload_fetches_every_forward_and_backward(tmp_path: Path) ->
                                                               '"offload_param": {\n            "device": "none"'),
                                 chips=8, slices=1, batch=64), fsdp).breakdown_ms["offload"]
     assert both > opt_only > 0  # 8 micro-batches x 2 fetches of the partition, prefetched behind compute
+
+
+# ---- the stage lever -------------------------------------------------------------------------------------------
+def test_stage_1_on_memory_tight_a100s_gets_a_1_to_2_proposal_that_edits_only_the_stage(tmp_path: Path) -> None:
+    # the DeepSpeed autotuner's stage-1 template (fp32: 16 B/param) with Llama 2 13B on 64 A100-80GB: ZeRO-1 keeps
+    # 8Ψ + 8Ψ/64 = 105 GB per GPU (out of memory), ZeRO-2 4Ψ + 12Ψ/64 = 54 GB [ZeRO §5, Figure 1]
+    run = _run(tmp_path, "z1", _text("template_zero1.json"), model=LLAMA2_13B)
+    report = analyze_run(run)
+    ctx = prepare(run, report)
+    assert ctx.memory == "tight" and not ctx.base_pred.fits_memory
+    pset = propose(run, report, knowledge=False)
+    up = [p for p in pset.proposals if p.kind == "zero-stage+"]
+    assert len(up) == 1
+    p = up[0]
+    assert p.mesh == {"ici": {"data": 8}, "dcn": {"data": 8}} and p.settings == {"zero_stage": 2}
+    assert _changed_lines(p.diff or "") == ['-    "stage": 1,', '+    "stage": 2,']
+    assert p.predicted is not None and p.predicted.fits_memory
+    assert p.predicted.memory_per_chip_bytes < 0.6 * ctx.base_pred.memory_per_chip_bytes
+    # it states the memory and the step-time change the cost model predicts, with the ZeRO paper
+    assert "ZeRO stage 1 -> 2" in p.rationale and "ZeRO §5, Figure 1" in p.rationale and "predicted step" in p.rationale
+    assert f"{ctx.base_pred.memory_per_chip_bytes / 1e9:.1f} -> {p.predicted.memory_per_chip_bytes / 1e9:.1f} GB" \
+        in p.rationale
+    assert "arXiv:1910.02054" in p.rationale and p.move is not None and p.move.id == "zero-stage-up-memory-tight"
+    assert any("every micro-batch" in t for t in p.tradeoffs)  # 8 micro-batches per step: ZeRO-2 sends more
+
+
+def test_communication_bound_zero3_with_room_gets_a_3_to_2_proposal(tmp_path: Path) -> None:
+    # microsoft/DeepSpeed's torch.compile ZeRO-3 test config (bf16) with Llama 2 7B on 64 GPUs (8 nodes), one
+    # 512-token sequence per GPU: the parameter traffic, not the compute, sets the step
+    run = _run(tmp_path, "z3", _z3(3, 64), batch=64, seq=512)
+    report = analyze_run(run)
+    assert report.diagnosis.bottleneck == "communication"
+    pset = propose(run, report, knowledge=False)
+    down = [p for p in pset.proposals if p.kind.endswith("zero-stage-")]
+    assert len(down) == 1
+    p = down[0]
+    assert p.mesh == {"ici": {"data": 8}, "dcn": {"data": 8}}  # what ASAP reads a stage-2 ds_config as
+    assert _changed_lines(p.diff or "") == ['-      "stage": 3,', '+      "stage": 2,']
+    assert p.change.step_time_percent is not None and p.change.step_time_percent < 0
+    assert "3Ψ per step against 2Ψ (§7.2.2)" in p.rationale
+    assert p.predicted is not None and p.predicted.fits_memory
+
+
+def test_a_lower_stage_that_saves_no_communication_is_not_a_candidate(tmp_path: Path) -> None:
+    # ZeRO-2 -> 1 at one micro-batch per step: both move 2Ψ (§7.2.1), so it would only cost memory
+    run = _run(tmp_path, "z2", _z3(2, 64), batch=64, seq=512)
+    ctx = prepare(run, analyze_run(run))
+    assert ctx.bottleneck == "communication" and ctx.memory == "room"
+    rules = rules_for(ctx, load_playbook())
+    assert "zero-stage-down-communication" in {r.id for r in rules}
+    pool = candidates.build(ctx, rules).pool
+    assert not [c for c in pool.items.values() if c.change.kind == "zero-stage-"]
+
+
+def test_no_stage_2_with_pipeline_parallelism_in_megatron_deepspeed() -> None:
+    # Megatron-DeepSpeed's Llama 2 example (TP 2, PP 2) at ZeRO stage 1: DeepSpeed's pipeline engine refuses 2
+    text = _text("pretrain_llama2_distributed.sh").replace("ZERO_STAGE=0", "ZERO_STAGE=1")
+    cfg = parse_config(text, str(REAL / "pretrain_llama2_distributed.sh"))
+    settings = settings_from_config(cfg)
+    base = cfg.mesh(16, 2)
+    assert base.size("pipeline") == 2 and settings.zero_stage == 1
+
+    def changes(direction: str, mesh: Mesh) -> list:  # noqa: ANN202
+        return expand(SettingsMove(change="zero_stage", direction=direction), settings=settings, config=cfg,
+                      framework="megatron", runyaml_remat=None, runyaml_micro_batch=None, global_batch=None,
+                      data_parallel=4, base=mesh)
+
+    assert changes("up", base) == [] and changes("down", base) == []  # stage 0 saves nothing over 1 (§7.2.1)
+    flat = Mesh(ici={"tensor": 2, "data": 4}, dcn={"data": 2})  # without the pipeline, 1 -> 2 is allowed
+    [up] = changes("up", flat)
+    assert up.values == (("zero_stage", 2),) and up.only_mesh == flat and up.config_values == {"zero_stage": 2}
+
+
+def test_memory_condition_matches_only_a_predicted_state() -> None:
+    rule = next(r for r in load_playbook().rules if r.id == "zero-stage-up-memory-tight")
+    args = {"bottleneck": "compute", "mesh": Mesh(ici={"data": 8}), "chip_family": "gpu", "num_slices": 1,
+            "moe": False}
+    assert rule_matches(rule, memory="tight", **args)
+    assert not rule_matches(rule, memory="room", **args)
+    assert not rule_matches(rule, memory=None, **args)  # model unknown: memory not predicted
+    cap = get_chip("a100").hbm_bytes
+    assert memory_state(0.85 * cap, cap) == "tight" and memory_state(0.5 * cap, cap) == "room"
+    assert memory_state(None, cap) is None
+    assert MEMORY_TIGHT_SHARE < 1 - DEFAULT_HEADROOM  # tight starts before the Critic's usable line
+
+
+# ---- edits -----------------------------------------------------------------------------------------------------
+def test_lowering_from_3_is_written_with_the_stage_and_a_mesh_that_needs_another_stage_is_refused() -> None:
+    cfg = load_config(REAL / "template_zero3.json")
+    data, fsdp = Mesh(ici={"data": 8}), Mesh(ici={"fsdp": 8})
+    diff = config_diff(cfg, data, {"zero_stage": 2}, "ds_config.json")
+    assert _changed_lines(diff) == ['-    "stage": 3,', '+    "stage": 2,']
+    assert '"stage": 2,' in apply_changes(cfg, data, {"zero_stage": 2})
+    with pytest.raises(ConfigError) as exc:
+        config_diff(cfg, fsdp, {"zero_stage": 2}, "ds_config.json")  # stage 2 reads as data parallelism
+    assert exc.value.field == "zero_optimization.stage" and "needs ZeRO stage 3" in exc.value.message
+    with pytest.raises(ConfigError, match="lowering the ZeRO stage"):
+        config_diff(cfg, data, None, "ds_config.json")  # a mesh change alone never lowers it
+
+
+def test_a_stage_the_file_does_not_state_is_inserted() -> None:
+    cfg = parse_config(_text("ds_config_func_bs4_zero1.json").replace('"stage": 1', '"reduce_scatter": true'),
+                       "ds_config.json")
+    diff = config_diff(cfg, Mesh(ici={"data": 4}), {"zero_stage": 1}, "ds_config.json")
+    assert _changed_lines(diff) == ['+    "stage": 1,']
+    assert '"zero_optimization": {\n    "stage": 1,\n    "reduce_scatter": true' in apply_changes(
+        cfg, Mesh(ici={"data": 4}), {"zero_stage": 1})
 
 
 def test_offload_on_a_chip_without_a_catalogued_host_link_says_it_is_not_priced(tmp_path: Path) -> None:

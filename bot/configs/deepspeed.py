@@ -279,8 +279,10 @@ def allowed_axes(config: ShardingConfig) -> set[Axis]:
 # -------------------------------------------------------------------------------------------------- edits
 def plan(config: ShardingConfig, root: object, target: Mesh) -> list[Splice]:
     """Carry a mesh over fsdp alone by raising the ZeRO stage to 3. Any other change is not expressible: the JSON
-    has no tensor/pipeline sizes, and a lower stage is not proposed (the settings a candidate is priced with keep
-    the run's stage, so a data-only mesh on a ZeRO-3 run would be priced as ZeRO-3 while the edit said 2)."""
+    has no tensor/pipeline sizes, and a mesh change alone never lowers the stage (a candidate's settings keep the
+    run's stage, so a data-only mesh on a ZeRO-3 run would be priced as ZeRO-3 while the edit said 2). Lowering
+    is the ZeRO-stage lever's settings change (:mod:`bot.proposals.zero`), which names its stage and is written
+    before the mesh is planned (:func:`bot.configs.edit.edit_texts`)."""
     sizes = {a: v for a, v in target.sizes().items() if v > 1}
     others = sorted(a for a in sizes if a not in ("data", "fsdp"))
     if others or len(sizes) > 1:
