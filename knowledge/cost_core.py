@@ -31,6 +31,7 @@ from knowledge.cost_network import (
     gather_time,
     p2p_bandwidth,
 )
+from knowledge.cost_offload import offload_seconds
 from knowledge.cost_remat import Dims, everything_bytes, recompute_params_per_layer, score_bytes, tensor_bytes
 from knowledge.cost_shapes import Shape
 from knowledge.hardware import Chip
@@ -71,6 +72,7 @@ class Terms:
     model_flops_per_chip: np.ndarray
     notes: tuple[str, ...]
     stages: dict[str, np.ndarray] | None = None  # first/last stage memory (bytes), slowest / mean stage time
+    offload_s: np.ndarray | None = None  # DeepSpeed ZeRO offload: host-link and CPU-optimizer wait (cost_offload)
 
     def step_s(
         self, compute_scale: float = 1.0, comm_scale: float = 1.0, fixed_s: float = 0.0
@@ -79,7 +81,8 @@ class Terms:
         device = compute_scale * (self.compute_s + self.hbm_s)
         exposed = comm_scale * sum(self.exposed_s.values())
         bubble = self.bubble_frac * (device + comm_scale * self.nonoverlap_s)
-        return device + exposed + bubble + fixed_s
+        offload = self.offload_s if self.offload_s is not None else 0.0
+        return device + exposed + bubble + offload + fixed_s
 
 
 def _intensity(tokens: np.ndarray, d_in: float, d_out: np.ndarray) -> np.ndarray:
@@ -564,6 +567,11 @@ def _collectives(shape: Shape, chip: Chip, mm: _MeshSplit) -> tuple[dict[str, np
     # DeepSpeed ZeRO-1/2 move the same bytes as the all-reduce (reduce-scatter + all-gather, ZeRO §7.2.1);
     # ZeRO-3 over data ranks gathers the weights in forward and backward per micro-batch and reduce-scatters
     # the gradients: 1.5x data parallelism's volume [ZeRO §7.2.2], priced as the fsdp axis is.
+    # ZeRO-2 reduce-scatters at every micro-batch, not only at the accumulation boundary (DeepSpeed
+    # engine.py allreduce_gradients: "ZeRO stage >= 2 communicates during non gradient accumulation
+    # boundaries as well"), then all-gathers the updated parameters once: (m + 1) V/W, 2V/W at m = 1.
+    if shape.zero_stage == 2:
+        comm_ovl["data"] = (m + 1.0) * gather_time(grad_shard, net, DATA)
     if shape.zero_stage >= 3:
         comm_ovl["data"] = m * 3.0 * gather_time(grad_shard, net, DATA)
     if shape.framework == "megatron":
@@ -664,6 +672,7 @@ def evaluate(
     point_ovl = low_ovl + overlap_miss * (ovl - low_ovl)
     share = np.divide(point_ovl, ovl, out=np.zeros_like(ovl), where=ovl > 0)
     exposed = {k: comm_ovl[k] * share + comm_crit[k] for k in AXIS_KEYS}
+    offload = offload_seconds(shape, chip, mm.chips, m, device, overlap_miss)  # DeepSpeed ZeRO offload
 
     # Pipeline bubble: (p-1)/(v·m) of the slowest stage's busy time [PTD eq. 1; §2.2.2 interleaved: /v].
     bubble_frac = (npp - 1.0) / (v * m)
@@ -696,4 +705,5 @@ def evaluate(
         model_flops_per_chip=dev.model_flops / mm.chips,
         notes=net.notes,
         stages=stages,
+        offload_s=offload,
     )

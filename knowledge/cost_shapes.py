@@ -554,10 +554,10 @@ def _deepspeed_state(run: RunRecord, cfg: TrainingSettings, notes: list[str]) ->
     params_off = bool(cfg.param_offload) and stage == 3
     if offload:
         notes.append("DeepSpeed offload_optimizer: optimizer state in host memory, not HBM; the CPU optimizer step "
-                     "and PCIe transfers are not priced (step time optimistic)")
+                     "and the host-link transfers are priced (knowledge.cost_offload, assumptions below)")
     if params_off:
         notes.append("DeepSpeed offload_param: parameters in host memory; HBM holds the gathered layers only; "
-                     "the transfers are not priced (step time optimistic)")
+                     "their host-link fetches are priced (knowledge.cost_offload, assumptions below)")
     return {**state, "distributed_optimizer": stage >= 1, "zero_stage": stage, "optimizer_offload": offload,
             "param_offload": params_off}
 

@@ -34,6 +34,7 @@ from knowledge.cost_core import (
     evaluate,
     logit_bytes,
 )
+from knowledge.cost_offload import OFFLOAD_RANGE, offload_notes
 from knowledge.cost_settings import TrainingSettings
 from knowledge.cost_shapes import Shape, missing_for_prediction, resolve_shape
 from knowledge.hardware import Chip, get_chip
@@ -86,7 +87,8 @@ class Prediction(BaseModel):
     step_time_high_ms: float
     uncertainty: float = Field(description="relative half-width of the band, e.g. 0.2 = +-20%")
     breakdown_ms: dict[str, float] = Field(
-        description="compute, hbm, comm.<axis> (exposed), pipeline_bubble, fixed; sums to step_time_ms"
+        description="compute, hbm, comm.<axis> (exposed), pipeline_bubble, offload (DeepSpeed ZeRO offload), fixed; "
+        "sums to step_time_ms"
     )
     exposed_comm_ms: float = Field(description="collectives not hidden behind compute (overlap bounds applied)")
     memory_per_chip_bytes: float
@@ -180,12 +182,15 @@ def predict(
     exposed_axes = {k: ks * float(v[0]) for k, v in terms.exposed_s.items()}
     exposed = sum(exposed_axes.values())
     bubble = float(terms.bubble_frac[0]) * (device + ks * float(terms.nonoverlap_s[0]))
-    step = float(device + exposed + bubble + fixed_s)
-    band_low = step - (exposed - ks * float(terms.exposed_low_s[0]))
-    band_high = step + (ks * float(terms.exposed_high_s[0]) - exposed)
+    offload = _offload(terms)
+    step = float(device + exposed + bubble + offload + fixed_s)
+    # the offload time rests on an assumed host link and CPU (knowledge.cost_offload): the band spans it
+    band_low = step - (exposed - ks * float(terms.exposed_low_s[0])) - offload * (1.0 - 1.0 / OFFLOAD_RANGE)
+    band_high = step + (ks * float(terms.exposed_high_s[0]) - exposed) + offload * (OFFLOAD_RANGE - 1.0)
 
     assumptions = list(shape.assumptions)
     assumptions.extend(terms.notes)
+    assumptions.extend(offload_notes(shape, chip))
     reduce_bytes = shape.grad_bytes if shape.framework in XLA_FUSING else 2.0
     assumptions.append(
         "fused/flash attention assumed (attention scores not stored); gradients reduced in "
@@ -237,6 +242,8 @@ def predict(
             breakdown[f"comm.{k}"] = exposed_axes[k] * 1e3
     if mesh.size("pipeline") > 1:
         breakdown["pipeline_bubble"] = bubble * 1e3
+    if offload > 0:
+        breakdown["offload"] = offload * 1e3
     breakdown["fixed"] = fixed_s * 1e3
 
     memory = {k: float(v[0]) for k, v in terms.memory.items()}
@@ -281,6 +288,11 @@ def predict(
         memory_low_bytes=mem_low,
         memory_high_bytes=mem_high,
     )
+
+
+def _offload(terms: Terms) -> float:
+    """Seconds per step of DeepSpeed ZeRO offload (host link and CPU optimizer) for the one mesh in ``terms``."""
+    return float(terms.offload_s[0]) if terms.offload_s is not None else 0.0
 
 
 def _fused_loss_saving(shape: Shape, terms: Terms, assumptions: list[str]) -> float:
@@ -467,6 +479,7 @@ def calibrate(
         compute_scale * dev_model
         + comm_scale * exp_model
         + bf * (compute_scale * dev_model + comm_scale * float(terms.nonoverlap_s[0]))
+        + _offload(terms)
         + fixed
     )
     residual = T - predicted

@@ -68,6 +68,11 @@ class Chip(BaseModel):
         default=None, description="dense int8 OP/s per chip where the vendor publishes one (TPU v5e, v6e: Google "
         "Cloud's TPU pages); null: no published int8 peak in the catalog"
     )
+    host_link_bandwidth: PositiveFloat | None = Field(
+        default=None, description="one-way bytes/s of one chip's link to its host's memory (GPU: PCIe x16, as a "
+        "pinned-memory copy achieves): what DeepSpeed ZeRO-Offload's transfers run at; null: not in the catalog, "
+        "offload transfers are not priced",
+    )
     matmul_efficiency: float | None = Field(
         default=None, gt=0, le=1,
         description="achieved / peak FLOP/s of large, well-shaped matmuls in training, fitted per hardware family "

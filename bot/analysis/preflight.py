@@ -106,7 +106,8 @@ def _shares(pred: Any) -> dict[str, float]:
         "hbm": b.get("hbm", 0.0) / step,
         "communication": comm / step,
         "pipeline_bubble": b.get("pipeline_bubble", 0.0) / step,
-        "host": b.get("fixed", 0.0) / step,
+        "offload": b.get("offload", 0.0) / step,  # DeepSpeed ZeRO offload: host link and CPU optimizer
+        "host": (b.get("fixed", 0.0) + b.get("offload", 0.0)) / step,
     }
 
 
@@ -130,6 +131,11 @@ def _diagnosis(record: RunRecord, pred: Any, calibrated: bool, step: MeasuredSte
                  statement=f"{LABEL}: {100 * shares['communication']:.0f}% in exposed collectives"
                  + (" (" + ", ".join(f"{a} {v:.0f} ms" for a, v in comm_axes[:3]) + ")" if comm_axes else "")),
     ]
+    if shares["offload"] > 0.005:
+        evidence.append(Evidence(signal="predicted.offload_percent", value=round(100 * shares["offload"], 1),
+                                 statement=f"{LABEL}: {100 * shares['offload']:.0f}% waiting on DeepSpeed ZeRO offload "
+                                 "(host-link transfers and the CPU optimizer step, at an assumed bandwidth and "
+                                 "CPU-Adam rate)"))
     if shares["pipeline_bubble"] > 0.005:
         evidence.append(Evidence(signal="predicted.pipeline_bubble_percent", value=round(100 * shares["pipeline_bubble"], 1),
                                  statement=f"{LABEL}: {100 * shares['pipeline_bubble']:.0f}% pipeline bubble"))
@@ -146,7 +152,8 @@ def _diagnosis(record: RunRecord, pred: Any, calibrated: bool, step: MeasuredSte
         reasons.append("not calibrated: " + step.words + "; absolute prediction from public chip figures")
     summary = (
         f"{LABEL}: {bottleneck}-bound by the cost model for {mesh.short()}: compute {100 * shares['compute']:.0f}%, "
-        f"HBM {100 * shares['hbm']:.0f}%, exposed collectives {100 * shares['communication']:.0f}% of a "
+        f"HBM {100 * shares['hbm']:.0f}%, exposed collectives {100 * shares['communication']:.0f}%"
+        + (f", ZeRO offload {100 * shares['offload']:.0f}%" if shares["offload"] > 0.005 else "") + " of a "
         f"{pred.step_time_ms:.1f} ms step" + (" (calibrated on the measurement)" if calibrated else " (uncalibrated)")
     )
     if oom:

@@ -257,12 +257,18 @@ def notes(config: ShardingConfig, num_devices: int, num_slices: int) -> list[str
         out.append(f"ZeRO++ hpZ (zero_hpz_partition_size={hpz}) keeps a second copy of the weights sharded inside "
                    "each group and gathers them there in backward: not priced (memory and traffic as plain ZeRO-3)")
     if st.get("offload_param") in ("cpu", "nvme"):
-        out.append(f"parameters offloaded to {st['offload_param']}: HBM holds only the gathered working set; the "
-                   "host transfers are not priced (the step-time prediction is optimistic)")
+        out.append(f"parameters offloaded to {st['offload_param']}: HBM holds only the gathered working set; their "
+                   "fetches over the host link are priced at the chip's assumed host-link bandwidth"
+                   + (_NVME if st["offload_param"] == "nvme" else ""))
     if st.get("offload_optimizer") in ("cpu", "nvme"):
         out.append(f"optimizer state offloaded to {st['offload_optimizer']}: not in HBM; the host-side optimizer "
-                   "step and transfers are not priced (the step-time prediction is optimistic)")
+                   "step and the transfers are priced with an assumed host link and CPU-Adam rate (ZeRO-Offload)"
+                   + (_NVME if st["offload_optimizer"] == "nvme" else ""))
     return out
+
+
+_NVME = ("; NVMe is priced as host memory (its drives' bandwidth is not in the catalog and is usually lower: "
+         "optimistic)")
 
 
 def allowed_axes(config: ShardingConfig) -> set[Axis]:
@@ -273,8 +279,10 @@ def allowed_axes(config: ShardingConfig) -> set[Axis]:
 # -------------------------------------------------------------------------------------------------- edits
 def plan(config: ShardingConfig, root: object, target: Mesh) -> list[Splice]:
     """Carry a mesh over fsdp alone by raising the ZeRO stage to 3. Any other change is not expressible: the JSON
-    has no tensor/pipeline sizes, and a lower stage is not proposed (the settings a candidate is priced with keep
-    the run's stage, so a data-only mesh on a ZeRO-3 run would be priced as ZeRO-3 while the edit said 2)."""
+    has no tensor/pipeline sizes, and a mesh change alone never lowers the stage (a candidate's settings keep the
+    run's stage, so a data-only mesh on a ZeRO-3 run would be priced as ZeRO-3 while the edit said 2). Lowering
+    is the ZeRO-stage lever's settings change (:mod:`bot.proposals.zero`), which names its stage and is written
+    before the mesh is planned (:func:`bot.configs.edit.edit_texts`)."""
     sizes = {a: v for a, v in target.sizes().items() if v > 1}
     others = sorted(a for a in sizes if a not in ("data", "fsdp"))
     if others or len(sizes) > 1:

@@ -246,7 +246,10 @@ def _verify_settings(config: ShardingConfig, new_text: str, values: dict[str, ob
 
 
 def apply_changes(config: ShardingConfig, mesh: Mesh, values: dict[str, object]) -> str:
-    """Mesh and settings together: :func:`apply_mesh`, then :func:`apply_settings` on the result."""
+    """Mesh and settings together: :func:`apply_mesh`, then :func:`apply_settings` on the result (a DeepSpeed
+    JSON's ZeRO stage first: :func:`edit_texts`)."""
+    if _mesh_deciding(config, values):
+        return _primary(config, edit_texts(config, mesh, values))
     text = apply_mesh(config, mesh)
     if not values:
         return text
@@ -309,12 +312,7 @@ def apply_settings_files(config: ShardingConfig, values: dict[str, object]) -> d
 
 def config_diff(config: ShardingConfig, mesh: Mesh, settings: dict[str, object] | None, label: str) -> str:
     """Unified diff of every file the change touches (``label`` names the config's own file)."""
-    texts = apply_mesh_files(config, mesh)
-    if settings:
-        edited = reparse(config, texts)
-        more = apply_settings_files(edited, settings) if _by_origin(edited) else \
-            {edited.source: apply_settings(edited, settings)}
-        texts = {**texts, **more}
+    texts = edit_texts(config, mesh, settings or {})
     out = []
     for file, new in texts.items():
         name = label if file == config.source else file
@@ -322,8 +320,54 @@ def config_diff(config: ShardingConfig, mesh: Mesh, settings: dict[str, object] 
     return "".join(out)
 
 
+def edit_texts(config: ShardingConfig, mesh: Mesh, settings: dict[str, object]) -> dict[str, str]:
+    """Every file a mesh and settings change touches (path -> new text).
+
+    A setting that decides how the file reads as a mesh, a DeepSpeed JSON's ZeRO stage (stage 3 = parameters
+    sharded over every GPU, the fsdp axis), is written first, so the mesh is planned from the stage the file will
+    state; the edited file must then still state that stage (a mesh that needs another stage is refused).
+    """
+    first = _mesh_deciding(config, settings)
+    texts = _stage_texts(config, first) if first else {}
+    texts = {**texts, **apply_mesh_files(reparse(config, texts) if texts else config, mesh)}
+    rest = {k: v for k, v in settings.items() if k not in first}
+    if rest:
+        edited = reparse(config, texts)
+        more = apply_settings_files(edited, rest) if _by_origin(edited) else {edited.source: apply_settings(edited, rest)}
+        texts = {**texts, **more}
+    if first:
+        want = int(next(iter(first.values())))  # type: ignore[call-overload]
+        got = deepspeed.stage_of(reparse(config, texts))
+        if got != want:
+            raise ConfigError(f"the mesh {mesh.short()} needs ZeRO stage {got} in a DeepSpeed config, not {want}",
+                              source=config.source, field="zero_optimization.stage")
+    return texts
+
+
+def _mesh_deciding(config: ShardingConfig, values: dict[str, object]) -> dict[str, object]:
+    """The settings in ``values`` that decide how ``config`` reads as a mesh: a DeepSpeed JSON's ZeRO stage."""
+    if config.format != "deepspeed":
+        return {}
+    return {k: v for k, v in values.items() if k.rsplit(".", 1)[-1] == "zero_stage"}
+
+
+def _stage_texts(config: ShardingConfig, values: dict[str, object]) -> dict[str, str]:
+    """A DeepSpeed JSON with its ZeRO stage written (in place, or inserted where the file has none)."""
+    stage = next(iter(values.values()))
+    if isinstance(stage, bool) or not isinstance(stage, int) or stage not in deepspeed.STAGES:
+        raise ConfigError(f"must be 0, 1, 2 or 3 (the ZeRO stage), got {stage!r}", source=config.source,
+                          field="zero_optimization.stage")
+    return _apply_by_file(config, [deepspeed.stage_splice(config, stage)])
+
+
 def settings_applied(config: ShardingConfig, values: dict[str, object]) -> ShardingConfig:
     """The config as it reads after ``values`` are written where they win (for pricing a settings change)."""
+    first = _mesh_deciding(config, values)
+    if first:
+        texts = _stage_texts(config, first)
+        rest = {k: v for k, v in values.items() if k not in first}
+        edited = reparse(config, texts) if texts else config
+        return settings_applied(edited, rest) if rest else edited
     if _by_origin(config):
         return reparse(config, apply_settings_files(config, values))
     if config.format == "torchtitan":

@@ -23,6 +23,7 @@ from bot.errors import AsapError
 from bot.proposals.kinds import mesh_key
 from bot.proposals.moves import MoveCandidate, Rule, move_candidates
 from bot.proposals.settings import NO_CHANGE, SettingsChange, expand
+from bot.proposals.zero import KIND_DOWN
 
 if TYPE_CHECKING:
     from bot.proposals.context import Context
@@ -147,7 +148,7 @@ def settings_changes(
         for ch in expand(
             r.settings, settings=settings, config=cfg, framework=record.framework,
             runyaml_remat=t.remat if t else None, runyaml_micro_batch=t.micro_batch if t else None,
-            global_batch=gb_, data_parallel=dp,
+            global_batch=gb_, data_parallel=dp, base=base,
         ):
             if ch.values not in seen:
                 seen.add(ch.values)
@@ -222,6 +223,9 @@ def score_known(ctx: Context, moves: list[MoveCandidate], changes: list[tuple[Se
     from bot.proposals.settings import apply as apply_change
 
     for change, rule in changes:
+        if change.only_mesh is not None:
+            _score_pinned(ctx, change, rule, pool, base_ms=float(scores.step_ms[n_enum]))
+            continue
         st = apply_change(ctx.settings0, change, framework=record.framework)
         lean = apply_change(ctx.lean0, change, framework=record.framework) if ctx.lean0 is not None else None
         try:
@@ -238,6 +242,39 @@ def score_known(ctx: Context, moves: list[MoveCandidate], changes: list[tuple[Se
             c.time_ms = float(t)
             c.per_token_ms = float(t) / change.global_batch_factor
             c.tier, c.fits = int(tier), bool(tier < 3)
+
+
+def _score_pinned(ctx: Context, change: SettingsChange, rule: Rule, pool: Pool, *, base_ms: float) -> None:
+    """Score a change that rides on one mesh only (a DeepSpeed ZeRO stage: :mod:`bot.proposals.zero`).
+
+    The mesh-only candidate on that mesh is the same edit (a ds_config JSON at stage 3 *is* the fsdp mesh), so it
+    is dropped in favour of this one; a stage lowered for communication that is not predicted faster is not a
+    candidate (it would only cost memory).
+    """
+    from bot.proposals.settings import apply as apply_change
+    from knowledge import meshsearch
+    from knowledge.costmodel import mesh_arrays
+
+    mesh = change.only_mesh
+    assert mesh is not None
+    st = apply_change(ctx.settings0, change, framework=ctx.record.framework)
+    lean = apply_change(ctx.lean0, change, framework=ctx.record.framework) if ctx.lean0 is not None else None
+    ici, dcn = mesh_arrays([mesh])
+    try:
+        sc = meshsearch.evaluate_mesh_arrays(ctx.record, ici, dcn, ctx.calibration, chip=ctx.chip, settings=st)
+        tier = int(memory_tiers(ctx, sc, _lean_memory(ctx, ici, dcn, lean, sc))[0])
+    except AsapError as exc:
+        ctx.notes.append(f"settings change {', '.join(change.words)} could not be costed: {exc.message}")
+        return
+    ctx.counts["scored"] += 1
+    t = float(sc.step_ms[0])
+    if not math.isfinite(t) or (change.kind == KIND_DOWN and t >= base_ms):
+        return
+    if mesh_key(mesh) != mesh_key(ctx.base):
+        pool.discard(mesh, NO_CHANGE)
+    c = pool.add(mesh, change, rule)
+    c.time_ms = c.per_token_ms = t
+    c.tier, c.fits = tier, tier < 3
 
 
 def _lean_memory(ctx: Context, ici: Any, dcn: Any, lean: Any | None, central: Any) -> Any:

@@ -74,6 +74,15 @@ class Context:
         return remat_state(self.settings0, self.record.framework, t.remat if t else None)
 
     @property
+    def memory(self) -> str | None:
+        """The baseline's predicted memory per chip as ``when.memory`` reads it: tight | room | None (not predicted)."""
+        from bot.proposals.moves import memory_state
+
+        if self.base_pred is None:
+            return None
+        return memory_state(float(self.base_pred.memory_per_chip_bytes), float(self.chip.hbm_bytes))
+
+    @property
     def base_ms(self) -> float | None:
         """The step time proposals are compared with: the calibrated baseline prediction, else the measurement."""
         return self.base_pred.step_time_ms if self.base_pred is not None else self.measured_ms

@@ -117,14 +117,16 @@ def review_candidate(ctx: Context, cand: Candidate, prediction: Prediction, reje
                 rejections.add(ch.name, f"{cand.mesh.short()}: {ch.reason}")
         return None
     try:
-        diff = config_diff(ctx.run, ctx.cfg, cand.mesh)
+        # a change pinned to its mesh (a DeepSpeed ZeRO stage) is one edit with it: the mesh alone may not be one
+        pinned = cand.change.config_values if cand.change.only_mesh is not None else None
+        diff = config_diff(ctx.run, ctx.cfg, cand.mesh, pinned)
     except ConfigError:
         # e.g. FSDP in a Megatron config: a mesh the run's own format cannot express is not a proposal.
         ctx.counts["rejected"] += 1
         rejections.add(f"not expressible in the {getattr(ctx.cfg, 'format', '?')} config")
         return None
     extra: list[str] = []
-    if cand.change.config_values:
+    if cand.change.config_values and not pinned:
         try:
             diff = config_diff(ctx.run, ctx.cfg, cand.mesh, cand.change.config_values)
         except ConfigError as exc:

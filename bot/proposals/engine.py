@@ -59,6 +59,7 @@ def rules_for(ctx: Context, playbook: Playbook) -> list[Rule]:
         num_slices=ctx.record.num_slices,
         moe=bool(ctx.record.model and ctx.record.model.is_moe),
         recomputes=ctx.remat.recomputes,
+        memory=ctx.memory,
     )
 
 

@@ -29,6 +29,7 @@ from bot.proposals.models import (
 from bot.proposals.moves import Rule
 from bot.proposals.predict import predicted_of
 from bot.proposals.verdict import verdict_of
+from bot.proposals.zero import stage_sentence
 from knowledge.cite import RunFacts
 
 if TYPE_CHECKING:
@@ -103,6 +104,8 @@ def _rationale(
                 parts.append(
                     f"Exposed communication {base_pred.exposed_comm_ms:.1f} -> {pred.exposed_comm_ms:.1f} ms per step."
                 )
+    if (zero := stage_sentence(cand.change, pred, base_pred)) is not None:
+        parts.append(zero)
     if cand.change.global_batch_factor != 1.0:
         parts.append(
             f"Tokens per step x{cand.change.global_batch_factor:g}: compare time per token, not per step."

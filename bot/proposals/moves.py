@@ -28,6 +28,11 @@ from bot.resources import playbooks_dir
 PLAYBOOKS_PATH = playbooks_dir()
 
 Bottleneck = Literal["compute", "hbm", "communication", "host"]
+
+MEMORY_TIGHT_SHARE = 0.8
+"""``when.memory``: a run whose predicted memory per chip reaches this share of HBM is *tight* (the Critic's usable
+line is 90% with the default 10% headroom, so little or nothing is left for a change that costs memory);
+below it there is *room*."""
 _CONDITION = re.compile(r"^\s*(?:(ici|dcn|total)\.)?([a-z]+)\s*(>=|<=|==|!=|>|<)\s*(\d+)\s*$")
 _AXIS_REF = re.compile(r"^(?:(ici|dcn)\.)?([a-z]+)$")
 
@@ -133,10 +138,11 @@ class SettingsMove(BaseModel):
     same optimization. ``per_device_batch`` (MaxText) and ``grad_accum`` raise the global batch: the
     proposal says so as a trade-off. ``remat`` walks the framework's policy ladder (MaxText
     full ... minimal ... none; Megatron full, selective, none); every step that fits memory is a candidate.
+    ``zero_stage`` moves a DeepSpeed run's ZeRO stage one step up or down (:mod:`bot.proposals.zero`).
     """
 
     model_config = ConfigDict(extra="forbid")
-    change: Literal["micro_batch", "per_device_batch", "grad_accum", "remat"]
+    change: Literal["micro_batch", "per_device_batch", "grad_accum", "remat", "zero_stage"]
     direction: Literal["up", "down", "lighter", "heavier"]
     max_factor: int = Field(default=8, ge=2, le=64, description="largest factor tried for up/down")
 
@@ -144,7 +150,8 @@ class SettingsMove(BaseModel):
     def _direction_fits(self) -> SettingsMove:
         if (self.change == "remat") != (self.direction in ("lighter", "heavier")):
             raise ValueError(
-                "remat takes direction lighter or heavier; micro_batch, per_device_batch and grad_accum take up or down"
+                "remat takes direction lighter or heavier; micro_batch, per_device_batch, grad_accum and zero_stage "
+                "take up or down"
             )
         return self
 
@@ -163,6 +170,9 @@ class When(BaseModel):
     recomputes: bool | None = Field(
         default=None, description="true: only runs whose remat policy recomputes activations (a lighter policy "
         "exists); a run whose policy is not stated still matches, and the answer says it depends on the policy")
+    memory: Literal["tight", "room"] | None = Field(
+        default=None, description="tight: only runs whose predicted memory per chip is at least "
+        "MEMORY_TIGHT_SHARE of HBM; room: only runs below it; a run whose memory is not predicted never matches")
 
     @field_validator("mesh")
     @classmethod
@@ -226,6 +236,13 @@ class MoveCandidate:
     mesh: Mesh
 
 
+def memory_state(used_bytes: float | None, capacity_bytes: float) -> str | None:
+    """``tight`` or ``room`` for ``when.memory`` (:data:`MEMORY_TIGHT_SHARE`); None when memory is not predicted."""
+    if used_bytes is None or capacity_bytes <= 0:
+        return None
+    return "tight" if used_bytes >= MEMORY_TIGHT_SHARE * capacity_bytes else "room"
+
+
 def _cond_holds(cond: str, mesh: Mesh) -> bool:
     m = _CONDITION.match(cond)
     assert m is not None  # validated at load time
@@ -243,12 +260,14 @@ def _cond_holds(cond: str, mesh: Mesh) -> bool:
 
 def rule_matches(
     rule: Rule, *, bottleneck: str | None, mesh: Mesh, chip_family: str, num_slices: int, moe: bool,
-    recomputes: bool | None = None,
+    recomputes: bool | None = None, memory: str | None = None,
 ) -> bool:
     """Whether ``rule.when`` holds for this diagnosis, chip and mesh (``recomputes``: the run's remat policy
-    recomputes activations; None = not stated)."""
+    recomputes activations, None = not stated; ``memory``: tight | room, None = not predicted)."""
     w = rule.when
     if w.recomputes is not None and recomputes is not None and w.recomputes != recomputes:
+        return False
+    if w.memory is not None and w.memory != memory:
         return False
     if bottleneck is None or bottleneck not in w.bottleneck:
         return False
@@ -305,14 +324,14 @@ def _load_cached(directory: str, _stamp: tuple[tuple[str, int, int], ...]) -> Pl
 
 def matching_rules(
     playbook: Playbook, *, bottleneck: str | None, mesh: Mesh, chip_family: str, num_slices: int, moe: bool,
-    recomputes: bool | None = None,
+    recomputes: bool | None = None, memory: str | None = None,
 ) -> list[Rule]:
     """Rules whose conditions hold, by priority then file order."""
     hits = [
         r
         for r in playbook.rules
         if rule_matches(r, bottleneck=bottleneck, mesh=mesh, chip_family=chip_family, num_slices=num_slices, moe=moe,
-                        recomputes=recomputes)
+                        recomputes=recomputes, memory=memory)
     ]
     return sorted(hits, key=lambda r: r.priority)
 

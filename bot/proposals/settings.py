@@ -19,6 +19,8 @@ Semantics (and why they matter to the Critic and the person reading the proposal
 * torchtitan writes a change in its TOML's own keys (:mod:`bot.configs.torchtitan_edit`): a micro-batch without
   pipelining is ``local_batch_size`` with ``global_batch_size`` pinned to the batch the step ran (else the
   global batch would follow); a value the recorded launch command sets is not written (the command wins).
+* ``zero_stage``: DeepSpeed's ZeRO stage, one step up or down (:mod:`bot.proposals.zero`); a ds_config JSON
+  reads as another mesh at stage 3, so the change carries the one mesh it rides on (``only_mesh``).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from bot.configs.mesh import Mesh
 from bot.configs.sharding import ShardingConfig
 from bot.configs.torchtitan_edit import micro_batch_values, remat_values, set_on_command, toml_text
 from bot.proposals.moves import SettingsMove
@@ -48,6 +51,7 @@ class SettingsChange:
     tradeoffs: tuple[str, ...] = ()
     kind: str = ""  # e.g. "micro_batch+", "remat-lighter"
     config_values: dict[str, Any] = field(default_factory=dict)  # config key path -> value, for the diff
+    only_mesh: Mesh | None = None  # the one mesh the change can ride on (a ZeRO stage), None = any
 
     def as_dict(self) -> dict[str, Any]:
         return dict(self.values)
@@ -90,10 +94,15 @@ def expand(
     runyaml_micro_batch: int | None,
     global_batch: int | None,
     data_parallel: int,
+    base: Mesh | None = None,
 ) -> list[SettingsChange]:
     """Concrete changes for one settings move on this run; [] when the run's format cannot express it."""
     from knowledge.cost_shapes import effective_framework
 
+    if move.change == "zero_stage":
+        from bot.proposals.zero import stage_changes
+
+        return stage_changes(move, settings=settings, config=config, base=base)
     framework = effective_framework(framework, settings)  # a Megatron launch is Megatron when run.yaml says "other"
     if move.change == "micro_batch":
         return _micro_batch_changes(move, settings, config, framework, runyaml_micro_batch, global_batch,
@@ -239,6 +248,8 @@ def apply(settings: TrainingSettings | None, change: SettingsChange, *, framewor
                 update["micro_batch"] = int(base.micro_batch * change.global_batch_factor)
         elif logical == "grad_accum":
             update["grad_accum"] = int(value)
+        elif logical == "zero_stage":
+            update["zero_stage"] = int(value)
         elif logical == "remat":
             update["remat_policy"] = str(value)
             update["remat_key"] = base.remat_key or ("recompute_granularity" if framework == "megatron" else "remat_policy")
