@@ -462,6 +462,9 @@ def _device_time(shape: Shape, chip: Chip, efficiency: float, mm: _MeshSplit) ->
     # attention core stays in bf16.
     # Quantized int8 matmuls (MaxText quantization: int8, AQT) run at the int8 peak where one is published.
     mm_peak = peak * (chip.peak_fp8_flops / chip.peak_bf16_flops) if shape.fp8 and chip.peak_fp8_flops else peak
+    # NVFP4 linear layers run at the dense fp4 peak only where the vendor publishes one (Blackwell), else bf16.
+    if shape.fp4 and chip.peak_fp4_flops:
+        mm_peak = peak * (chip.peak_fp4_flops / chip.peak_bf16_flops)
     if shape.int8 and chip.peak_int8_ops:
         mm_peak = peak * (chip.peak_int8_ops / chip.peak_bf16_flops)
     t_dense_c = dense_flops / chips / mm_peak * slow_dense

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from knowledge.hardware import Chip
+from knowledge.hardware import Chip, fast_domain_chips
 
 # Innermost-first layout of mesh axes on a GPU node: the axes that talk most get the NVLink domain.
 # This is Megatron-LM's rank order (tensor varies fastest, then context/sequence, expert, data, pipeline;
@@ -56,9 +56,11 @@ def axis_networks(chip: Chip, chips_per_slice: int, ici: np.ndarray, dcn: np.nda
     "How to Think About Collectives": all-gather cost V / W_ici, W_ici multiplied by the number of
     axes the collective runs over). DCN parts get ``inter.bandwidth_per_chip``.
 
-    GPU (switch): inside the NVLink domain (``max_domain_chips``) any pattern gets the full per-GPU
-    NVLink bandwidth; axes fill the domain innermost-first (:data:`GPU_INNER_ORDER`) and whatever of an
-    axis lies beyond the domain, plus its DCN part, uses the per-GPU inter-node NIC bandwidth.
+    GPU (switch): inside the NVLink domain (:func:`knowledge.hardware.fast_domain_chips`: 8 GPUs on a DGX,
+    up to 72 on GB200 NVL72) any pattern gets the full per-GPU NVLink bandwidth; axes fill the domain
+    innermost-first (:data:`GPU_INNER_ORDER`) and whatever of an axis lies beyond the domain, plus its DCN
+    part, uses the per-GPU inter-node NIC bandwidth. GPU (fullmesh, AMD Infinity Fabric): as a switch, but an
+    axis part of n GPUs gets n-1 links (one per peer).
     """
     ici = np.asarray(ici, dtype=np.int64)
     dcn = np.asarray(dcn, dtype=np.int64)
@@ -78,8 +80,9 @@ def axis_networks(chip: Chip, chips_per_slice: int, ici: np.ndarray, dcn: np.nda
         n_slow = dcn.astype(np.float64)
         bw_slow = np.full(ici.shape, chip.inter.bandwidth_per_chip * chip.inter.collective_efficiency)
         return AxisNetwork(n_fast, n_slow, bw_fast.astype(np.float64), bw_slow, True, tuple(notes))
-    # Switch (NVLink/NVSwitch, or host shared memory for the CPU pseudo-chip).
-    domain = np.full(ici.shape[0], min(chip.intra.max_domain_chips, chips_per_slice), dtype=np.int64)
+    # Switch (NVLink/NVSwitch, or host shared memory for the CPU pseudo-chip) or a fully connected mesh
+    # (AMD Infinity Fabric). A GB200 NVL72 domain spans trays: up to 72 GPUs, placed as fast_domain_chips says.
+    domain = np.full(ici.shape[0], fast_domain_chips(chip, chips_per_slice), dtype=np.int64)
     n_in = np.ones_like(ici)
     for a in GPU_INNER_ORDER:
         take = np.gcd(ici[:, a], domain)
@@ -89,6 +92,10 @@ def axis_networks(chip: Chip, chips_per_slice: int, ici: np.ndarray, dcn: np.nda
     n_slow = (ici // n_in * dcn).astype(np.float64)
     # Achieved, not datasheet: ring collectives reach collective_efficiency of the link (nccl-tests busbw).
     bw_fast = np.full(ici.shape, chip.intra.link_bandwidth * chip.intra.collective_efficiency)
+    if chip.intra.topology == "fullmesh":
+        # One link to each peer: a group of n chips reaches its n-1 peers over n-1 links at once (RCCL's rings
+        # over all links); a pair gets one link, not the chip's whole fabric bandwidth.
+        bw_fast = bw_fast * np.maximum(n_fast - 1.0, 1.0)
     bw_slow = np.full(ici.shape, chip.inter.bandwidth_per_chip * chip.inter.collective_efficiency)
     return AxisNetwork(n_fast, n_slow, bw_fast, bw_slow, False, tuple(notes))
 
@@ -135,6 +142,6 @@ def p2p_bandwidth(chip: Chip, net: AxisNetwork, axis: int) -> np.ndarray:
     A send uses one link one way over ICI (not the 2x of a bidirectional ring), the full NVLink of a GPU,
     and the NIC when the axis leaves the fast network.
     """
-    fast = chip.intra.link_bandwidth if net.torus else net.bw_fast[:, axis]
+    fast = chip.intra.link_bandwidth if net.torus or chip.intra.topology == "fullmesh" else net.bw_fast[:, axis]
     fast = np.broadcast_to(np.asarray(fast, dtype=np.float64), net.bw_fast[:, axis].shape)
     return np.where(net.n_slow[:, axis] > 1, np.minimum(fast, net.bw_slow[:, axis]), fast)

@@ -342,15 +342,16 @@ def _model_dims(config: ShardingConfig) -> ModelDims | None:
 
 def matmul_dtype(training_dtype: str | None, quantization: str | None) -> str:
     """The dtype the linear layers' matmuls run in: int8 / fp8 when the config quantizes them (MaxText
-    ``quantization: int8`` dynamic-range int8, ``fp8`` / ``nanoo_fp8`` / ``fp8_full``), fp8 for run.yaml
-    ``training.dtype: fp8``, else bf16. Weight-only schemes (``int8w``, ``int4w``) and ``intmp`` (inference)
-    keep bf16 matmuls."""
+    ``quantization: int8`` dynamic-range int8, ``fp8`` / ``nanoo_fp8`` / ``fp8_full``; torchtitan ``mxfp8``),
+    fp8 / fp4 for run.yaml ``training.dtype: fp8`` / ``fp4`` (MXFP8 is an fp8 format and runs at the fp8 peak;
+    NVFP4 is fp4), else bf16. Weight-only schemes (``int8w``, ``int4w``) and ``intmp`` (inference) keep bf16
+    matmuls."""
     q = (quantization or "").strip().lower()
     if "fp8" in q:
         return "fp8"
     if q == "int8":
         return "int8"
-    return "fp8" if training_dtype == "fp8" else "bf16"
+    return training_dtype if training_dtype in ("fp8", "fp4") else "bf16"
 
 
 def overlap_settings(values: dict[str, Any]) -> dict[str, Any]:

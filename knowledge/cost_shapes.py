@@ -94,6 +94,7 @@ class Shape:
     cp_load_balanced: bool = True  # causal attention split in balanced chunks over context ranks (Megatron CP default)
     fsdp_gathered_under_pp: bool = False  # torchtitan: FSDP2 weights kept gathered, gradients unsharded under PP
     fp8: bool = False  # linear layers in fp8 (training.dtype fp8): matmuls at the chip's fp8 peak where it has one
+    fp4: bool = False  # linear layers in NVFP4 (training.dtype fp4): at the chip's published fp4 peak, else bf16
     int8: bool = False  # linear layers quantized to int8 (MaxText quantization: int8): at the chip's int8 peak
 
     @property
@@ -282,7 +283,7 @@ def resolve_shape(run: RunRecord, settings: TrainingSettings | None = None) -> S
     state = _model_state(run, cfg, assumptions)
     # A config that turns fp8 on (Megatron --fp8-format, NeMo fp8: true) is what ran; one that says false does not
     # override a run.yaml stating fp8 (NeMo launcher YAMLs carry fp8: False and the launch turns it on).
-    config_fp8 = cfg is not None and cfg.fp8 is True and t.dtype != "fp8"
+    config_fp8 = cfg is not None and cfg.fp8 is True and t.dtype not in ("fp8", "fp4")
     mm = matmul_dtype("fp8" if config_fp8 else t.dtype, cfg.quantization if cfg is not None else None)
     if cfg is not None and cfg.quantization and mm != "bf16":
         assumptions.append(
@@ -295,6 +296,12 @@ def resolve_shape(run: RunRecord, settings: TrainingSettings | None = None) -> S
             f"{'fp8 (config)' if config_fp8 else 'dtype fp8'}: the linear layers' matmuls run at the chip's fp8 peak "
             "where it has one (attention and elementwise work stay in bf16)"
             + ("; Transformer Engine keeps the linear layers' saved inputs in fp8" if te else "")
+        )
+    elif mm == "fp4":
+        assumptions.append(
+            "dtype fp4 (NVFP4): the linear layers' matmuls run at the chip's published dense fp4 peak, at its bf16 "
+            "peak where the catalog has none (attention and elementwise work stay in bf16; saved activations are "
+            "priced as bf16)"
         )
     elif t.dtype != "bf16":
         assumptions.append(f"dtype {t.dtype}: memory and FLOP rates still use the bf16 figures")
@@ -339,6 +346,7 @@ def resolve_shape(run: RunRecord, settings: TrainingSettings | None = None) -> S
         param_offload=state["param_offload"],
         settings=cfg,
         fp8=mm == "fp8",
+        fp4=mm == "fp4",
         int8=mm == "int8",
         **behaviour,
     )

@@ -26,10 +26,16 @@ class IntraInterconnect(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
     name: str = Field(description="ICI, NVLink, ...")
-    link_bandwidth: PositiveFloat = Field(description="one-way bytes/s per link (TPU) or per GPU (NVLink)")
+    link_bandwidth: PositiveFloat = Field(
+        description="one-way bytes/s per link (TPU, fully connected GPU mesh) or per GPU (NVLink switch)"
+    )
     links_per_chip: PositiveInt = Field(description="links leaving one chip; 1 for NVSwitch GPUs")
-    topology: Literal["torus2d", "torus3d", "switch"] = Field(description="how chips are wired")
-    max_domain_chips: PositiveInt = Field(description="largest slice / NVLink domain")
+    topology: Literal["torus2d", "torus3d", "switch", "fullmesh"] = Field(
+        description="how chips are wired: TPU torus, a switch (NVSwitch: any pattern gets the GPU's whole "
+        "bandwidth), or a fully connected mesh (AMD Infinity Fabric: one link to each peer, so a group of n chips "
+        "gets n-1 links)"
+    )
+    max_domain_chips: PositiveInt = Field(description="largest slice / NVLink domain (GB200 NVL72: the 72-GPU rack)")
     chips_per_host: PositiveInt = Field(description="chips attached to one host")
     wraparound_rule: str | None = Field(default=None, description="when torus axes have wraparound")
     collective_efficiency: float = Field(
@@ -64,6 +70,10 @@ class Chip(BaseModel):
     peak_fp8_flops: PositiveFloat | None = Field(
         default=None, description="dense fp8 FLOP/s per chip where the chip has fp8 matmul units (H100/H200)"
     )
+    peak_fp4_flops: PositiveFloat | None = Field(
+        default=None, description="dense fp4 (NVFP4) FLOP/s per chip where the vendor publishes one (Blackwell); "
+        "null: no published dense fp4 peak in the catalog, and an fp4 run is priced at the bf16 peak"
+    )
     peak_int8_ops: PositiveFloat | None = Field(
         default=None, description="dense int8 OP/s per chip where the vendor publishes one (TPU v5e, v6e: Google "
         "Cloud's TPU pages); null: no published int8 peak in the catalog"
@@ -86,16 +96,38 @@ class Chip(BaseModel):
         return self.peak_bf16_flops / self.hbm_bandwidth
 
 
-MATMUL_DTYPES = ("bf16", "fp8", "int8")
+MATMUL_DTYPES = ("bf16", "fp8", "fp4", "int8")
 
 
 def matmul_peak(chip: Chip, dtype: str) -> float | None:
-    """The chip's dense matmul peak for ``dtype`` (bf16 | fp8 | int8); None when the catalog has none for it."""
+    """The chip's dense matmul peak for ``dtype`` (bf16 | fp8 | fp4 | int8); None when the catalog has none for it."""
     if dtype == "fp8":
         return chip.peak_fp8_flops
+    if dtype == "fp4":
+        return chip.peak_fp4_flops
     if dtype == "int8":
         return chip.peak_int8_ops
     return chip.peak_bf16_flops
+
+
+def fast_domain_chips(chip: Chip, chips_per_slice: int) -> int:
+    """How many of a slice's chips share one fast (ICI / NVLink) domain.
+
+    A slice that fits one domain is one domain. A larger one is cut into equal domains of whole hosts: the
+    largest multiple of ``chips_per_host`` that divides the slice and fits ``max_domain_chips``. That is how
+    GB200 NVL72 jobs are placed: Megatron-Bridge's launcher asks Slurm for segments of at most 18 compute trays
+    (4 GPUs each), the largest that divides the tray count (scripts/performance/utils/executors.py), so 256 GPUs
+    run as 4 NVLink domains of 64, not 3 racks of 72 and a remainder. When no such split exists the domain is
+    ``max_domain_chips`` (the axes that do not divide it cross the slow network).
+    """
+    cap = chip.intra.max_domain_chips
+    if chips_per_slice <= cap:
+        return max(chips_per_slice, 1)
+    host = chip.intra.chips_per_host
+    for d in range(cap - cap % host, 0, -host):
+        if chips_per_slice % d == 0:
+            return d
+    return cap
 
 
 class _CatalogFile(BaseModel):
@@ -127,14 +159,22 @@ def load_catalog(path: Path = CATALOG_PATH) -> dict[str, Chip]:
             err = exc.errors()[0]
             loc = ".".join(str(p) for p in err["loc"])
             raise AsapError(f"{err['msg']}", source=str(path), field=f"chips.{key}.{loc}") from None
+    _alias_index(chips, source=str(path))  # a name two chips answer to is a catalog error, not a silent pick
     return chips
 
 
-def _alias_index(chips: dict[str, Chip]) -> dict[str, str]:
+def _alias_index(chips: dict[str, Chip], *, source: str | None = None) -> dict[str, str]:
+    """Normalized key / display name / alias -> chip key; AsapError when one name belongs to two chips."""
     index: dict[str, str] = {}
     for key, chip in chips.items():
         for name in (key, chip.display_name, *chip.aliases):
-            index[_normalize(name)] = key
+            norm = _normalize(name)
+            if index.get(norm, key) != key:
+                raise AsapError(
+                    f"hardware catalog name {name!r} belongs to both {index[norm]} and {key}",
+                    source=source or str(CATALOG_PATH), field=f"chips.{key}.aliases",
+                )
+            index[norm] = key
     return index
 
 

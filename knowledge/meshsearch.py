@@ -34,7 +34,7 @@ from knowledge.cost_core import evaluate
 from knowledge.cost_settings import TrainingSettings
 from knowledge.cost_shapes import resolve_shape
 from knowledge.costmodel import DEFAULT_HEADROOM, Calibration, _scales, _settings, mesh_arrays
-from knowledge.hardware import Chip, get_chip
+from knowledge.hardware import Chip, fast_domain_chips, get_chip
 
 DCN_AXES: tuple[Axis, ...] = ("data", "fsdp", "pipeline")
 _IDX = {a: i for i, a in enumerate(AXES)}
@@ -115,7 +115,7 @@ def enumerate_mesh_arrays(
         return np.zeros((0, 6), np.int64), np.zeros((0, 6), np.int64)
     dcn = _spread(run.num_slices, dcn_axes) if run.num_slices > 1 else np.ones((1, 6), np.int64)
     if chip.family == "gpu":
-        domain = min(chip.intra.max_domain_chips, run.chips_per_slice)
+        domain = fast_domain_chips(chip, run.chips_per_slice)
         ici = ici[domain % ici[:, _IDX["tensor"]] == 0]
     # Cartesian product of ICI and DCN assignments.
     ii = np.repeat(ici, dcn.shape[0], axis=0)
@@ -210,7 +210,7 @@ def placement_problems(run: RunRecord, mesh: Mesh, *, chip: Chip | None = None) 
                 f"{axis} on {chip.intra.name} and put data, fsdp or pipeline across slices"
             )
     if chip.family == "gpu":
-        domain = min(chip.intra.max_domain_chips, run.chips_per_slice)
+        domain = fast_domain_chips(chip, run.chips_per_slice)
         t = mesh.ici.get("tensor", 1) * mesh.dcn.get("tensor", 1)
         if t > 1 and domain % t:
             out.append(

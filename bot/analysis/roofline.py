@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from bot.analysis.report import TopOp
 from bot.configs.mesh import Axis, Mesh
 from bot.profiles.model import BoundBy, OpKind, OpStat, Profile
-from knowledge.hardware import Chip
+from knowledge.hardware import Chip, fast_domain_chips
 
 # Innermost (neighbouring devices) to outermost: the layout MaxText and Megatron both use in practice —
 # tensor parallelism inside a node / nearest neighbours, data and pipeline stages outermost.
@@ -95,7 +95,7 @@ class NetworkContext:
         return cls(
             num_chips=num_chips,
             num_slices=num_slices,
-            fast_domain=min(per_slice, chip.intra.max_domain_chips),
+            fast_domain=fast_domain_chips(chip, per_slice),
             mesh=mesh,
         )
 

@@ -198,8 +198,9 @@ def notes(config: ShardingConfig, num_devices: int, num_slices: int) -> list[str
     tp = total["tensor"]
     if tp > NVLINK_DOMAIN:
         out.append(
-            f"tensor_model_parallel_size={tp} spans more than one {NVLINK_DOMAIN}-GPU NVLink domain: its per-layer "
-            f"all-reduces cross the slower node network (legal, rarely fast)"
+            f"tensor_model_parallel_size={tp} spans more than one {NVLINK_DOMAIN}-GPU NVLink domain of a DGX/HGX node: "
+            f"its per-layer all-reduces cross the slower node network (legal, rarely fast; a GB200 / GB300 NVL72 rack "
+            f"keeps up to 72 GPUs on NVLink, which the cost model prices from the chip)"
         )
     for axis in ("tensor", "sequence", "expert"):
         if m.dcn.get(axis, 1) > 1 and not (axis == "tensor" and tp > NVLINK_DOMAIN):

@@ -33,9 +33,10 @@ METRIC_ORDER = ("tflops_per_chip", "mfu_percent", "tokens_per_second_per_chip")
 
 
 def family_of(record: Any, variant: str | None = None) -> str:
-    """Hardware family one calibration covers: the chip (and its variant), split by fp8 (another peak and kernels)."""
+    """Hardware family one calibration covers: the chip (and its variant), split by fp8 / fp4 (another peak and
+    kernels)."""
     dtype = record.training.dtype if record.training else "bf16"
-    return record.chip + (f"-{variant}" if variant else "") + ("-fp8" if dtype == "fp8" else "")
+    return record.chip + (f"-{variant}" if variant else "") + (f"-{dtype}" if dtype in ("fp8", "fp4") else "")
 
 
 def _chip_peak(record: Any) -> float | None:

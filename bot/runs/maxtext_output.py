@@ -35,7 +35,8 @@ MAX_METRICS_BYTES = 16 << 20
 
 _REMAT = {"full": "full", "minimal": "minimal", "none": "none"}
 _DTYPE = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32", "fp8": "fp8"}
-_TOPOLOGY_CHIPS_PER_CORE = {"v4": 2, "v5p": 2}  # v4-N / v5p-N name TensorCores: N/2 chips
+# v4-N / v5p-N / tpu7x-N name TensorCores: N/2 chips (TPU7x: two TensorCores per chip, Google Cloud TPU7x page)
+_TOPOLOGY_CHIPS_PER_CORE = {"v4": 2, "v5p": 2, "tpu7x": 2, "v7x": 2}
 
 
 @dataclass

@@ -70,7 +70,9 @@ class TrainingSpec(BaseModel):
     global_batch: PositiveInt | None = Field(default=None, description="sequences per optimizer step")
     seq_len: PositiveInt | None = Field(default=None, description="tokens per sequence")
     micro_batch: PositiveInt | None = Field(default=None, description="sequences per micro-batch per data-parallel rank")
-    dtype: Literal["bf16", "fp16", "fp32", "fp8"] = Field(default="bf16", description="compute dtype")
+    dtype: Literal["bf16", "fp16", "fp32", "fp8", "fp4"] = Field(
+        default="bf16", description="compute dtype of the linear layers' matmuls (fp8: FP8 / MXFP8; fp4: NVFP4)"
+    )
     remat: Literal["none", "minimal", "dots", "full"] | None = Field(
         default=None, description="activation rematerialization policy"
     )
