@@ -73,6 +73,7 @@ class Terms:
     notes: tuple[str, ...]
     stages: dict[str, np.ndarray] | None = None  # first/last stage memory (bytes), slowest / mean stage time
     offload_s: np.ndarray | None = None  # DeepSpeed ZeRO offload: host-link and CPU-optimizer wait (cost_offload)
+    moe_host_s: np.ndarray | None = None  # the fixed per-MoE-layer time included in compute_s (MOE_LAYER_HOST_S)
 
     def step_s(
         self, compute_scale: float = 1.0, comm_scale: float = 1.0, fixed_s: float = 0.0
@@ -188,6 +189,14 @@ SCORE_BYTES = 39.0
 # Per-chip matmul shape efficiency: eff(m, k, n) = 1 / (1 + c/m + c/k + c/n), c fitted across the published
 # tables in docs/cost-model.md ("Matmul efficiency"); peaks and the per-family efficiency stay separate.
 SHAPE_TILE = 256.0
+
+# Fixed seconds per MoE layer per micro-batch (forward + backward) beyond the layer's FLOPs, bytes and all-to-all:
+# the router, the token-count exchange that sizes the all-to-all (a device-to-host sync in Megatron-Core's
+# alltoall dispatcher), permutation and the many small kernels of fine-grained experts. Fitted across every MoE row
+# of the eval corpus together (9 rows, 5 Megatron-Bridge tables on H100 / B200 / GB200 / GB300; docs/cost-model.md,
+# "Mixture-of-experts"): the median |log(measured / predicted)| is 0.35 at 0, 0.17 at 1.5 ms, 0.14 at 2 ms, 0.15 at
+# 2.5 ms, 0.20 at 3 ms. CUDA graphs over the router and dispatch lower it; that is not modelled.
+MOE_LAYER_HOST_S = 2.0e-3
 
 
 def shape_factor(m: np.ndarray | float, k: np.ndarray | float, n: np.ndarray | float) -> np.ndarray:
@@ -408,6 +417,7 @@ class _Device:
     hbm_s: np.ndarray  # its HBM time beyond the compute
     stage_factor: np.ndarray  # slowest / mean pipeline stage
     model_flops: float
+    moe_host_s: np.ndarray  # the fixed per-MoE-layer time inside compute_s (zero for dense models)
 
 
 def _device_time(shape: Shape, chip: Chip, efficiency: float, mm: _MeshSplit) -> _Device:
@@ -486,8 +496,12 @@ def _device_time(shape: Shape, chip: Chip, efficiency: float, mm: _MeshSplit) ->
                                  dense_flops + expert_flops + attn_hw)
     compute_s = compute_s * stage_factor
     hbm_s = hbm_s * stage_factor
+    # MoE layers cost a fixed time per micro-batch beyond their FLOPs and bytes: routing, the token-count exchange
+    # the all-to-all is sized by, permutation and many small kernels (MOE_LAYER_HOST_S, fitted across all MoE rows).
+    moe_host = MOE_LAYER_HOST_S * mm.m * (L / npp) if shape.is_moe else np.zeros_like(compute_s)
+    compute_s = compute_s + moe_host
 
-    return _Device(compute_s, hbm_s, stage_factor, model_flops)
+    return _Device(compute_s, hbm_s, stage_factor, model_flops, moe_host)
 
 
 def _hbm_extras(shape: Shape, mm: _MeshSplit, bw: float, core_share: float) -> np.ndarray:
@@ -709,4 +723,5 @@ def evaluate(
         notes=net.notes,
         stages=stages,
         offload_s=offload,
+        moe_host_s=dev.moe_host_s,
     )

@@ -28,6 +28,7 @@ from knowledge.cost_core import (
     AXIS_KEYS,
     BF16,
     DEFAULT_OVERLAP_MISS,
+    MOE_LAYER_HOST_S,
     XLA_FUSING,
     Terms,
     chip_efficiency,
@@ -233,10 +234,18 @@ def predict(
     step_ms = step * 1e3
     half_width = (high - low) / 2.0 / step_ms if step_ms > 0 else u
 
+    moe_host = float(terms.moe_host_s[0]) if terms.moe_host_s is not None else 0.0
     breakdown = {
-        "compute": cs * float(terms.compute_s[0]) * 1e3,
+        "compute": cs * (float(terms.compute_s[0]) - moe_host) * 1e3,
         "hbm": cs * float(terms.hbm_s[0]) * 1e3,
     }
+    if moe_host > 0:
+        breakdown["moe_layer_overhead"] = cs * moe_host * 1e3
+        assumptions.append(
+            f"MoE layers: {MOE_LAYER_HOST_S * 1e3:.0f} ms per layer per micro-batch beyond their FLOPs (routing, the "
+            f"token-count exchange, permutation, small kernels; fitted across the published MoE rows): "
+            f"{cs * moe_host * 1e3:.0f} ms of this step"
+        )
     for k in AXIS_KEYS:
         if terms.comm_s[k][0] > 0:
             breakdown[f"comm.{k}"] = exposed_axes[k] * 1e3

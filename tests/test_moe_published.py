@@ -95,3 +95,19 @@ def test_dispatcher_settings_are_read_from_yaml_and_launch_flags(tmp_path: Path)
                   "--moe-token-dispatcher-type flex --moe-enable-deepep --overlap-moe-expert-parallel-comm\n")
     s = settings_from_config(load_config(sh, root=tmp_path))
     assert s.ep_node_dedup is True and s.ep_comm_overlap is True
+
+
+def test_a_moe_layer_costs_a_fixed_time_per_micro_batch_shown_on_its_own_line() -> None:
+    # Megatron-Bridge 25.11: Qwen3 30B-A3B on 8 B200 at micro-batch 1 (64 micro-batches) measures 9,299 tokens/s per
+    # GPU; on 8 GB200 at micro-batch 4 (16 micro-batches) 23,766, with the same FLOPs per step. The fixed per-layer
+    # time makes the micro-batch-1 run the slower one in ASAP too.
+    from knowledge.cost_core import MOE_LAYER_HOST_S
+
+    b200 = _predict("mbridge-25.11-b200-qwen3-30b-a3b-8gpu")
+    gb200 = _predict("mbridge-25.11-gb200-qwen3-30b-a3b-8gpu")
+    assert b200.breakdown_ms["moe_layer_overhead"] == pytest.approx(MOE_LAYER_HOST_S * 1e3 * 64 * 48, rel=1e-6)
+    assert gb200.breakdown_ms["moe_layer_overhead"] == pytest.approx(MOE_LAYER_HOST_S * 1e3 * 16 * 48, rel=1e-6)
+    assert b200.step_time_ms > 1.3 * gb200.step_time_ms
+    assert any(a.startswith("MoE layers: 2 ms per layer per micro-batch") for a in b200.assumptions)
+    dense = _predict("mbridge-26.04.01-h100-llama3-70b-64gpu")
+    assert "moe_layer_overhead" not in dense.breakdown_ms
