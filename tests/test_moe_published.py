@@ -111,3 +111,18 @@ def test_a_moe_layer_costs_a_fixed_time_per_micro_batch_shown_on_its_own_line() 
     assert any(a.startswith("MoE layers: 2 ms per layer per micro-batch") for a in b200.assumptions)
     dense = _predict("mbridge-26.04.01-h100-llama3-70b-64gpu")
     assert "moe_layer_overhead" not in dense.breakdown_ms
+
+
+def test_a_moe_run_is_told_its_per_layer_overhead_and_offered_larger_micro_batches() -> None:
+    from bot.analysis.analyze import analyze_run
+    from bot.analysis.preflight import LABEL
+    from bot.proposals.engine import propose
+
+    run = LocalRunStore(EVAL).get("mbridge-25.11-b200-qwen3-30b-a3b-8gpu")  # micro-batch 1, 64 per step
+    report = analyze_run(run)
+    assert "MoE per-layer overhead" in report.diagnosis.summary
+    [ev] = [e for e in report.diagnosis.evidence if e.signal == "predicted.moe_overhead_percent"]
+    assert ev.statement.startswith(LABEL) and float(ev.value) > 30
+    ps = propose(run, report, knowledge=False)
+    raised = [p for p in ps.proposals if any(k.endswith("micro_batch_size") and v > 1 for k, v in p.settings.items())]
+    assert raised, [p.mesh.short() for p in ps.proposals]

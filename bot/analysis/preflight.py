@@ -107,6 +107,8 @@ def _shares(pred: Any) -> dict[str, float]:
         "communication": comm / step,
         "pipeline_bubble": b.get("pipeline_bubble", 0.0) / step,
         "offload": b.get("offload", 0.0) / step,  # DeepSpeed ZeRO offload: host link and CPU optimizer
+        # MoE layers' fixed per-micro-batch time (routing, token-count exchange, permutation, small kernels)
+        "moe_overhead": b.get("moe_layer_overhead", 0.0) / step,
         "host": (b.get("fixed", 0.0) + b.get("offload", 0.0)) / step,
     }
 
@@ -136,6 +138,11 @@ def _diagnosis(record: RunRecord, pred: Any, calibrated: bool, step: MeasuredSte
                                  statement=f"{LABEL}: {100 * shares['offload']:.0f}% waiting on DeepSpeed ZeRO offload "
                                  "(host-link transfers and the CPU optimizer step, at an assumed bandwidth and "
                                  "CPU-Adam rate)"))
+    if shares["moe_overhead"] > 0.005:
+        evidence.append(Evidence(signal="predicted.moe_overhead_percent", value=round(100 * shares["moe_overhead"], 1),
+                                 statement=f"{LABEL}: {100 * shares['moe_overhead']:.0f}% in MoE layers' fixed "
+                                 "per-micro-batch time (routing, the token-count exchange, permutation, small kernels: "
+                                 "fewer, larger micro-batches or CUDA graphs reduce it)"))
     if shares["pipeline_bubble"] > 0.005:
         evidence.append(Evidence(signal="predicted.pipeline_bubble_percent", value=round(100 * shares["pipeline_bubble"], 1),
                                  statement=f"{LABEL}: {100 * shares['pipeline_bubble']:.0f}% pipeline bubble"))
@@ -153,7 +160,9 @@ def _diagnosis(record: RunRecord, pred: Any, calibrated: bool, step: MeasuredSte
     summary = (
         f"{LABEL}: {bottleneck}-bound by the cost model for {mesh.short()}: compute {100 * shares['compute']:.0f}%, "
         f"HBM {100 * shares['hbm']:.0f}%, exposed collectives {100 * shares['communication']:.0f}%"
-        + (f", ZeRO offload {100 * shares['offload']:.0f}%" if shares["offload"] > 0.005 else "") + " of a "
+        + (f", ZeRO offload {100 * shares['offload']:.0f}%" if shares["offload"] > 0.005 else "")
+        + (f", MoE per-layer overhead {100 * shares['moe_overhead']:.0f}%" if shares["moe_overhead"] > 0.005 else "")
+        + " of a "
         f"{pred.step_time_ms:.1f} ms step" + (" (calibrated on the measurement)" if calibrated else " (uncalibrated)")
     )
     if oom:
