@@ -160,3 +160,16 @@ def test_megatron_bridge_gb200_405b_row_is_inside_the_predicted_band() -> None:
     p = costmodel.predict(run.record, mesh, settings=settings_for_run(run))
     assert p.step_time_low_ms <= measured_ms <= p.step_time_high_ms
     assert abs(p.step_time_ms / measured_ms - 1) < 0.15
+
+
+def test_a_gb200_run_whose_slices_are_trays_is_warned() -> None:
+    # DGX GB200: 4-GPU compute trays, one 72-GPU NVLink domain per rack. num_slices counting trays would price
+    # every tray as its own NVLink domain.
+    from bot.analysis.analyze import slice_warnings
+    from bot.runs.record import RunRecord
+
+    trays = RunRecord(id="r", chip="gb200", num_chips=64, num_slices=16)
+    [w] = slice_warnings(trays)
+    assert "num_slices 16 gives 4" in w and "up to 72 chips" in w and "number of domains (racks)" in w
+    assert slice_warnings(RunRecord(id="r", chip="gb200", num_chips=64, num_slices=1)) == []
+    assert slice_warnings(RunRecord(id="r", chip="h100", num_chips=64, num_slices=8)) == []  # 8-GPU NVLink nodes

@@ -224,7 +224,7 @@ def analyze_run(run: Run, profile: Profile | None = None, *, top_n: int = DEFAUL
     record its outcome (``asap record-outcome``, :func:`bot.proposals.outcomes.record_run_outcome`).
     """
     mesh, config_format, notes = load_mesh(run)
-    notes = notes + (config_warnings(run) if mesh is not None else [])
+    notes = notes + (config_warnings(run) if mesh is not None else []) + slice_warnings(run.record)
     shape = kpi_shape(run)
     if shape.note:
         notes.append(shape.note)
@@ -249,6 +249,24 @@ def analyze_run(run: Run, profile: Profile | None = None, *, top_n: int = DEFAUL
             exc.args = (exc.render(),)
         raise
     return _with_outcome_hint(run, _with_shape_source(report, shape))
+
+
+def slice_warnings(record: RunRecord) -> list[str]:
+    """A slice count that looks like hosts, on a chip whose fast network spans many hosts (GB200 / GB300 NVL72: 4-GPU
+    trays, one 72-GPU NVLink domain per rack): ASAP prices every slice as its own fast domain, so counting trays as
+    slices would move NVLink traffic onto the node network."""
+    try:
+        chip = get_chip(record.chip)
+    except UnknownChip:
+        return []
+    per_slice = record.num_chips // max(record.num_slices, 1)
+    host, domain = chip.intra.chips_per_host, chip.intra.max_domain_chips
+    if record.num_slices > 1 and host and domain and domain > host and per_slice <= host:
+        return [f"num_slices {record.num_slices} gives {per_slice} {chip.display_name} chips per slice, one host's worth, "
+                f"but their fast network ({chip.intra.name}) spans up to {domain} chips: ASAP prices each slice as one "
+                f"{chip.intra.name} domain, so if the slices are hosts (trays) and not {chip.intra.name} domains, set "
+                "num_slices to the number of domains (racks)"]
+    return []
 
 
 def remat_of(run: Run) -> tuple[str | None, bool | None]:
