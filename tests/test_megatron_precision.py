@@ -125,3 +125,22 @@ def test_nemo_yaml_fp8_false_does_not_override_a_run_stating_fp8(tmp_path: Path)
                        model={"layers": 2, "d_model": 256, "d_ff": 1024, "heads": 4, "vocab": 1000},
                        training={"global_batch": 8, "seq_len": 128, "dtype": "fp8"})
     assert resolve_shape(record, s).fp8
+
+
+def test_a_run_that_ran_is_not_called_out_of_memory_when_the_model_over_counts(tmp_path: Path) -> None:
+    # The same real launch with its memory-saving flags removed and micro-batch 2: every setting is stated (a launch
+    # is Megatron's whole argument list) and ASAP predicts ~128 GB on an 80 GB H100. Without a measurement that is
+    # "out of memory"; with a measured step the run evidently ran, so its peak was at most the HBM.
+    runs = _run(tmp_path, DDP)
+    script = runs / "llama3" / "train.sh"
+    text = script.read_text().replace("--grad-reduce-in-bf16", "").replace('"--fp8-param-gather"', "")
+    script.write_text(text.replace("MICRO_BATCH_SIZE=1", "MICRO_BATCH_SIZE=2"))
+    before = next(c for c in _propose(runs)["baseline"]["critic"] if c["name"] == "memory")
+    assert not before["passed"] and before["reason"].startswith("out of memory")
+    run_yaml = runs / "llama3" / "run.yaml"
+    run_yaml.write_text(run_yaml.read_text() + "measured:\n  step_time_ms: 12000\n")
+    answer = _propose(runs)
+    after = next(c for c in answer["baseline"]["critic"] if c["name"] == "memory")
+    assert after["passed"], after["reason"]
+    assert any(n.startswith("the run ran, but the memory model predicted") for n in answer["notes"])
+    assert answer["baseline"]["predicted"]["memory_per_chip_bytes"] <= H100_HBM_GB * 1e9 * 1.001

@@ -122,6 +122,38 @@ def with_recorded_oom(record: RunRecord, base: Mesh, history: FailureHistory | N
     return FailureHistory(failures=[*(history.failures if history else []), failed])
 
 
+def _ran_upper_bound(record: RunRecord, base: Mesh, chip: Any, settings0: Any, calibration: Any, base_pred: Any,
+                     notes: list[str]) -> tuple[Any, Any]:
+    """A run that ran (a profile or a measured step) needed at most the chip's HBM: when the memory model says more,
+    with every memory-moving setting stated, scale its activation term down to that upper bound (candidates are
+    then judged against the fact, and the baseline is not called out of memory)."""
+    if base_pred is None or (record.measured and record.measured.oom) or (calibration and calibration.activation_measured):
+        return calibration, base_pred
+    cap = float(chip.hbm_bytes)
+    used = float(base_pred.memory_per_chip_bytes)
+    acts = float(base_pred.memory_breakdown_bytes.get("activations", 0.0))
+    if used <= cap:
+        return calibration, base_pred
+    if acts <= 0 or used - acts >= cap:
+        notes.append(f"the run ran, but the memory model predicts {used / 1e9:.1f} GB per chip of {cap / 1e9:.1f} GB "
+                     "even without its activations: a setting it was read with (optimizer sharding, precision) likely "
+                     "differs from what ran; memory checks on other candidates are pessimistic")
+        return calibration, base_pred
+    from knowledge import costmodel
+
+    if calibration is None:
+        calibration = costmodel.calibrate_memory(record, base, used, settings=settings0)
+    factor = (cap - (used - acts)) / acts
+    calibration = calibration.model_copy(update={
+        "activation_scale": calibration.activation_scale * factor, "activation_measured": True,
+        "notes": [*calibration.notes, f"the run ran: activations scaled x{factor:.2f} so the baseline needs at most "
+                  f"the {cap / 1e9:.1f} GB of HBM"]})
+    notes.append(f"the run ran, but the memory model predicted {used / 1e9:.1f} GB per chip of {cap / 1e9:.1f} GB: its "
+                 f"activation term is scaled x{factor:.2f} to that upper bound (an over-count the answer should not "
+                 "present as out of memory)")
+    return calibration, costmodel.predict(record, base, calibration=calibration, chip=chip, settings=settings0)
+
+
 def _oom_lower_bound(record: RunRecord, base: Mesh, chip: Any, settings0: Any, calibration: Any, base_pred: Any,
                      notes: list[str]) -> tuple[Any, Any]:
     """A recorded OOM means the baseline needed more than the chip's HBM: when the memory model says it fits,
@@ -220,6 +252,9 @@ def prepare(run: Run, report: AnalysisReport, *, history: FailureHistory | None 
 
             base_pred = widen_for_unknowns(record, chip, calibration, unknowns, base, settings0, base_pred)
         calibration, base_pred = _oom_lower_bound(record, base, chip, settings0, calibration, base_pred, notes)
+        ran = report.basis != "predicted" or bool(measured_ms)
+        if ran and not unknowns:
+            calibration, base_pred = _ran_upper_bound(record, base, chip, settings0, calibration, base_pred, notes)
     baseline_critic = critique(
         run, base, report=report, prediction=base_pred, history=with_recorded_oom(record, base, history),
         baseline=base, settings=settings0, calibration=calibration, base_settings=settings0,
