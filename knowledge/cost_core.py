@@ -436,7 +436,9 @@ def _device_time(shape: Shape, chip: Chip, efficiency: float, mm: _MeshSplit) ->
     matmul_params = max(shape.params_active - (0.0 if shape.tied_embeddings else V * D), 0.0)
     expert_active = shape.params_expert * K / E if shape.is_moe else 0.0
     dense_params = matmul_params - expert_active
-    attn_flops = 12.0 * L * shape.heads * shape.head_dim * S * tokens
+    # sliding-window (local) layers attend to at most their window of keys (Mistral, Gemma 2/3, GPT-OSS)
+    keys = shape.attention_keys or S
+    attn_flops = 12.0 * L * shape.heads * shape.head_dim * keys * tokens
     # Rematerialization re-runs part of the forward in backward: 2 FLOPs per re-run matmul parameter per
     # token per layer, and the attention core's forward (1/3 of its training FLOPs) when it is recomputed
     # (knowledge.cost_remat.recompute_params_per_layer; [KOR §5]: full recompute ~ +1/3).

@@ -16,7 +16,8 @@ from typing import Any
 from bot.runs.record import ModelSpec, RunRecord
 
 MODEL_FIELDS: tuple[str, ...] = ("layers", "d_model", "d_ff", "heads", "kv_heads", "head_dim", "vocab",
-                                 "mlp_matrices", "experts", "experts_per_token", "tied_embeddings")
+                                 "mlp_matrices", "experts", "experts_per_token", "tied_embeddings", "sliding_window",
+                                 "global_every")
 
 
 @dataclass(frozen=True)

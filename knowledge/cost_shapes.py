@@ -82,6 +82,7 @@ class Shape:
     optimizer_bytes: float = 12.0  # bytes per parameter of the optimizer state (before sharding)
     optimizer_offload: bool = False  # optimizer state in host memory (MaxText optimizer_memory_host_offload)
     ep_comm_overlap: bool = False  # Megatron-Core overlap_moe_expert_parallel_comm: expert A2A off the critical path
+    attention_keys: float = 0.0  # keys per query averaged over layers (the window on local layers); 0 = seq_len
     ep_node_dedup: bool = False  # the dispatcher sends a token once per destination node (DeepEP / HybridEP, flex)
     zero_stage: int = 0  # DeepSpeed ZeRO over the data ranks: 1 optimizer, 2 + gradients, 3 + parameters [ZeRO §5]
     param_offload: bool = False  # DeepSpeed ZeRO-3 offload_param: only the gathered layers live in HBM
@@ -322,6 +323,7 @@ def resolve_shape(run: RunRecord, settings: TrainingSettings | None = None) -> S
         params_active=params_active,
         global_batch=global_batch,
         seq_len=seq_len,
+        attention_keys=m.attention_keys(seq_len),
         micro_batch=micro_batch,
         remat=spec.policy,
         optimizer=t.optimizer,

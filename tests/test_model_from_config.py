@@ -10,6 +10,7 @@ import json
 import shutil
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 import bot.cli.proposals  # noqa: F401  (registers propose)
@@ -164,3 +165,34 @@ def test_unknown_model_name_propose_says_what_is_missing_without_traceback(tmp_p
     text = out.exception.render()
     assert "model_name 'nope' names no MaxText model file" in text and "the model is unknown" in text
 
+
+
+def test_sliding_window_layers_attend_to_their_window_in_flops_and_mfu(tmp_path: Path) -> None:
+    # MaxText's Gemma 2 9B (models/gemma2-9b.yml: sliding_window_size 4096, decoder_block gemma2 = local then global)
+    # at 8192 tokens: half the layers attend to 4096 keys, so attention FLOPs are 3/4 of global attention's.
+    from bot.analysis.kpis import model_flops_per_step
+    from bot.runs.record import ModelSpec, TrainingSpec
+
+    cfg = parse_config("base_config: base.yml\nici_fsdp_parallelism: -1\n", str(MAXTEXT / "x.yml"),
+                       path=MAXTEXT / "x.yml", command="python3 -m maxtext.train x.yml model_name=gemma2-9b")
+    dims = read_model_dims(cfg)
+    assert dims is not None and (dims.sliding_window, dims.global_every) == (4096, 2)
+    assert "gemma2 decoder's attention pattern" in dims.origin["global_every"]
+    m = ModelSpec(layers=42, d_model=3584, d_ff=14336, heads=16, kv_heads=8, head_dim=256, vocab=256000)
+    local = m.model_copy(update={"sliding_window": 4096, "global_every": 2})
+    assert local.attention_keys(8192) == pytest.approx(0.75 * 8192, rel=0.01)
+    assert m.model_copy(update={"sliding_window": 4096}).attention_keys(8192) == 4096  # Mistral: every layer local
+    t = TrainingSpec(global_batch=8, seq_len=8192)
+    full = model_flops_per_step(_record(model=m, training=t)).per_step
+    windowed = model_flops_per_step(_record(model=local, training=t)).per_step
+    assert full is not None and windowed is not None
+    attention_full = 12 * 42 * 8192 * 16 * 256 * 8 * 8192
+    assert full - windowed == pytest.approx(attention_full / 4, rel=0.02)
+
+
+def test_megatron_window_flags_are_read(tmp_path: Path) -> None:
+    sh = tmp_path / "train.sh"
+    sh.write_text("torchrun --nproc_per_node 8 pretrain_gpt.py --num-layers 36 --hidden-size 2880 "
+                  "--num-attention-heads 64 --window-size '(128,0)' --window-attn-skip-freq 2 --seq-length 4096\n")
+    dims = read_model_dims(load_config(sh, root=tmp_path))
+    assert (dims.sliding_window, dims.global_every) == (128, 2)

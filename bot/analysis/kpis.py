@@ -158,7 +158,9 @@ def model_flops_per_step(record: RunRecord) -> ModelFlops:
     flops = 6.0 * n_active * tokens
     if model.layers and model.heads and (model.head_dim or model.d_model):
         head_dim = model.head_dim or (model.d_model // model.heads if model.d_model else 0)
-        flops += 12.0 * model.layers * training.seq_len * model.heads * head_dim * tokens  # type: ignore[operator]
+        # a local (sliding-window) layer attends to at most its window of keys (MaxText maxtext_utils counts it so)
+        keys = model.attention_keys(training.seq_len)  # type: ignore[arg-type]
+        flops += 12.0 * model.layers * keys * model.heads * head_dim * tokens
     else:
         notes.append("MFU leaves out attention FLOPs: add model.layers, heads and d_model to run.yaml")
     return ModelFlops(flops, [], notes)

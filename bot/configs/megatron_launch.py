@@ -93,6 +93,7 @@ FLAG_SETTINGS: dict[str, str] = {
     "overlap_moe_expert_parallel_comm": "overlap_moe_expert_parallel_comm",
     "moe_token_dispatcher_type": "moe_token_dispatcher_type", "moe_enable_deepep": "moe_enable_deepep",
     "moe_flex_dispatcher_backend": "moe_flex_dispatcher_backend",
+    "window_size": "window_size", "window_attn_skip_freq": "window_attn_skip_freq",
 }
 
 

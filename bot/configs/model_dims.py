@@ -39,7 +39,8 @@ from bot.configs.sharding import Scalar, ShardingConfig
 from bot.configs.yamlscan import compose
 
 FIELDS: tuple[str, ...] = ("layers", "d_model", "d_ff", "heads", "kv_heads", "head_dim", "vocab", "mlp_matrices",
-                           "experts", "experts_per_token", "seq_len", "tied_embeddings")
+                           "experts", "experts_per_token", "seq_len", "tied_embeddings", "sliding_window",
+                           "global_every")
 GATED = ("swiglu", "fast-swiglu", "fast_swiglu", "geglu", "fast-geglu", "fast_geglu", "reglu", "fast-reglu")
 MODEL_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
 
@@ -61,6 +62,8 @@ class ModelDims(BaseModel):
     experts_per_token: int | None = None
     seq_len: int | None = None
     tied_embeddings: bool | None = None
+    sliding_window: int | None = None
+    global_every: int | None = None
     origin: dict[str, str] = Field(default_factory=dict, description="field -> the key / file / default it came from")
     notes: list[str] = Field(default_factory=list, description="defaults taken and values not knowable")
     problems: list[str] = Field(default_factory=list, description="what stops the model being read (e.g. an "
@@ -190,7 +193,7 @@ MEGATRON_NAMES: tuple[str, ...] = (
     "vocab_size", "padded_vocab_size", "make_vocab_size_divisible_by", "num_experts", "num_moe_experts",
     "moe_router_topk", "seq_length", "encoder_seq_length", "tokenizer_type", "tokenizer_model", "vocab_file",
     "tensor_model_parallel_size", "type", "library", "untie_embeddings_and_output_weights",
-    "share_embeddings_and_output_weights",
+    "share_embeddings_and_output_weights", "window_size", "window_attn_skip_freq",
 )
 
 
@@ -216,6 +219,7 @@ def _megatron(config: ShardingConfig) -> ModelDims:
     _megatron_kv(v, d, where, launch)
     _megatron_vocab(v, d, where)
     _megatron_tied(v, d, where, launch)
+    _megatron_window(v, d, where)
     if d.values.get("experts", 1) > 1:
         path, k = _find(v, "moe_router_topk")
         if _int(k):
@@ -224,6 +228,25 @@ def _megatron(config: ShardingConfig) -> ModelDims:
             d.set("experts_per_token", 2, "Megatron default --moe-router-topk 2")
             d.notes.append("moe_router_topk not stated: Megatron's default top-2 routing")
     return d.build()
+
+
+def _megatron_window(v: dict[str, Scalar], d: _Dims, where: Any) -> None:
+    """Megatron ``--window-size (left, right)`` turns on sliding-window attention (the left extent is the window);
+    ``--window-attn-skip-freq N`` makes one layer in N global (arguments.py: "(N-1):1 ratio"); a list pattern is
+    not read."""
+    path, value = _find(v, "window_size")
+    if path is None or value is None:
+        return
+    m = re.match(r"\s*[\(\[]?\s*(\d+)", str(value))
+    if not m or int(m.group(1)) <= 0:
+        d.notes.append(f"{path} {value!r} is not read as a window size")
+        return
+    d.set("sliding_window", int(m.group(1)), where(path))
+    freq_path, freq = _find(v, "window_attn_skip_freq")
+    if _int(freq):
+        d.set("global_every", _int(freq), where(freq_path))
+    elif freq_path is not None:
+        d.notes.append(f"{freq_path} {freq!r} (a layer pattern) is not read: every layer priced as local")
 
 
 def _megatron_tied(v: dict[str, Scalar], d: _Dims, where: Any, launch: bool) -> None:
@@ -350,7 +373,11 @@ MAXTEXT_KEYS: dict[str, str] = {
     "experts": "num_experts", "experts_per_token": "num_experts_per_tok",
 }
 MAXTEXT_MODEL_KEYS = (*MAXTEXT_KEYS.values(), "base_moe_mlp_dim", "mlp_activations", "global_parameter_scale",
-                      "decoder_block", "logits_via_embedding")
+                      "decoder_block", "logits_via_embedding", "sliding_window_size")
+# MaxText decoder blocks that use sliding_window_size on their local layers, and one global layer in how many
+# (models/gemma2.py: local then global in each merged layer; models/gemma3.py GEMMA3_ATTENTION_PATTERN, 5 local + 1
+# global; models/gpt_oss.py GPT_OSS_ATTENTION_PATTERN, local then global). Other blocks ignore the setting.
+GLOBAL_EVERY: dict[str, int] = {"gemma2": 2, "gemma3": 6, "gpt_oss": 2}
 # MaxText decoder blocks whose one scanned "layer" holds several transformer layers: Gemma 2 merges
 # [local_attention, global_attention] into one (models/gemma2-*.yml: base_num_decoder_layers is "half of the real
 # number of layers"; models/gemma2.py Gemma2DecoderLayer runs self_attention_local then self_attention_global).
@@ -411,6 +438,10 @@ def _maxtext_fields(merged: dict[str, tuple[object, str]], d: _Dims) -> None:
     if _bool(tied) is not None:  # MaxText: the output logits use the (shared) input embedding
         d.flag("tied_embeddings", bool(_bool(tied)), tied_where)
     block, block_where = merged.get("decoder_block", (None, ""))
+    window, window_where = merged.get("sliding_window_size", (None, ""))
+    if block and str(block) in GLOBAL_EVERY and _int(window):
+        d.set("sliding_window", _int(window), window_where)
+        d.set("global_every", GLOBAL_EVERY[str(block)], f"the {block} decoder's attention pattern ({block_where})")
     per = LAYERS_PER_DECODER_LAYER.get(str(block)) if block else None
     if per and "layers" in d.values:
         d.values["layers"] *= per

@@ -33,6 +33,23 @@ class ModelSpec(BaseModel):
     tied_embeddings: bool | None = Field(
         default=None, description="the input embedding and the output layer share one vocab x d_model matrix (Gemma; "
         "GPT in Megatron unless --untie-embeddings-and-output-weights); default: two matrices")
+    sliding_window: PositiveInt | None = Field(
+        default=None, description="local attention window in tokens (Mistral 7B 4096, Gemma 2 4096, Gemma 3 1024, "
+        "GPT-OSS 128): a local layer attends to at most this many keys; omit for global attention everywhere")
+    global_every: PositiveInt | None = Field(
+        default=None, description="with sliding_window: one layer in this many attends over the whole sequence "
+        "(Gemma 2 and GPT-OSS alternate: 2; Gemma 3: 6); omit when every layer is local (Mistral 7B)")
+
+    def attention_keys(self, seq_len: int | float) -> float:
+        """Keys each query attends to, averaged over the layers: seq_len, or the window on local layers."""
+        if not self.sliding_window:
+            return float(seq_len)
+        local_keys = float(min(self.sliding_window, seq_len))
+        if not self.global_every or self.global_every <= 1:
+            return float(seq_len) if self.global_every == 1 else local_keys
+        layers = self.layers or self.global_every
+        global_layers = layers // self.global_every
+        return (global_layers * float(seq_len) + (layers - global_layers) * local_keys) / layers
 
     @property
     def is_moe(self) -> bool:
