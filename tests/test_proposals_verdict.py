@@ -71,3 +71,22 @@ def test_a_model_that_cannot_move_the_dominant_term_never_calls_the_run_near_opt
 def test_a_gain_beyond_the_band_is_improve() -> None:
     v, summary, ranked = verdict_of(_ctx(), [_proposal(1, -40.0, 0.15), _proposal(2, -5.0, 0.15, move=True)])
     assert v == "improve" and summary.startswith("Best: fsdp=64") and ranked[0].rank == 1
+
+
+def test_try_first_prefers_a_proposal_that_fits_memory_as_the_config_stands() -> None:
+    from bot.proposals.models import Check
+
+    needs = _proposal(1, -40.0, 0.5, move=True, mesh="needs-optimizer")
+    needs = needs.model_copy(update={"critic": [Check(
+        name="memory", passed=False, hard=False,
+        reason="fits only with the distributed optimizer (set use_distributed_optimizer: true): needs 64 GB to 96 GB")]})
+    fits = _proposal(2, -12.0, 0.5, mesh="fits-as-is")
+    v, summary, ranked = verdict_of(_ctx(), [needs, fits])
+    assert v == "uncertain" and "the fastest alternative, needs-optimizer" in summary
+    assert "Try first: fits-as-is (the fastest alternative that fits memory as the config stands" in summary
+    assert [p.mesh_short for p in ranked] == ["fits-as-is", "needs-optimizer"]
+    # with nothing faster that fits as stated, the faster one leads and its try-first names what it needs
+    slower = _proposal(2, 5.0, 0.5, mesh="slower-fits")
+    _, summary2, ranked2 = verdict_of(_ctx(), [needs, slower])
+    assert ranked2[0].mesh_short == "needs-optimizer"
+    assert "memory: fits only with the distributed optimizer (set use_distributed_optimizer: true))" in summary2

@@ -135,11 +135,21 @@ def wide(p: Proposal) -> bool:
     return p.predicted is None or p.predicted.uncertainty > TIGHT_BAND
 
 
+def memory_warned(p: Proposal) -> bool:
+    """The proposal fits memory only with a setting the config does not state, or only tightly (a soft warning)."""
+    return any(c.name == "memory" and not c.passed for c in p.critic)
+
+
 def rank_uncertain(proposals: list[Proposal], bottleneck: str | None) -> list[Proposal]:
-    """Diagnosis-matched playbook moves first, then predicted time per token; ranks renumbered."""
-    def key(p: Proposal) -> tuple[int, float]:
+    """What to try first when no gain is certain: when some proposal predicted faster than now fits memory as the
+    config stands, those before the ones that fit only with an unstated setting (or tightly); then
+    diagnosis-matched playbook moves, then predicted time per token; ranks renumbered."""
+    demote = any(not memory_warned(p) and p.predicted is not None and _pct(p) < 0 for p in proposals)
+
+    def key(p: Proposal) -> tuple[int, int, float]:
         matched = p.move is not None and bottleneck is not None
-        return (0 if matched else 1, _pct(p) if p.predicted is not None else 0.0)
+        return (1 if demote and memory_warned(p) else 0, 0 if matched else 1,
+                _pct(p) if p.predicted is not None else 0.0)
 
     out = sorted(proposals, key=key)
     return [p.model_copy(update={"rank": i}) for i, p in enumerate(out, start=1)]
@@ -223,10 +233,15 @@ def _no_clear_gain(ctx: Context, proposals: list[Proposal]) -> tuple[str, str, l
     ranked = rank_uncertain(proposals, ctx.bottleneck)
     first = ranked[0]
     why_first = (f"the playbook move {first.move.id} for a {ctx.bottleneck}-bound run" if first.move is not None
-                 else "the fastest alternative")
+                 else "the fastest alternative" if (first.mesh_short, first.settings) == (best.mesh_short, best.settings) else
+                 "the fastest alternative that fits memory as the config stands")
     # an alternative predicted slower than now is worth measuring only because the band is wide: say it is slower
     slower = ": slower than now, but inside the band" if _pct(first) > 0 else ""
-    first_words = f"{_what(first)} ({why_first}, predicted {_pct(first):+.1f}% +-{_band(first)}{slower})"
+    needs = ""
+    if memory_warned(first):
+        check = next(c for c in first.critic if c.name == "memory" and not c.passed)
+        needs = "; memory: " + check.reason.split(": needs", 1)[0]
+    first_words = f"{_what(first)} ({why_first}, predicted {_pct(first):+.1f}% +-{_band(first)}{slower}{needs})"
     if pct < -100 * LIKELY_SHARE * u:
         return (
             "uncertain",
