@@ -101,7 +101,27 @@ def _dims(shape: Shape) -> Dims:
         d_model=float(shape.d_model), d_ff=float(shape.d_ff), heads=float(shape.heads),
         kv_heads=float(shape.kv_heads), head_dim=float(shape.head_dim), mlp_matrices=float(shape.mlp_matrices),
         top_k=float(shape.top_k), seq_len=float(shape.seq_len),
+        v_head_dim=float(shape.v_head_dim), mla_latent=float(shape.mla_latent), attn_proj=float(shape.attn_params),
+        mlp_width=_mlp_width(shape),
     )
+
+
+def _mlp_width(shape: Shape) -> float:
+    """MLP width a token passes through per layer, averaged over the layers: d_ff x top_k for a plain MoE or dense
+    model; DeepSeek-V3-style: the dense_layers' dense_d_ff and the MoE layers' d_ff x (top_k + shared_experts)."""
+    if not shape.is_moe:
+        return float(shape.d_ff)
+    dense = shape.dense_layers * float(shape.dense_d_ff or shape.d_ff)
+    moe = shape.moe_layers * float(shape.d_ff) * (shape.top_k + shape.shared_experts)
+    return (dense + moe) / max(shape.layers, 1)
+
+
+def _routed_mlp_share(shape: Shape) -> float:
+    """Share of the per-token MLP work done by routed experts (1 for a plain MoE model, 0 for a dense one)."""
+    if not shape.is_moe:
+        return 0.0
+    width = _mlp_width(shape)
+    return shape.moe_layers * float(shape.d_ff) * shape.top_k / max(shape.layers * width, 1.0)
 
 
 def activation_bytes_per_token_layer(shape: Shape) -> dict[str, float]:
@@ -193,10 +213,11 @@ SHAPE_TILE = 256.0
 # Fixed seconds per MoE layer per micro-batch (forward + backward) beyond the layer's FLOPs, bytes and all-to-all:
 # the router, the token-count exchange that sizes the all-to-all (a device-to-host sync in Megatron-Core's
 # alltoall dispatcher), permutation and the many small kernels of fine-grained experts. Fitted across every MoE row
-# of the eval corpus together (9 rows, 5 Megatron-Bridge tables on H100 / B200 / GB200 / GB300; docs/cost-model.md,
-# "Mixture-of-experts"): the median |log(measured / predicted)| is 0.35 at 0, 0.17 at 1.5 ms, 0.14 at 2 ms, 0.15 at
-# 2.5 ms, 0.20 at 3 ms. CUDA graphs over the router and dispatch lower it; that is not modelled.
-MOE_LAYER_HOST_S = 2.0e-3
+# of the eval corpus together (14 rows: Qwen3, GPT-OSS and DeepSeek-V3 in six Megatron-Bridge tables on H100 / B200 /
+# GB200 / GB300; docs/cost-model.md, "Mixture-of-experts"): the median |log(measured / predicted)| is 0.33 at 0,
+# 0.16 at 2 ms, 0.105 at 3 ms, 0.088 at 3.5 ms, 0.115 at 4 ms, 0.098 at 5 ms. CUDA graphs over the router and dispatch
+# lower it; that is not modelled.
+MOE_LAYER_HOST_S = 3.5e-3
 
 
 def shape_factor(m: np.ndarray | float, k: np.ndarray | float, n: np.ndarray | float) -> np.ndarray:
@@ -214,8 +235,9 @@ def shape_factor(m: np.ndarray | float, k: np.ndarray | float, n: np.ndarray | f
 def _matmul_shares(shape: Shape) -> dict[str, float]:
     """Share of the dense matmul FLOPs in MLPs, attention projections and the output layer (per token)."""
     L, D = float(shape.layers), float(shape.d_model)
-    mlp = 0.0 if shape.is_moe else L * shape.mlp_matrices * D * shape.d_ff
-    attn = L * D * shape.head_dim * (2.0 * shape.heads + 2.0 * shape.kv_heads)
+    # MoE: the routed experts are priced apart; dense_layers' MLPs and shared experts are dense matmuls
+    mlp = shape.dense_mlp_params if shape.is_moe else L * shape.mlp_matrices * D * shape.d_ff
+    attn = L * shape.attn_params
     out = float(shape.vocab) * D
     total = max(mlp + attn + out, 1.0)
     return {"mlp": mlp / total, "attn": attn / total, "out": out / total}
@@ -436,16 +458,18 @@ def _device_time(shape: Shape, chip: Chip, efficiency: float, mm: _MeshSplit) ->
     matmul_params = max(shape.params_active - (0.0 if shape.tied_embeddings else V * D), 0.0)
     expert_active = shape.params_expert * K / E if shape.is_moe else 0.0
     dense_params = matmul_params - expert_active
-    # sliding-window (local) layers attend to at most their window of keys (Mistral, Gemma 2/3, GPT-OSS)
+    # 3 x (2·H·qk·S for QK^T + 2·H·v·S for AV) per layer per token: 12·L·H·hd·S when qk = v = head_dim (MLA: qk_nope +
+    # qk_rope and v_head_dim; the projections are in the 6N term); sliding-window (local) layers attend to at most
+    # their window of keys (Mistral, Gemma 2/3, GPT-OSS)
     keys = shape.attention_keys or S
-    attn_flops = 12.0 * L * shape.heads * shape.head_dim * keys * tokens
+    attn_flops = 6.0 * L * shape.heads * (shape.head_dim + shape.v_dim) * keys * tokens
     # Rematerialization re-runs part of the forward in backward: 2 FLOPs per re-run matmul parameter per
     # token per layer, and the attention core's forward (1/3 of its training FLOPs) when it is recomputed
     # (knowledge.cost_remat.recompute_params_per_layer; [KOR §5]: full recompute ~ +1/3).
     spec = shape.spec
     dims = _dims(shape)
     re_attn, re_mlp, re_core = recompute_params_per_layer(spec, dims)
-    moe_mlp = re_mlp if shape.is_moe else 0.0
+    moe_mlp = re_mlp * _routed_mlp_share(shape)  # shared experts and dense_layers recompute as dense matmuls
     dense_flops = 6.0 * dense_params * tokens + 2.0 * L * (re_attn + re_mlp - moe_mlp) * tokens
     expert_flops = 6.0 * expert_active * tokens + 2.0 * L * moe_mlp * tokens
     core_share = spec.core_recompute_share if re_core else 0.0
@@ -500,7 +524,8 @@ def _device_time(shape: Shape, chip: Chip, efficiency: float, mm: _MeshSplit) ->
     hbm_s = hbm_s * stage_factor
     # MoE layers cost a fixed time per micro-batch beyond their FLOPs and bytes: routing, the token-count exchange
     # the all-to-all is sized by, permutation and many small kernels (MOE_LAYER_HOST_S, fitted across all MoE rows).
-    moe_host = MOE_LAYER_HOST_S * mm.m * (L / npp) if shape.is_moe else np.zeros_like(compute_s)
+    # (only the layers with experts: a model's leading dense_layers have no router)
+    moe_host = MOE_LAYER_HOST_S * mm.m * (shape.moe_layers / npp) if shape.is_moe else np.zeros_like(compute_s)
     compute_s = compute_s + moe_host
 
     return _Device(compute_s, hbm_s, stage_factor, model_flops, moe_host)
@@ -616,7 +641,7 @@ def _collectives(shape: Shape, chip: Chip, mm: _MeshSplit) -> tuple[dict[str, np
     # again in backward, reduce-scatter dK,dV: 3 gathers of the full-sequence K,V for the local KV heads
     # per layer (ring attention / Megatron context parallel). Overlaps with blockwise attention compute.
     kv_local = np.maximum(shape.kv_heads / nt, 1.0)  # KV heads replicate when tensor > kv_heads
-    kv_bytes = 2.0 * BF16 * mb * S * kv_local * shape.head_dim
+    kv_bytes = BF16 * mb * S * kv_local * (shape.head_dim + shape.v_dim)  # K and V (MLA: as up-projected per head)
     comm_ovl["sequence"] = comm_ovl["sequence"] + m * local_layers * (4.0 if full else 3.0) * gather_time(
         kv_bytes, net, SEQUENCE
     )
@@ -629,7 +654,8 @@ def _collectives(shape: Shape, chip: Chip, mm: _MeshSplit) -> tuple[dict[str, np
     if shape.is_moe:
         a2a = BF16 * tok_mb * K * D / (nt if shape.sequence_parallel else 1.0)
         share = node_dedup_share(float(shape.experts), K, net.n_slow[:, EXPERT]) if shape.ep_node_dedup else 1.0
-        ep_comm = m * local_layers * (6.0 if full else 4.0) * alltoall_time(a2a, net, EXPERT, share)
+        # per MoE layer: the leading dense_layers dispatch nothing
+        ep_comm = m * (shape.moe_layers / npp) * (6.0 if full else 4.0) * alltoall_time(a2a, net, EXPERT, share)
         if shape.ep_comm_overlap:
             comm_ovl["expert"] = comm_ovl["expert"] + ep_comm
         else:

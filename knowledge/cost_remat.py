@@ -300,6 +300,21 @@ class Dims:
     mlp_matrices: float
     top_k: float
     seq_len: float
+    # DeepSeek-V3-style models (0: the plain layer above). MLA: head_dim is the query/key size per head.
+    v_head_dim: float = 0.0  # per-head value / attention-output size (0: head_dim)
+    mla_latent: float = 0.0  # MLA compressed q and kv latents + shared rope key per token (0: not MLA)
+    attn_proj: float = 0.0  # attention projection parameters per layer (0: d_model x head_dim x (2 heads + 2 kv))
+    mlp_width: float = 0.0  # MLP width computed per token, averaged over the layers (0: d_ff x top_k); with
+    #                         dense_layers and shared experts: (dense x dense_d_ff + moe x d_ff (top_k + shared)) / L
+
+    @property
+    def v_dim(self) -> float:
+        return self.v_head_dim or self.head_dim
+
+    @property
+    def mlp_per_token(self) -> float:
+        """MLP width a token passes through in one (average) layer: d_ff x top_k for plain models."""
+        return self.mlp_width or self.d_ff * self.top_k
 
 
 BF16 = 2.0
@@ -311,10 +326,10 @@ def tensor_bytes(d: Dims) -> dict[str, float]:
         "input": BF16 * d.d_model,
         "q": BF16 * d.heads * d.head_dim,
         "k": BF16 * d.kv_heads * d.head_dim,
-        "v": BF16 * d.kv_heads * d.head_dim,
-        "context": BF16 * d.heads * d.head_dim,
+        "v": BF16 * d.kv_heads * d.v_dim,
+        "context": BF16 * d.heads * d.v_dim,
         "o": BF16 * d.d_model,
-        "mlpwi": BF16 * d.d_ff * (d.mlp_matrices - 1) * d.top_k,
+        "mlpwi": BF16 * d.mlp_per_token * (d.mlp_matrices - 1),
         "mlpwo": 0.0,  # never a backward residual (see module docstring)
     }
 
@@ -338,11 +353,14 @@ def everything_bytes(d: Dims, *, dropout: bool, fp8_inputs: bool = False) -> tup
     h = d.d_model
     norm_out = (1.0 if fp8_inputs else BF16) * h
     replicated = 4.0 * h + 2.0 * norm_out + (2.0 * h if dropout else 0.0)
-    act_out = (1.0 if fp8_inputs else BF16) * d.d_ff
+    # MLA (Megatron-Core MLASelfAttention): the down projections' outputs (q and kv latents, rope key) and their
+    # norms' outputs, the up projections' inputs, are kept; the down projections are not split over tensor ranks
+    replicated += 2.0 * BF16 * d.mla_latent
+    act_out = (1.0 if fp8_inputs else BF16) * d.mlp_per_token
     sharded = (
-        BF16 * (d.heads + 2 * d.kv_heads) * d.head_dim
-        + (BF16 + (1.0 if fp8_inputs else 0.0)) * d.heads * d.head_dim
-        + (BF16 * d.d_ff * (d.mlp_matrices - 1) + act_out) * d.top_k
+        BF16 * (d.heads + d.kv_heads) * d.head_dim + BF16 * d.kv_heads * d.v_dim  # q, k, v as stored per head
+        + (BF16 + (1.0 if fp8_inputs else 0.0)) * d.heads * d.v_dim
+        + BF16 * d.mlp_per_token * (d.mlp_matrices - 1) + act_out
     )
     return replicated, sharded
 
@@ -362,10 +380,10 @@ def recompute_params_per_layer(spec: RematSpec, d: Dims) -> tuple[float, float, 
     Megatron full recompute re-runs the whole layer forward; selective only the core attention [KOR §5].
     """
     h, hd = d.d_model, d.head_dim
-    qkv = h * hd * (d.heads + 2 * d.kv_heads)
-    out = d.heads * hd * h
-    wi = h * d.d_ff * (d.mlp_matrices - 1) * d.top_k
-    wo = d.d_ff * h * d.top_k
+    out = d.heads * d.v_dim * h
+    qkv = d.attn_proj - out if d.attn_proj else h * hd * (d.heads + 2 * d.kv_heads)
+    wi = h * d.mlp_per_token * (d.mlp_matrices - 1)
+    wo = d.mlp_per_token * h
     if spec.stores_everything:
         return 0.0, 0.0, spec.recompute_attention_core
     if spec.megatron_full:

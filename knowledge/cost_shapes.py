@@ -97,6 +97,13 @@ class Shape:
     fp8: bool = False  # linear layers in fp8 (training.dtype fp8): matmuls at the chip's fp8 peak where it has one
     fp4: bool = False  # linear layers in NVFP4 (training.dtype fp4): at the chip's published fp4 peak, else bf16
     int8: bool = False  # linear layers quantized to int8 (MaxText quantization: int8): at the chip's int8 peak
+    # --- DeepSeek-V3-style MoE (ModelSpec shared_experts / dense_layers / MLA fields); defaults: plain MoE / MHA ---
+    dense_layers: int = 0  # MoE models: the first k layers have a dense MLP of width dense_d_ff, no experts
+    dense_d_ff: int = 0  # their MLP width (0: d_ff)
+    shared_experts: int = 0  # always-active experts of width d_ff per MoE layer: dense compute, replicated weights
+    v_head_dim: int = 0  # per-head value / attention-output size (0: head_dim; MLA: v_head_dim, head_dim = qk_nope + rope)
+    mla_latent: int = 0  # MLA: per-token width of the compressed latents (q_lora + kv_lora + the shared rope key)
+    attn_params_layer: float = 0.0  # attention projection parameters per layer (0: the standard / GQA count)
 
     @property
     def spec(self) -> RematSpec:
@@ -109,6 +116,32 @@ class Shape:
     @property
     def is_moe(self) -> bool:
         return self.experts > 1
+
+    @property
+    def moe_layers(self) -> int:
+        """Layers with experts (the leading dense_layers have none); 0 for a dense model."""
+        return self.layers - self.dense_layers if self.is_moe else 0
+
+    @property
+    def v_dim(self) -> int:
+        """Per-head value size (MLA's v_head_dim, else head_dim)."""
+        return self.v_head_dim or self.head_dim
+
+    @property
+    def attn_params(self) -> float:
+        """Attention projection parameters per layer (MLA: down and up projections; else q, k, v, o)."""
+        if self.attn_params_layer:
+            return self.attn_params_layer
+        return float(self.d_model * self.head_dim * (2 * self.heads + 2 * self.kv_heads))
+
+    @property
+    def dense_mlp_params(self) -> float:
+        """MLP parameters computed for every token outside the routed experts: a dense model's MLPs, or a MoE
+        model's dense_layers and shared experts (dense compute, weights replicated over the expert axis)."""
+        if not self.is_moe:
+            return float(self.layers * self.mlp_matrices * self.d_model * self.d_ff)
+        dense = self.dense_layers * self.mlp_matrices * self.d_model * (self.dense_d_ff or self.d_ff)
+        return float(dense + self.moe_layers * self.shared_experts * self.mlp_matrices * self.d_model * self.d_ff)
 
     @property
     def params_dense(self) -> float:
@@ -209,7 +242,7 @@ def resolve_shape(run: RunRecord, settings: TrainingSettings | None = None) -> S
 
     heads = m.heads
     kv_heads = m.kv_heads or heads
-    if m.kv_heads is None:
+    if m.kv_heads is None and not m.is_mla:
         assumptions.append(f"kv_heads not given: assumed equal to heads ({heads}), i.e. no grouped-query attention")
     head_dim = m.head_dim or m.d_model // heads
     experts = m.experts or 1
@@ -220,7 +253,10 @@ def resolve_shape(run: RunRecord, settings: TrainingSettings | None = None) -> S
     if m.vocab is None:
         assumptions.append("vocab not given: embedding/unembedding parameters and logits memory left out")
         guessed.add("vocab")
-    attn_per_layer = m.d_model * head_dim * (2 * heads + 2 * kv_heads)
+    attn_per_layer = m.attention_params() or m.d_model * head_dim * (2 * heads + 2 * kv_heads)
+    mla = _mla_dims(m, assumptions)
+    if mla:  # MLA: every head has its own key and value (up-projected); head_dim is the query/key size
+        head_dim, kv_heads = m.attention_head_dims()[0], heads
     d_ff = m.d_ff
     if d_ff is None:
         # Invert ModelSpec.derived_params: params = L*(attn + mats*d*d_ff*E) + 2*V*d.
@@ -233,7 +269,9 @@ def resolve_shape(run: RunRecord, settings: TrainingSettings | None = None) -> S
     if m.d_ff is None or m.params is not None:
         # Params given directly: keep the user's total; expert share from the dimensions.
         params_total = float(m.params) if m.params else params_total
-    params_expert = float(m.layers * m.mlp_matrices * m.d_model * d_ff * experts) if experts > 1 else 0.0
+    # routed experts only: shared experts and dense_layers' MLPs are dense weights (replicated over the expert axis)
+    routed_layers = m.layers - (m.dense_layers or 0)
+    params_expert = float(routed_layers * m.mlp_matrices * m.d_model * d_ff * experts) if experts > 1 else 0.0
     params_expert = min(params_expert, params_total)
     params_active = params_total - params_expert + params_expert * top_k / experts
 
@@ -350,8 +388,29 @@ def resolve_shape(run: RunRecord, settings: TrainingSettings | None = None) -> S
         fp8=mm == "fp8",
         fp4=mm == "fp4",
         int8=mm == "int8",
+        dense_layers=(m.dense_layers or 0) if experts > 1 else 0,
+        dense_d_ff=(m.dense_d_ff or 0) if experts > 1 else 0,
+        shared_experts=(m.shared_experts or 0) if experts > 1 else 0,
+        **mla,
         **behaviour,
     )
+
+
+def _mla_dims(m: Any, notes: list[str]) -> dict[str, Any]:
+    """Shape fields of multi-head latent attention (DeepSeek-V2/V3), {} for standard attention.
+
+    MLA up-projects one key and value per head from a compressed latent, so the attention core runs at
+    heads x (qk_nope + qk_rope) for QK^T and heads x v_head_dim for AV [DeepSeek-V3 report §2.1.1]: head_dim
+    becomes the query/key size and kv_heads the query heads.
+    """
+    if not m.is_mla:
+        return {}
+    qk, v = m.attention_head_dims()
+    notes.append(f"multi-head latent attention: q/k {qk} per head (nope {m.qk_nope_head_dim} + rope "
+                 f"{m.qk_rope_head_dim}), v {v}, latent ranks q {m.q_lora_rank or 'full'} / kv {m.kv_lora_rank}")
+    return {"v_head_dim": v,
+            "mla_latent": (m.q_lora_rank or 0) + m.kv_lora_rank + m.qk_rope_head_dim,
+            "attn_params_layer": float(m.attention_params())}
 
 
 def effective_framework(stated: str, cfg: Any) -> str:

@@ -242,7 +242,7 @@ def predict(
     if moe_host > 0:
         breakdown["moe_layer_overhead"] = cs * moe_host * 1e3
         assumptions.append(
-            f"MoE layers: {MOE_LAYER_HOST_S * 1e3:.0f} ms per layer per micro-batch beyond their FLOPs (routing, the "
+            f"MoE layers: {MOE_LAYER_HOST_S * 1e3:g} ms per layer per micro-batch beyond their FLOPs (routing, the "
             f"token-count exchange, permutation, small kernels; fitted across the published MoE rows): "
             f"{cs * moe_host * 1e3:.0f} ms of this step"
         )

@@ -94,6 +94,11 @@ FLAG_SETTINGS: dict[str, str] = {
     "moe_token_dispatcher_type": "moe_token_dispatcher_type", "moe_enable_deepep": "moe_enable_deepep",
     "moe_flex_dispatcher_backend": "moe_flex_dispatcher_backend",
     "window_size": "window_size", "window_attn_skip_freq": "window_attn_skip_freq",
+    # DeepSeek-V3-style MoE and MLA dimensions (bot.configs.model_dims._megatron_moe_layout / _megatron_mla)
+    "moe_ffn_hidden_size": "moe_ffn_hidden_size",
+    "moe_shared_expert_intermediate_size": "moe_shared_expert_intermediate_size", "moe_layer_freq": "moe_layer_freq",
+    "multi_latent_attention": "multi_latent_attention", "q_lora_rank": "q_lora_rank", "kv_lora_rank": "kv_lora_rank",
+    "qk_head_dim": "qk_head_dim", "qk_pos_emb_head_dim": "qk_pos_emb_head_dim", "v_head_dim": "v_head_dim",
 }
 
 

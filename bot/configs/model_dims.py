@@ -40,7 +40,8 @@ from bot.configs.yamlscan import compose
 
 FIELDS: tuple[str, ...] = ("layers", "d_model", "d_ff", "heads", "kv_heads", "head_dim", "vocab", "mlp_matrices",
                            "experts", "experts_per_token", "seq_len", "tied_embeddings", "sliding_window",
-                           "global_every")
+                           "global_every", "shared_experts", "dense_layers", "dense_d_ff", "q_lora_rank",
+                           "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim")
 GATED = ("swiglu", "fast-swiglu", "fast_swiglu", "geglu", "fast-geglu", "fast_geglu", "reglu", "fast-reglu")
 MODEL_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
 
@@ -64,6 +65,14 @@ class ModelDims(BaseModel):
     tied_embeddings: bool | None = None
     sliding_window: int | None = None
     global_every: int | None = None
+    shared_experts: int | None = None  # DeepSeek-V3-style MoE and MLA (bot.runs.record.ModelSpec)
+    dense_layers: int | None = None
+    dense_d_ff: int | None = None
+    q_lora_rank: int | None = None
+    kv_lora_rank: int | None = None
+    qk_nope_head_dim: int | None = None
+    qk_rope_head_dim: int | None = None
+    v_head_dim: int | None = None
     origin: dict[str, str] = Field(default_factory=dict, description="field -> the key / file / default it came from")
     notes: list[str] = Field(default_factory=list, description="defaults taken and values not knowable")
     problems: list[str] = Field(default_factory=list, description="what stops the model being read (e.g. an "
@@ -194,6 +203,10 @@ MEGATRON_NAMES: tuple[str, ...] = (
     "moe_router_topk", "seq_length", "encoder_seq_length", "tokenizer_type", "tokenizer_model", "vocab_file",
     "tensor_model_parallel_size", "type", "library", "untie_embeddings_and_output_weights",
     "share_embeddings_and_output_weights", "window_size", "window_attn_skip_freq",
+    # DeepSeek-V3-style MoE and MLA (Megatron-LM arguments.py _add_moe_args / _add_mla_args; Megatron-Core
+    # TransformerConfig / MLATransformerConfig field names in YAML)
+    "moe_ffn_hidden_size", "moe_shared_expert_intermediate_size", "moe_layer_freq", "multi_latent_attention",
+    "q_lora_rank", "kv_lora_rank", "qk_head_dim", "qk_pos_emb_head_dim", "v_head_dim",
 )
 
 
@@ -227,6 +240,8 @@ def _megatron(config: ShardingConfig) -> ModelDims:
         else:
             d.set("experts_per_token", 2, "Megatron default --moe-router-topk 2")
             d.notes.append("moe_router_topk not stated: Megatron's default top-2 routing")
+        _megatron_moe_layout(v, d, where)
+    _megatron_mla(v, d, where, launch)
     return d.build()
 
 
@@ -247,6 +262,104 @@ def _megatron_window(v: dict[str, Scalar], d: _Dims, where: Any) -> None:
         d.set("global_every", _int(freq), where(freq_path))
     elif freq_path is not None:
         d.notes.append(f"{freq_path} {freq!r} (a layer pattern) is not read: every layer priced as local")
+
+
+def _megatron_moe_layout(v: dict[str, Scalar], d: _Dims, where: Any) -> None:
+    """Expert width, shared experts and dense layers (DeepSeek-V3 style) from Megatron's MoE flags.
+
+    ``--moe-ffn-hidden-size`` is each expert's width (then ``--ffn-hidden-size`` is the dense layers'); the shared
+    experts' total width ``--moe-shared-expert-intermediate-size`` counts as that many experts of the routed width;
+    ``--moe-layer-freq`` (an int N: one MoE layer in N; or a list such as ``([0]*3+[1]*58)``, 0 = dense) gives the
+    dense layers, which ASAP prices by count (its model puts them first, as DeepSeek-V3 does).
+    """
+    path, value = _find(v, "moe_ffn_hidden_size")
+    expert = _int(value)
+    if expert:
+        dense = d.values.get("d_ff")
+        if dense and dense != expert:
+            d.set("dense_d_ff", dense, d.origin["d_ff"])
+        d.set("d_ff", expert, where(path))
+    path, value = _find(v, "moe_shared_expert_intermediate_size")
+    width, per = _int(value), d.values.get("d_ff")
+    if width and per:
+        n = max(1, round(width / per))
+        d.set("shared_experts", n, where(path) + (f" ({width} / expert width {per})" if n != 1 else ""))
+        if n * per != width:
+            d.notes.append(f"shared-expert width {width} is not a multiple of the expert width {per}: priced as {n}")
+    path, value = _find(v, "moe_layer_freq")
+    layers = d.values.get("layers")
+    if path is None or not layers:
+        return
+    pattern = moe_layer_pattern(value, layers)
+    if pattern is None:
+        d.notes.append(f"{where(path)} ({value}) not understood: every layer priced as a MoE layer")
+        return
+    dense = pattern.count(0)
+    if dense:
+        d.set("dense_layers", dense, where(path))
+        if pattern[:dense] != [0] * dense:
+            d.notes.append(f"{where(path)}: the {dense} dense layers are not all first; priced by count")
+
+
+def moe_layer_pattern(value: Scalar, layers: int) -> list[int] | None:
+    """Megatron's ``moe_freq_type``: an int N means layer i is MoE when i % N == 0; a string is a Python list
+    expression of 0/1 built from list literals, ``+`` and ``*`` (read without eval). None when unreadable or
+    not ``layers`` long."""
+    import ast
+
+    n = _int(value)
+    if n:
+        return [1 if i % n == 0 else 0 for i in range(layers)]
+    if isinstance(value, list):
+        out = value
+    elif isinstance(value, str):
+        def ev(node: ast.AST) -> Any:
+            if isinstance(node, ast.Expression):
+                return ev(node.body)
+            if isinstance(node, ast.List):
+                return [ev(e) for e in node.elts]
+            if isinstance(node, ast.Constant) and isinstance(node.value, int) and not isinstance(node.value, bool):
+                return node.value
+            if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Mult)):
+                a, b = ev(node.left), ev(node.right)
+                if isinstance(node.op, ast.Mult) and isinstance(a, list) and isinstance(b, int) and b <= 10_000:
+                    return a * b
+                if isinstance(node.op, ast.Add) and isinstance(a, list) and isinstance(b, list):
+                    return a + b
+            raise ValueError("unsupported")
+        try:
+            out = ev(ast.parse(value.strip().strip("'\""), mode="eval"))
+        except (SyntaxError, ValueError, RecursionError):
+            return None
+    else:
+        return None
+    if not isinstance(out, list) or len(out) != layers or any(x not in (0, 1) for x in out):
+        return None
+    return [int(x) for x in out]
+
+
+# Megatron-LM arguments.py _add_mla_args defaults, taken when --multi-latent-attention leaves a size out.
+MLA_DEFAULTS: dict[str, int | None] = {"q_lora_rank": None, "kv_lora_rank": 32, "qk_head_dim": 128,
+                                       "qk_pos_emb_head_dim": 64, "v_head_dim": 128}
+MLA_FIELDS: dict[str, str] = {"q_lora_rank": "q_lora_rank", "kv_lora_rank": "kv_lora_rank",
+                              "qk_head_dim": "qk_nope_head_dim", "qk_pos_emb_head_dim": "qk_rope_head_dim",
+                              "v_head_dim": "v_head_dim"}
+
+
+def _megatron_mla(v: dict[str, Scalar], d: _Dims, where: Any, launch: bool) -> None:
+    """Multi-head latent attention: ``--multi-latent-attention`` with ``--q-lora-rank`` (None: full-rank query),
+    ``--kv-lora-rank``, ``--qk-head-dim`` (the part without rotary embedding), ``--qk-pos-emb-head-dim`` and
+    ``--v-head-dim``; a size left out takes Megatron-LM's argparse default (named in the notes)."""
+    path, on = _find(v, "multi_latent_attention")
+    if not _bool(on):
+        return
+    for key, field in MLA_FIELDS.items():
+        kpath, value = _find(v, key)
+        if _int(value):
+            d.set(field, _int(value), where(kpath))
+        elif MLA_DEFAULTS[key] is not None:
+            d.set(field, MLA_DEFAULTS[key], f"Megatron default --{key.replace('_', '-')} {MLA_DEFAULTS[key]}")
+            d.notes.append(f"{key} not stated with multi_latent_attention: Megatron's default {MLA_DEFAULTS[key]}")
 
 
 def _megatron_tied(v: dict[str, Scalar], d: _Dims, where: Any, launch: bool) -> None:

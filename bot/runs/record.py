@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt, model_validator
+from pydantic import BaseModel, ConfigDict, Field, NonNegativeInt, PositiveFloat, PositiveInt, model_validator
 
 
 class ModelSpec(BaseModel):
@@ -39,6 +39,37 @@ class ModelSpec(BaseModel):
     global_every: PositiveInt | None = Field(
         default=None, description="with sliding_window: one layer in this many attends over the whole sequence "
         "(Gemma 2 and GPT-OSS alternate: 2; Gemma 3: 6); omit when every layer is local (Mistral 7B)")
+    # --- DeepSeek-V3-style MoE (DeepSeek-V3 technical report, arXiv 2412.19437 §2.1; config_671B.json) ----------
+    shared_experts: NonNegativeInt | None = Field(
+        default=None, description="always-active experts per MoE layer, each of width d_ff, computed for every token "
+        "besides the top-k routed ones (DeepSeek-V3: 1; Qwen2-MoE style); Megatron --moe-shared-expert-intermediate-size "
+        "= shared_experts x d_ff")
+    dense_layers: NonNegativeInt | None = Field(
+        default=None, description="MoE models: the first k layers use a dense MLP of width dense_d_ff instead of experts "
+        "(DeepSeek-V3: 3; Megatron --moe-layer-freq ([0]*3+[1]*58))")
+    dense_d_ff: PositiveInt | None = Field(
+        default=None, description="MLP width of the dense_layers (DeepSeek-V3: 18432); defaults to d_ff")
+    q_lora_rank: PositiveInt | None = Field(
+        default=None, description="multi-head latent attention (MLA): rank of the compressed query (DeepSeek-V3: 1536); "
+        "omit for a full-rank query projection (DeepSeek-V2-Lite)")
+    kv_lora_rank: PositiveInt | None = Field(
+        default=None, description="MLA: rank of the compressed key/value latent (DeepSeek-V3: 512); setting it makes the "
+        "attention MLA")
+    qk_nope_head_dim: PositiveInt | None = Field(
+        default=None, description="MLA: per-head query/key size without rotary embedding (DeepSeek-V3: 128)")
+    qk_rope_head_dim: PositiveInt | None = Field(
+        default=None, description="MLA: per-head query/key rotary part, the key's shared by all heads (DeepSeek-V3: 64)")
+    v_head_dim: PositiveInt | None = Field(
+        default=None, description="MLA: per-head value size (DeepSeek-V3: 128)")
+
+    @model_validator(mode="after")
+    def _layout_fits(self) -> ModelSpec:
+        if self.dense_layers and self.layers and self.dense_layers >= self.layers:
+            raise ValueError(f"dense_layers {self.dense_layers} must be fewer than layers {self.layers}")
+        if self.kv_lora_rank and not (self.qk_nope_head_dim and self.qk_rope_head_dim and self.v_head_dim):
+            raise ValueError("kv_lora_rank (multi-head latent attention) needs qk_nope_head_dim, qk_rope_head_dim and "
+                             "v_head_dim")
+        return self
 
     def attention_keys(self, seq_len: int | float) -> float:
         """Keys each query attends to, averaged over the layers: seq_len, or the window on local layers."""
@@ -55,29 +86,82 @@ class ModelSpec(BaseModel):
     def is_moe(self) -> bool:
         return bool(self.experts and self.experts > 1)
 
+    @property
+    def is_mla(self) -> bool:
+        """Multi-head latent attention (DeepSeek-V2/V3): keys and values up-projected from a compressed latent."""
+        return bool(self.kv_lora_rank)
+
+    @property
+    def moe_layers(self) -> int:
+        """Layers with experts: all of them, less the leading dense_layers (0 for a dense model)."""
+        if not self.is_moe or not self.layers:
+            return 0
+        return self.layers - (self.dense_layers or 0)
+
+    def attention_head_dims(self) -> tuple[int, int] | None:
+        """(query/key size, value size) per head: MLA's qk_nope + qk_rope and v_head_dim, else head_dim twice."""
+        if self.is_mla:
+            assert self.qk_nope_head_dim and self.qk_rope_head_dim and self.v_head_dim  # validated
+            return self.qk_nope_head_dim + self.qk_rope_head_dim, self.v_head_dim
+        if not self.heads or not (self.head_dim or self.d_model):
+            return None
+        hd = self.head_dim or self.d_model // self.heads  # type: ignore[operator]
+        return hd, hd
+
+    def attention_params(self) -> int | None:
+        """Attention projection parameters of one layer (norm weights left out).
+
+        Standard / GQA: q and o of heads x head_dim, k and v of kv_heads x head_dim. MLA (DeepSeek-V3 inference/
+        model.py MLA): wq_a d x q_lora, wq_b q_lora x heads (qk_nope + qk_rope) (or one d x heads (qk) matrix without
+        q_lora_rank), wkv_a d x (kv_lora + qk_rope), wkv_b kv_lora x heads (qk_nope + v), wo heads v x d.
+        """
+        if not (self.d_model and self.heads):
+            return None
+        d, h = self.d_model, self.heads
+        if self.is_mla:
+            qk, v = self.attention_head_dims()  # type: ignore[misc]
+            q = d * self.q_lora_rank + self.q_lora_rank * h * qk if self.q_lora_rank else d * h * qk
+            kv = d * (self.kv_lora_rank + self.qk_rope_head_dim) + self.kv_lora_rank * h * (self.qk_nope_head_dim + v)  # type: ignore[operator]
+            return q + kv + h * v * d
+        head_dim = self.head_dim or d // h
+        return d * head_dim * (2 * h + 2 * (self.kv_heads or h))
+
+    def routed_expert_params(self) -> float:
+        """Parameters of the routed experts (sharded over the expert axis; 0 for a dense model)."""
+        if not (self.is_moe and self.d_model and self.d_ff):
+            return 0.0
+        return float(self.moe_layers * self.mlp_matrices * self.d_model * self.d_ff * self.experts)  # type: ignore[operator]
+
+    def mlp_params(self) -> float | None:
+        """All MLP parameters: dense layers' MLPs, shared experts and routed experts (router weights left out)."""
+        if not (self.layers and self.d_model and self.d_ff):
+            return None
+        if not self.is_moe:
+            return float(self.layers * self.mlp_matrices * self.d_model * self.d_ff)
+        dense = (self.dense_layers or 0) * self.mlp_matrices * self.d_model * (self.dense_d_ff or self.d_ff)
+        shared = self.moe_layers * self.mlp_matrices * self.d_model * self.d_ff * (self.shared_experts or 0)
+        return float(dense + shared) + self.routed_expert_params()
+
     def derived_params(self) -> float | None:
         """Parameter count from the dimensions (attention + MLP + embeddings), or ``params`` if given."""
         if self.params:
             return float(self.params)
-        if not (self.layers and self.d_model and self.d_ff and self.heads):
+        attn, mlp = self.attention_params(), self.mlp_params()
+        if not (self.layers and attn is not None and mlp is not None):
             return None
-        head_dim = self.head_dim or self.d_model // self.heads
-        kv = self.kv_heads or self.heads
-        attn = self.d_model * head_dim * (2 * self.heads + 2 * kv)
-        mlp = self.mlp_matrices * self.d_model * self.d_ff * (self.experts or 1)
-        emb = (1 if self.tied_embeddings else 2) * (self.vocab or 0) * self.d_model
-        return float(self.layers * (attn + mlp) + emb)
+        emb = (1 if self.tied_embeddings else 2) * (self.vocab or 0) * (self.d_model or 0)
+        return float(self.layers * attn + mlp + emb)
 
     def active_params(self) -> float | None:
-        """Parameters touched per token (MoE: only the routed experts' MLPs)."""
+        """Parameters touched per token (MoE: the top-k routed experts' MLPs; shared experts and dense layers in full)."""
         total = self.derived_params()
         if total is None or not self.is_moe:
             return total
         if not (self.layers and self.d_model and self.d_ff and self.experts):
             return None
         k = self.experts_per_token or 1
-        mlp_all = self.layers * self.mlp_matrices * self.d_model * self.d_ff * self.experts
-        return total - mlp_all + mlp_all * k / self.experts
+        routed = self.routed_expert_params()
+        return total - routed + routed * k / self.experts
 
 
 class TrainingSpec(BaseModel):
