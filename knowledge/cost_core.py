@@ -578,19 +578,19 @@ def node_dedup_share(experts: float, top_k: float, nodes: np.ndarray) -> np.ndar
 
 def _collectives(shape: Shape, chip: Chip, mm: _MeshSplit) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
     """Raw collective seconds per axis: (overlappable with compute, on the critical path)."""
-    L, D = float(shape.layers), float(shape.d_model)
-    S, K = float(shape.seq_len), float(shape.top_k)
-    nd, nf, nt, ne, npp = mm.nd, mm.nf, mm.nt, mm.ne, mm.npp
-    m, mb, tok_mb, net = mm.m, mm.mb, mm.tok_mb, mm.net
-    spec = shape.spec
-    # --- collectives ---------------------------------------------------------------------------
-    P_ne, P_e = shape.params_dense, shape.params_expert
-    local_layers = L / npp
-    full = spec.is_full
-    zeros = np.zeros_like(nd)
+    zeros = np.zeros_like(mm.nd)
     comm_ovl = {k: zeros.copy() for k in AXIS_KEYS}  # overlappable with compute
     comm_crit = {k: zeros.copy() for k in AXIS_KEYS}  # on the critical path
+    _weight_collectives(shape, mm, comm_ovl)
+    _activation_collectives(shape, chip, mm, comm_ovl, comm_crit)
+    return comm_ovl, comm_crit
 
+
+def _weight_collectives(shape: Shape, mm: _MeshSplit, comm_ovl: dict[str, np.ndarray]) -> None:
+    """Weight and gradient traffic, once per step or micro-batch: FSDP / ZeRO gathers, gradient reductions."""
+    nf, nt, ne, npp = mm.nf, mm.nt, mm.ne, mm.npp
+    m, net = mm.m, mm.net
+    P_ne, P_e = shape.params_dense, shape.params_expert
     # FSDP: per micro-batch, all-gather the weights in forward and again in backward, reduce-scatter
     # the gradients: 3 x (gathered bytes) [ZeRO §7.2.2: 1.5x the 2Ψ of data parallelism; SB
     # "FSDP": AllGather fwd + AllGather bwd + ReduceScatter, each V/W]. Prefetch overlaps with compute.
@@ -624,6 +624,16 @@ def _collectives(shape: Shape, chip: Chip, mm: _MeshSplit) -> tuple[dict[str, np
         comm_ovl["sequence"] = fsdp_rounds * 3.0 * gather_time(gathered / nf, net, SEQUENCE)
     comm_ovl["expert"] = allreduce_time(BF16 * P_ne / (nf * nt * npp), net, EXPERT)
 
+
+def _activation_collectives(shape: Shape, chip: Chip, mm: _MeshSplit, comm_ovl: dict[str, np.ndarray],
+                            comm_crit: dict[str, np.ndarray]) -> None:
+    """Activation traffic inside every layer or stage boundary: tensor, context K/V, expert all-to-all, pipeline."""
+    L, D = float(shape.layers), float(shape.d_model)
+    S, K = float(shape.seq_len), float(shape.top_k)
+    nt, npp = mm.nt, mm.npp
+    m, mb, tok_mb, net = mm.m, mm.mb, mm.tok_mb, mm.net
+    local_layers = L / npp
+    full = shape.spec.is_full
     # Tensor: 2 all-reduces of the [tokens, d_model] activations in forward and 2 in backward per
     # layer [MLM §3, Fig. 4]; with sequence parallelism each becomes AG + RS of the same cost [KOR §4.2.2];
     # full remat re-runs the forward's two [KOR §5]. Hard to overlap: on the critical path.
@@ -673,8 +683,6 @@ def _collectives(shape: Shape, chip: Chip, mm: _MeshSplit) -> tuple[dict[str, np
         comm_ovl["pipeline"] = sends
     else:
         comm_crit["pipeline"] = sends
-
-    return comm_ovl, comm_crit
 
 
 def evaluate(

@@ -223,15 +223,7 @@ def resolve_shape(run: RunRecord, settings: TrainingSettings | None = None) -> S
 
     Raises :class:`AsapError` naming the missing run.yaml fields when the model is too unknown to cost.
     """
-    missing = missing_for_prediction(run, settings)
-    if missing:
-        raise AsapError(
-            f"cannot predict step time or memory: run {run.id!r} does not give {', '.join(missing)}",
-            source="run.yaml",
-            field="model" if run.model is None or any(x.startswith("model") for x in missing) else "training",
-            hint="add the model dimensions and training.global_batch / seq_len to run.yaml (or point config: at a "
-            "launch / config that states them); proposals then come with computed step-time and memory predictions",
-        )
+    _require_known(run, settings)
     cm = config_model(run, settings)
     run = cm.record
     m = run.model
@@ -240,40 +232,10 @@ def resolve_shape(run: RunRecord, settings: TrainingSettings | None = None) -> S
     assumptions: list[str] = list(cm.notes)
     guessed: set[str] = set()
 
-    heads = m.heads
-    kv_heads = m.kv_heads or heads
-    if m.kv_heads is None and not m.is_mla:
-        assumptions.append(f"kv_heads not given: assumed equal to heads ({heads}), i.e. no grouped-query attention")
-    head_dim = m.head_dim or m.d_model // heads
-    experts = m.experts or 1
-    top_k = (m.experts_per_token or 1) if experts > 1 else 1
-    if experts > 1 and m.experts_per_token is None:
-        assumptions.append("experts_per_token not given: assumed top-1 routing")
-    vocab = m.vocab or 0
-    if m.vocab is None:
-        assumptions.append("vocab not given: embedding/unembedding parameters and logits memory left out")
-        guessed.add("vocab")
-    attn_per_layer = m.attention_params() or m.d_model * head_dim * (2 * heads + 2 * kv_heads)
-    mla = _mla_dims(m, assumptions)
-    if mla:  # MLA: every head has its own key and value (up-projected); head_dim is the query/key size
-        head_dim, kv_heads = m.attention_head_dims()[0], heads
-    d_ff = m.d_ff
-    if d_ff is None:
-        # Invert ModelSpec.derived_params: params = L*(attn + mats*d*d_ff*E) + 2*V*d.
-        assert m.params is not None
-        per_layer = (m.params - (1 if m.tied_embeddings else 2) * vocab * m.d_model) / m.layers
-        d_ff = max(1, int(round((per_layer - attn_per_layer) / (m.mlp_matrices * m.d_model * experts))))
-        assumptions.append(f"d_ff not given: derived from params as {d_ff}")
-        guessed.add("d_ff")
-    params_total = m.derived_params() or 0.0
-    if m.d_ff is None or m.params is not None:
-        # Params given directly: keep the user's total; expert share from the dimensions.
-        params_total = float(m.params) if m.params else params_total
-    # routed experts only: shared experts and dense_layers' MLPs are dense weights (replicated over the expert axis)
-    routed_layers = m.layers - (m.dense_layers or 0)
-    params_expert = float(routed_layers * m.mlp_matrices * m.d_model * d_ff * experts) if experts > 1 else 0.0
-    params_expert = min(params_expert, params_total)
-    params_active = params_total - params_expert + params_expert * top_k / experts
+    dims = _model_numbers(m, assumptions, guessed)
+    heads, kv_heads, head_dim, mla = dims["heads"], dims["kv_heads"], dims["head_dim"], dims["mla"]
+    experts, top_k, vocab, d_ff = dims["experts"], dims["top_k"], dims["vocab"], dims["d_ff"]
+    params_total, params_expert, params_active = dims["params_total"], dims["params_expert"], dims["params_active"]
 
     cfg = settings
     spec, remat_notes, remat_guessed = _resolve_remat(run, t.remat, cfg)
@@ -281,38 +243,7 @@ def resolve_shape(run: RunRecord, settings: TrainingSettings | None = None) -> S
     if remat_guessed:
         guessed.add("remat")
 
-    micro_batch = t.micro_batch
-    grad_accum: int | None = None
-    if cfg is not None and cfg.changed:
-        assumptions.append(
-            "proposed settings: " + ", ".join(f"{k} = {v}" for k, v in cfg.changed.items())
-            + " (the rest as the run's config and run.yaml say)"
-        )
-    if cfg is not None and cfg.micro_batch:
-        if t.micro_batch and t.micro_batch != cfg.micro_batch and "micro_batch" not in cfg.changed:
-            assumptions.append(f"run.yaml says micro_batch {t.micro_batch}, the config {cfg.micro_batch}: using the config")
-        micro_batch = cfg.micro_batch
-    elif cfg is not None and effective_framework(run.framework, cfg) != "megatron" and (
-            cfg.grad_accum or cfg.per_device_batch):
-        # MaxText: global batch = per_device_batch_size x devices x gradient_accumulation_steps, so a step
-        # holds exactly gradient_accumulation_steps micro-batches whatever the mesh (MaxText pyconfig).
-        grad_accum = cfg.grad_accum or 1
-        micro_batch = None
-    if micro_batch is None and grad_accum is None and effective_framework(run.framework, cfg) == "megatron":
-        micro_batch = MEGATRON_MICRO_BATCH
-        assumptions.append(
-            f"micro_batch_size not stated: priced at {MEGATRON_MICRO_BATCH} sequence per micro-batch, the Megatron-Bridge "
-            "recipes' default and the published NeMo / Megatron-Bridge tables' usual value; Megatron always splits a "
-            "rank's batch into micro-batches of that size (gradient accumulation; 1F1B with pipelining)"
-        )
-        guessed.add("micro_batch")
-    if micro_batch is None and grad_accum is None:
-        assumptions.append(
-            "micro_batch not given: assumed one micro-batch per step without pipelining (no gradient "
-            "accumulation); with pipeline > 1, min(per-rank batch, 4 x stages) micro-batches (GPipe: bubble "
-            "negligible at M >= 4K)"
-        )
-        guessed.add("micro_batch")
+    micro_batch, grad_accum = _batch_split(run, t, cfg, assumptions, guessed)
 
     stated = config_global_batch(run, cfg)
     global_batch = effective_global_batch(run, cfg) or 1
@@ -320,30 +251,7 @@ def resolve_shape(run: RunRecord, settings: TrainingSettings | None = None) -> S
         assumptions.append(f"run.yaml global_batch {t.global_batch} differs from the config's {stated}: using the config")
     seq_len = t.seq_len or (cfg.seq_len if cfg else None) or 1
     state = _model_state(run, cfg, assumptions)
-    # A config that turns fp8 on (Megatron --fp8-format, NeMo fp8: true) is what ran; one that says false does not
-    # override a run.yaml stating fp8 (NeMo launcher YAMLs carry fp8: False and the launch turns it on).
-    config_fp8 = cfg is not None and cfg.fp8 is True and t.dtype not in ("fp8", "fp4")
-    mm = matmul_dtype("fp8" if config_fp8 else t.dtype, cfg.quantization if cfg is not None else None)
-    if cfg is not None and cfg.quantization and mm != "bf16":
-        assumptions.append(
-            f"quantization {cfg.quantization} (config): the linear layers' matmuls run at the chip's {mm} peak where "
-            "the catalog has one, else at bf16 (attention, elementwise work and memory stay as in bf16)"
-        )
-    elif mm == "fp8":
-        te = effective_framework(run.framework, cfg) == "megatron"
-        assumptions.append(
-            f"{'fp8 (config)' if config_fp8 else 'dtype fp8'}: the linear layers' matmuls run at the chip's fp8 peak "
-            "where it has one (attention and elementwise work stay in bf16)"
-            + ("; Transformer Engine keeps the linear layers' saved inputs in fp8" if te else "")
-        )
-    elif mm == "fp4":
-        assumptions.append(
-            "dtype fp4 (NVFP4): the linear layers' matmuls run at the chip's published dense fp4 peak, at its bf16 "
-            "peak where the catalog has none (attention and elementwise work stay in bf16; saved activations are "
-            "priced as bf16)"
-        )
-    elif t.dtype != "bf16":
-        assumptions.append(f"dtype {t.dtype}: memory and FLOP rates still use the bf16 figures")
+    mm = _matmul_dtype(run, t, cfg, assumptions)
     behaviour = _mesh_behaviour(run, cfg, assumptions)  # before the Shape: its notes belong in the assumptions
     return Shape(
         layers=m.layers,
@@ -394,6 +302,127 @@ def resolve_shape(run: RunRecord, settings: TrainingSettings | None = None) -> S
         **mla,
         **behaviour,
     )
+
+
+def _model_numbers(m: Any, assumptions: list[str], guessed: set[str]) -> dict[str, Any]:
+    """Attention, MoE and vocabulary sizes with their defaults, and the total / routed / active parameters."""
+    heads = m.heads
+    kv_heads = m.kv_heads or heads
+    if m.kv_heads is None and not m.is_mla:
+        assumptions.append(f"kv_heads not given: assumed equal to heads ({heads}), i.e. no grouped-query attention")
+    head_dim = m.head_dim or m.d_model // heads
+    experts = m.experts or 1
+    top_k = (m.experts_per_token or 1) if experts > 1 else 1
+    if experts > 1 and m.experts_per_token is None:
+        assumptions.append("experts_per_token not given: assumed top-1 routing")
+    vocab = m.vocab or 0
+    if m.vocab is None:
+        assumptions.append("vocab not given: embedding/unembedding parameters and logits memory left out")
+        guessed.add("vocab")
+    attn_per_layer = m.attention_params() or m.d_model * head_dim * (2 * heads + 2 * kv_heads)
+    mla = _mla_dims(m, assumptions)
+    if mla:  # MLA: every head has its own key and value (up-projected); head_dim is the query/key size
+        head_dim, kv_heads = m.attention_head_dims()[0], heads
+    d_ff = m.d_ff
+    if d_ff is None:
+        # Invert ModelSpec.derived_params: params = L*(attn + mats*d*d_ff*E) + 2*V*d.
+        assert m.params is not None
+        per_layer = (m.params - (1 if m.tied_embeddings else 2) * vocab * m.d_model) / m.layers
+        d_ff = max(1, int(round((per_layer - attn_per_layer) / (m.mlp_matrices * m.d_model * experts))))
+        assumptions.append(f"d_ff not given: derived from params as {d_ff}")
+        guessed.add("d_ff")
+    params_total = m.derived_params() or 0.0
+    if m.d_ff is None or m.params is not None:
+        # Params given directly: keep the user's total; expert share from the dimensions.
+        params_total = float(m.params) if m.params else params_total
+    # routed experts only: shared experts and dense_layers' MLPs are dense weights (replicated over the expert axis)
+    routed_layers = m.layers - (m.dense_layers or 0)
+    params_expert = float(routed_layers * m.mlp_matrices * m.d_model * d_ff * experts) if experts > 1 else 0.0
+    params_expert = min(params_expert, params_total)
+    params_active = params_total - params_expert + params_expert * top_k / experts
+    return {"heads": heads, "kv_heads": kv_heads, "head_dim": head_dim, "mla": mla, "experts": experts,
+            "top_k": top_k, "vocab": vocab, "d_ff": d_ff, "params_total": params_total,
+            "params_expert": params_expert, "params_active": params_active}
+
+
+def _require_known(run: RunRecord, settings: TrainingSettings | None) -> None:
+    """AsapError naming the missing run.yaml fields when the model or batch is too unknown to cost."""
+    missing = missing_for_prediction(run, settings)
+    if missing:
+        raise AsapError(
+            f"cannot predict step time or memory: run {run.id!r} does not give {', '.join(missing)}",
+            source="run.yaml",
+            field="model" if run.model is None or any(x.startswith("model") for x in missing) else "training",
+            hint="add the model dimensions and training.global_batch / seq_len to run.yaml (or point config: at a "
+            "launch / config that states them); proposals then come with computed step-time and memory predictions",
+        )
+
+
+def _batch_split(run: RunRecord, t: TrainingSpec, cfg: TrainingSettings | None, assumptions: list[str],
+                 guessed: set[str]) -> tuple[int | None, int | None]:
+    """(micro-batch size, gradient-accumulation steps): the config's, else run.yaml's, else the framework's rule."""
+    micro_batch = t.micro_batch
+    grad_accum: int | None = None
+    if cfg is not None and cfg.changed:
+        assumptions.append(
+            "proposed settings: " + ", ".join(f"{k} = {v}" for k, v in cfg.changed.items())
+            + " (the rest as the run's config and run.yaml say)"
+        )
+    if cfg is not None and cfg.micro_batch:
+        if t.micro_batch and t.micro_batch != cfg.micro_batch and "micro_batch" not in cfg.changed:
+            assumptions.append(f"run.yaml says micro_batch {t.micro_batch}, the config {cfg.micro_batch}: using the config")
+        micro_batch = cfg.micro_batch
+    elif cfg is not None and effective_framework(run.framework, cfg) != "megatron" and (
+            cfg.grad_accum or cfg.per_device_batch):
+        # MaxText: global batch = per_device_batch_size x devices x gradient_accumulation_steps, so a step
+        # holds exactly gradient_accumulation_steps micro-batches whatever the mesh (MaxText pyconfig).
+        grad_accum = cfg.grad_accum or 1
+        micro_batch = None
+    if micro_batch is None and grad_accum is None and effective_framework(run.framework, cfg) == "megatron":
+        micro_batch = MEGATRON_MICRO_BATCH
+        assumptions.append(
+            f"micro_batch_size not stated: priced at {MEGATRON_MICRO_BATCH} sequence per micro-batch, the Megatron-Bridge "
+            "recipes' default and the published NeMo / Megatron-Bridge tables' usual value; Megatron always splits a "
+            "rank's batch into micro-batches of that size (gradient accumulation; 1F1B with pipelining)"
+        )
+        guessed.add("micro_batch")
+    if micro_batch is None and grad_accum is None:
+        assumptions.append(
+            "micro_batch not given: assumed one micro-batch per step without pipelining (no gradient "
+            "accumulation); with pipeline > 1, min(per-rank batch, 4 x stages) micro-batches (GPipe: bubble "
+            "negligible at M >= 4K)"
+        )
+        guessed.add("micro_batch")
+    return micro_batch, grad_accum
+
+
+def _matmul_dtype(run: RunRecord, t: TrainingSpec, cfg: TrainingSettings | None, assumptions: list[str]) -> str:
+    """The dtype the linear layers' matmuls run in (bf16 / fp8 / fp4 / int8), with what it assumes."""
+    # A config that turns fp8 on (Megatron --fp8-format, NeMo fp8: true) is what ran; one that says false does not
+    # override a run.yaml stating fp8 (NeMo launcher YAMLs carry fp8: False and the launch turns it on).
+    config_fp8 = cfg is not None and cfg.fp8 is True and t.dtype not in ("fp8", "fp4")
+    mm = matmul_dtype("fp8" if config_fp8 else t.dtype, cfg.quantization if cfg is not None else None)
+    if cfg is not None and cfg.quantization and mm != "bf16":
+        assumptions.append(
+            f"quantization {cfg.quantization} (config): the linear layers' matmuls run at the chip's {mm} peak where "
+            "the catalog has one, else at bf16 (attention, elementwise work and memory stay as in bf16)"
+        )
+    elif mm == "fp8":
+        te = effective_framework(run.framework, cfg) == "megatron"
+        assumptions.append(
+            f"{'fp8 (config)' if config_fp8 else 'dtype fp8'}: the linear layers' matmuls run at the chip's fp8 peak "
+            "where it has one (attention and elementwise work stay in bf16)"
+            + ("; Transformer Engine keeps the linear layers' saved inputs in fp8" if te else "")
+        )
+    elif mm == "fp4":
+        assumptions.append(
+            "dtype fp4 (NVFP4): the linear layers' matmuls run at the chip's published dense fp4 peak, at its bf16 "
+            "peak where the catalog has none (attention and elementwise work stay in bf16; saved activations are "
+            "priced as bf16)"
+        )
+    elif t.dtype != "bf16":
+        assumptions.append(f"dtype {t.dtype}: memory and FLOP rates still use the bf16 figures")
+    return mm
 
 
 def _mla_dims(m: Any, notes: list[str]) -> dict[str, Any]:

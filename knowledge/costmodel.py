@@ -189,6 +189,34 @@ def predict(
     band_low = step - (exposed - ks * float(terms.exposed_low_s[0])) - offload * (1.0 - 1.0 / OFFLOAD_RANGE)
     band_high = step + (ks * float(terms.exposed_high_s[0]) - exposed) + offload * (OFFLOAD_RANGE - 1.0)
 
+    assumptions = _assumptions(shape, terms, chip, mesh)
+    u = _step_uncertainty(run, shape, mesh, chip, calibration, assumptions)
+    low = max(band_low * (1 - u), fixed_s) * 1e3
+    high = band_high * (1 + u) * 1e3
+    step_ms = step * 1e3
+    half_width = (high - low) / 2.0 / step_ms if step_ms > 0 else u
+    breakdown = _breakdown(terms, mesh, cs, exposed_axes, bubble, offload, fixed_s, assumptions)
+    memory, mem_low, mem_high, fits = _memory(shape, terms, chip, mesh, calibration, assumptions)
+    return Prediction(
+        mesh=mesh,
+        step_time_ms=step_ms,
+        step_time_low_ms=low,
+        step_time_high_ms=high,
+        uncertainty=half_width,
+        breakdown_ms=breakdown,
+        exposed_comm_ms=exposed * 1e3,
+        memory_per_chip_bytes=sum(memory.values()),
+        memory_breakdown_bytes=memory,
+        memory_capacity_bytes=chip.hbm_bytes,
+        fits_memory=fits,
+        assumptions=assumptions,
+        memory_low_bytes=mem_low,
+        memory_high_bytes=mem_high,
+    )
+
+
+def _assumptions(shape: Shape, terms: Terms, chip: Chip, mesh: Mesh) -> list[str]:
+    """What the prediction assumes: the shape's, the network's, offload, overlap and pipeline layout."""
     assumptions = list(shape.assumptions)
     assumptions.extend(terms.notes)
     assumptions.extend(offload_notes(shape, chip))
@@ -205,6 +233,12 @@ def predict(
             f"first stage {st['first_stage_memory'] / 1e9:.1f} GB, last stage {st['last_stage_memory'] / 1e9:.1f} GB "
             "(the larger is checked against HBM)"
         )
+    return assumptions
+
+
+def _step_uncertainty(run: RunRecord, shape: Shape, mesh: Mesh, chip: Chip, calibration: Calibration | None,
+                      assumptions: list[str]) -> float:
+    """Relative half-width of the step-time band: calibration, distance from the measured mesh, guessed settings."""
     u = 0.0
     if calibration is None or not calibration.time_measured:
         u += U_UNCALIBRATED
@@ -228,12 +262,12 @@ def predict(
             "costed with the mesh's own ICI/DCN split"
         )
         u += 0.1
-    u = min(u, U_MAX)
-    low = max(band_low * (1 - u), fixed_s) * 1e3
-    high = band_high * (1 + u) * 1e3
-    step_ms = step * 1e3
-    half_width = (high - low) / 2.0 / step_ms if step_ms > 0 else u
+    return min(u, U_MAX)
 
+
+def _breakdown(terms: Terms, mesh: Mesh, cs: float, exposed_axes: dict[str, float], bubble: float, offload: float,
+               fixed_s: float, assumptions: list[str]) -> dict[str, float]:
+    """The predicted step split into its terms, in milliseconds."""
     moe_host = float(terms.moe_host_s[0]) if terms.moe_host_s is not None else 0.0
     breakdown = {
         "compute": cs * (float(terms.compute_s[0]) - moe_host) * 1e3,
@@ -254,7 +288,12 @@ def predict(
     if offload > 0:
         breakdown["offload"] = offload * 1e3
     breakdown["fixed"] = fixed_s * 1e3
+    return breakdown
 
+
+def _memory(shape: Shape, terms: Terms, chip: Chip, mesh: Mesh, calibration: Calibration | None,
+            assumptions: list[str]) -> tuple[dict[str, float], float, float, bool]:
+    """Memory per chip by part, its band (low, high) and whether it fits the HBM with headroom."""
     memory = {k: float(v[0]) for k, v in terms.memory.items()}
     if calibration is not None:
         memory["activations"] *= calibration.activation_scale
@@ -281,22 +320,7 @@ def predict(
             f"memory {total_mem / 1e9:.1f} GB is within {100 * DEFAULT_HEADROOM:.0f}% of capacity, but the baseline "
             "ran at this measured peak"
         )
-    return Prediction(
-        mesh=mesh,
-        step_time_ms=step_ms,
-        step_time_low_ms=low,
-        step_time_high_ms=high,
-        uncertainty=half_width,
-        breakdown_ms=breakdown,
-        exposed_comm_ms=exposed * 1e3,
-        memory_per_chip_bytes=total_mem,
-        memory_breakdown_bytes=memory,
-        memory_capacity_bytes=capacity,
-        fits_memory=fits,
-        assumptions=assumptions,
-        memory_low_bytes=mem_low,
-        memory_high_bytes=mem_high,
-    )
+    return memory, mem_low, mem_high, fits
 
 
 def _offload(terms: Terms) -> float:
