@@ -275,6 +275,24 @@ def lighter_torchtitan(spec: RematSpec) -> list[str]:
     return list(TORCHTITAN_LADDER[i + 1:])
 
 
+def heavier_torchtitan(spec: RematSpec) -> list[str]:
+    """torchtitan policies that recompute more than ``spec`` (keep less activation memory), nearest first."""
+    if spec.layer_every:
+        return ["full"] if spec.layer_every <= 2 else ["selective_layer_2", "full"]
+    name = "none" if spec.stores_everything else spec.policy
+    if name not in TORCHTITAN_LADDER:
+        return []
+    return list(reversed(TORCHTITAN_LADDER[:TORCHTITAN_LADDER.index(name)]))
+
+
+def heavier_policies(spec: RematSpec) -> list[str]:
+    """Policy names that keep less (recompute more) than ``spec``, nearest first, in the framework's terms: the way
+    to fit activations into memory at the same mesh [KOR §5]."""
+    ladder = MEGATRON_LADDER if spec.style == "megatron" else MAXTEXT_LADDER
+    here = len(lighter_policies(spec))  # lighter_policies places the spec on the ladder: all before it is lighter
+    return list(ladder[here + 1:])
+
+
 def lighter_policies(spec: RematSpec) -> list[str]:
     """Policy names that keep more (recompute less) than ``spec``, nearest first, in the framework's terms."""
     ladder = MEGATRON_LADDER if spec.style == "megatron" else MAXTEXT_LADDER

@@ -144,3 +144,22 @@ def test_a_run_that_ran_is_not_called_out_of_memory_when_the_model_over_counts(t
     assert after["passed"], after["reason"]
     assert any(n.startswith("the run ran, but the memory model predicted") for n in answer["notes"])
     assert answer["baseline"]["predicted"]["memory_per_chip_bytes"] <= H100_HBM_GB * 1e9 * 1.001
+
+
+def test_an_out_of_memory_launch_is_offered_the_recompute_that_keeps_its_mesh(tmp_path: Path) -> None:
+    # The real launch with its memory-saving flags removed and micro-batch 2: ~128 GB on an 80 GB H100. Besides mesh
+    # changes, the change a person makes first is to recompute activations at the same mesh. Megatron-Core refuses
+    # full granularity without --recompute-method and --recompute-num-layers, so all three are written.
+    runs = _run(tmp_path, DDP)
+    script = runs / "llama3" / "train.sh"
+    text = script.read_text().replace("--grad-reduce-in-bf16", "").replace('"--fp8-param-gather"', "")
+    script.write_text(text.replace("MICRO_BATCH_SIZE=1", "MICRO_BATCH_SIZE=2"))
+    out = CliRunner().invoke(cli, ["--runs-dir", str(runs), "propose", "llama3", "--json"])
+    assert out.exit_code == 0, out.output
+    answer = json.loads(out.output)
+    assert answer["verdict"] == "current_fails"
+    [keep] = [p for p in answer["proposals"] if p["kind"] == "remat-heavier"]
+    assert keep["mesh_short"] == answer["baseline"]["mesh_short"]
+    assert keep["predicted"]["memory_per_chip_bytes"] < 0.9 * H100_HBM_GB * 1e9
+    assert "--recompute-granularity full --recompute-method uniform --recompute-num-layers 1" in keep["diff"]
+    assert keep["change"]["step_time_percent"] > 0  # recomputation costs time, and the answer says how much

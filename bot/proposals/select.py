@@ -4,7 +4,8 @@ Three passes over the ranked candidates (:meth:`bot.proposals.candidates.Pool.or
 
 1. fastest first: predict (:mod:`~bot.proposals.predict`) and critique (:mod:`~bot.proposals.critique`)
    each candidate that is not a near-duplicate *in kind* of one already kept (:func:`near_duplicate`);
-   candidates predicted slower than the baseline are set aside;
+   candidates predicted slower than the baseline are set aside; when the current configuration is out of
+   memory, the best settings change that keeps its mesh takes the last place (:func:`_keep_the_mesh_fix`);
 2. if fewer than ``k`` were kept, the set-aside slower ones, labelled as such, to complete the comparison;
 3. if still fewer, another magnitude of a lever already shown (:func:`variant_index`), never the same change
    on a tweaked mesh and never one predicted slower; last, a mesh change that only adds up two shown ones
@@ -137,6 +138,26 @@ def _consider(ctx: Context, sel: Selection, cand: Candidate, *, allow_slower: bo
     return True
 
 
+def _keep_the_mesh_fix(ctx: Context, sel: Selection, order: list[Candidate], k: int) -> None:
+    """When the current configuration is out of memory, a settings change that keeps its mesh (heavier remat, a
+    smaller micro-batch, a higher ZeRO stage) is shown among the proposals even if a mesh change is faster: it is
+    the change a person makes first, and the mesh changes cannot show what it costs."""
+    if not any(c.name == "memory" and c.hard and not c.passed for c in ctx.baseline_critic.checks):
+        return
+    base = mesh_key(ctx.base)
+    if any(mesh_key(c.cand.mesh) == base for c in sel.chosen):
+        return
+    same_mesh = [c for c in order if c.change.kind and mesh_key(c.mesh) == base]
+    if not same_mesh:
+        return
+    dropped = sel.chosen.pop() if len(sel.chosen) >= k else None
+    for cand in same_mesh:
+        if _consider(ctx, sel, cand, allow_slower=True):
+            return
+    if dropped is not None:
+        sel.chosen.append(dropped)
+
+
 def select(ctx: Context, order: list[Candidate], *, k: int, max_critiqued: int = MAX_CRITIQUED) -> Selection:
     """Up to ``k`` checked, distinct candidates from ``order`` (see the module docstring)."""
     sel = Selection(order=order)
@@ -148,6 +169,7 @@ def select(ctx: Context, order: list[Candidate], *, k: int, max_critiqued: int =
         if full():
             break
         _consider(ctx, sel, cand, allow_slower=False)
+    _keep_the_mesh_fix(ctx, sel, order, k)
     for cand in list(sel.slower):
         if full():
             break

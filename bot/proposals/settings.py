@@ -32,7 +32,15 @@ from bot.configs.mesh import Mesh
 from bot.configs.sharding import ShardingConfig
 from bot.configs.torchtitan_edit import micro_batch_values, remat_values, set_on_command, toml_text
 from bot.proposals.moves import SettingsMove
-from knowledge.cost_remat import lighter_policies, lighter_torchtitan, megatron_policy, named_policy, runyaml_policy
+from knowledge.cost_remat import (
+    heavier_policies,
+    heavier_torchtitan,
+    lighter_policies,
+    lighter_torchtitan,
+    megatron_policy,
+    named_policy,
+    runyaml_policy,
+)
 from knowledge.cost_settings import TrainingSettings, key_for
 
 GLOBAL_BATCH_WARNING = (
@@ -181,19 +189,28 @@ def _batch_changes(move: SettingsMove, settings: TrainingSettings | None, config
 
 def _remat_changes(move: SettingsMove, settings: TrainingSettings | None, config: ShardingConfig | None,
                    framework: str, runyaml_remat: str | None) -> list[SettingsChange]:
-    """Lighter remat policies in the framework's own names (heavier is not expanded)."""
+    """Lighter (faster, more memory) or heavier (slower, less memory) remat policies in the framework's own names."""
     fmt = config.format if config is not None else None
     spec = current_remat(settings, framework, runyaml_remat)
-    if move.direction != "lighter":
-        return []
+    if move.direction == "heavier":
+        names = heavier_torchtitan(spec) if fmt == "torchtitan" else heavier_policies(spec)
+    else:
+        names = lighter_torchtitan(spec) if fmt == "torchtitan" else lighter_policies(spec)
     key = key_for(settings or TrainingSettings(), "remat", config) if config is not None else None
     from knowledge.remat_state import remat_state
 
     unstated = remat_state(settings, framework, runyaml_remat).recomputes is None
     out: list[SettingsChange] = []
-    for name in (lighter_torchtitan(spec) if fmt == "torchtitan" else lighter_policies(spec)):
-        value: Any = None if (framework == "megatron" or fmt == "megatron") and name == "none" else name
+    for name in names:
+        megatron = framework == "megatron" or fmt == "megatron"
+        value: Any = None if megatron and name == "none" else name
         values = {key: value} if key else {}
+        if megatron and name == "full" and key and (settings is None or not settings.recompute_method):
+            # Megatron-Core refuses full granularity without a method and a layer count (TransformerConfig:
+            # 'recompute_method must be "block" or "uniform"'); uniform over 1 layer checkpoints every layer
+            prefix = key.rsplit(".", 1)[0] + "." if "." in key else ""
+            stem = "activations_checkpoint" if key.endswith("activations_checkpoint_granularity") else "recompute"
+            values.update({f"{prefix}{stem}_method": "uniform", f"{prefix}{stem}_num_layers": 1})
         if fmt == "torchtitan":
             values = remat_values(name)
             key = key or next(iter(values))
@@ -204,7 +221,7 @@ def _remat_changes(move: SettingsMove, settings: TrainingSettings | None, config
         out.append(SettingsChange(
             values=(("remat", name),),
             words=(words + _titan_words(config, values),),
-            kind="remat-lighter",
+            kind=f"remat-{move.direction}",
             config_values=_writable(config, values),
         ))
     return out
