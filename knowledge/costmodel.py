@@ -307,9 +307,11 @@ def _memory(shape: Shape, terms: Terms, chip: Chip, mesh: Mesh, calibration: Cal
     else:
         u_act = U_ACT_INEXACT
     state_mem = total_mem - memory["activations"]
+    act_scale = calibration.activation_scale if calibration is not None else 1.0
     mem_low = state_mem * (1 - U_STATE) + memory["activations"] * (1 - u_act)
-    mem_low -= _fused_loss_saving(shape, terms, assumptions) * (1 - u_act)
-    mem_low -= _prefetch_saving(shape, terms, assumptions) * (1 - U_STATE)
+    # the loss buffers are activations (scaled like them); the prefetched layer is part of the weights
+    mem_low -= min(_fused_loss_saving(shape, terms, assumptions) * act_scale, memory["activations"]) * (1 - u_act)
+    mem_low -= min(_prefetch_saving(shape, terms, assumptions), memory.get("weights", 0.0)) * (1 - U_STATE)
     mem_high = state_mem * (1 + U_STATE) + memory["activations"] * (1 + u_act)
     capacity = chip.hbm_bytes
     fits = total_mem <= capacity * (1 - DEFAULT_HEADROOM)

@@ -146,3 +146,14 @@ def test_xla_prefetch_depth_widens_the_band_so_the_gpt3_175b_v6e_recipe_is_tight
     assert memory is not None and memory.reason.startswith("tight:") and not memory.hard
     titan = _predict("torchtitan-a100-llama2-70b-bs1-sel-op")  # torchtitan FSDP2 over 64 A100s
     assert not any(a.startswith("gathered weights") for a in titan.assumptions)
+
+
+def test_the_memory_band_stays_positive_when_a_measured_peak_scales_activations_down() -> None:
+    """The loss-buffer saving on the band's low edge is an activation: a measured peak that scales activations down
+    scales it too (it used to be subtracted unscaled, and the band's low edge went negative)."""
+    run = LocalRunStore(EVAL).get("maxtext-v6e-gemma2-9b-1x256")
+    settings = settings_for_run(run)
+    mesh, _ = baseline_mesh(run, None)
+    small = costmodel.calibrate_memory(run.record, mesh, 8e9, settings=settings)  # a peak far under the estimate
+    pred = costmodel.predict(run.record, mesh, calibration=small, settings=settings)
+    assert pred.memory_low_bytes is not None and 0 < pred.memory_low_bytes <= pred.memory_per_chip_bytes
