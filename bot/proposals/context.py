@@ -139,19 +139,13 @@ def _ran_upper_bound(record: RunRecord, base: Mesh, chip: Any, settings0: Any, c
                      "even without its activations: a setting it was read with (optimizer sharding, precision) likely "
                      "differs from what ran; memory checks on other candidates are pessimistic")
         return calibration, base_pred
-    from knowledge import costmodel
-
-    if calibration is None:
-        calibration = costmodel.calibrate_memory(record, base, used, settings=settings0)
     factor = (cap - (used - acts)) / acts
-    calibration = calibration.model_copy(update={
-        "activation_scale": calibration.activation_scale * factor, "activation_measured": True,
-        "notes": [*calibration.notes, f"the run ran: activations scaled x{factor:.2f} so the baseline needs at most "
-                  f"the {cap / 1e9:.1f} GB of HBM"]})
     notes.append(f"the run ran, but the memory model predicted {used / 1e9:.1f} GB per chip of {cap / 1e9:.1f} GB: its "
                  f"activation term is scaled x{factor:.2f} to that upper bound (an over-count the answer should not "
                  "present as out of memory)")
-    return calibration, costmodel.predict(record, base, calibration=calibration, chip=chip, settings=settings0)
+    return _scale_activations(record, base, chip, settings0, calibration, used, factor,
+                              f"the run ran: activations scaled x{factor:.2f} so the baseline needs at most the "
+                              f"{cap / 1e9:.1f} GB of HBM")
 
 
 def _oom_lower_bound(record: RunRecord, base: Mesh, chip: Any, settings0: Any, calibration: Any, base_pred: Any,
@@ -172,17 +166,26 @@ def _oom_lower_bound(record: RunRecord, base: Mesh, chip: Any, settings0: Any, c
                      f"chip of {cap / 1e9:.1f} GB with no activation term to scale: its memory checks on other "
                      "candidates are optimistic")
         return calibration, base_pred
-    from knowledge import costmodel
-
-    if calibration is None:  # nothing measured but the OOM: a memory-only calibration carries the lower bound
-        calibration = costmodel.calibrate_memory(record, base, used, settings=settings0)
     factor = (1.001 * cap - (used - acts)) / acts  # just above the capacity: it did not fit
-    calibration = calibration.model_copy(update={
-        "activation_scale": calibration.activation_scale * factor, "activation_measured": True,
-        "notes": [*calibration.notes, f"measured.oom: activations scaled x{factor:.2f} so the baseline needs at "
-                  f"least the {cap / 1e9:.1f} GB it ran out of"]})
     notes.append(f"the job ran out of memory (measured.oom); the memory model predicted {used / 1e9:.1f} GB, so its "
                  f"activation term is scaled x{factor:.2f} to the {cap / 1e9:.1f} GB lower bound")
+    return _scale_activations(record, base, chip, settings0, calibration, used, factor,
+                              f"measured.oom: activations scaled x{factor:.2f} so the baseline needs at least the "
+                              f"{cap / 1e9:.1f} GB it ran out of")
+
+
+def _scale_activations(record: RunRecord, base: Mesh, chip: Any, settings0: Any, calibration: Any, used: float,
+                       factor: float, why: str) -> tuple[Any, Any]:
+    """The calibration with its activation term scaled by ``factor`` (a bound the baseline's memory is known to
+    meet: it ran, or it ran out of memory), and the baseline predicted with it. With nothing measured, a
+    memory-only calibration carries the bound."""
+    from knowledge import costmodel
+
+    if calibration is None:
+        calibration = costmodel.calibrate_memory(record, base, used, settings=settings0)
+    calibration = calibration.model_copy(update={
+        "activation_scale": calibration.activation_scale * factor, "activation_measured": True,
+        "notes": [*calibration.notes, why]})
     return calibration, costmodel.predict(record, base, calibration=calibration, chip=chip, settings=settings0)
 
 
