@@ -259,6 +259,12 @@ def _stage_factor(shape: Shape, npp: np.ndarray, out_time_share: np.ndarray, den
 # log-softmax in forward, and in backward the saved log-softmax, its fp32 gradient and the fp32 input
 # gradient: 12 bytes per element (counted from torchtitan train.py @ 9dec370, the commit of its H100 tables).
 EAGER_LOSS_BYTES = 12.0
+# torchtitan under tensor parallelism runs the loss in torch's loss_parallel on the vocab-sharded fp32 logits
+# (torch/distributed/tensor/parallel/loss.py): its log-softmax is decomposed, so the forward holds the bf16
+# logits, the fp32 copy, ``shifted`` and ``exp(shifted)`` (14), and the fused nll + log-softmax backward holds
+# the saved log-softmax, ``zeros_like`` grad_input, ``exp(x)`` and their sum (16 bytes per element) where
+# the fused aten kernels hold 12.
+LOSS_PARALLEL_BYTES = 16.0
 # PyTorch's caching allocator reserves more than the live tensors (block rounding, fragmentation between
 # differently sized activations); torchtitan reports that reserved peak ("memory: X GiB", max_reserved).
 # Fitted across the twelve torchtitan H100 rows of the eval corpus together (docs/cost-model.md, "Memory").
@@ -360,7 +366,8 @@ def _stage_memory(shape: Shape, nd: np.ndarray, nf: np.ndarray, nt: np.ndarray, 
     in_flight = np.minimum(m, npp) * interleave
     # MaxText num_vocab_tiling computes the loss over that many chunks of the batch-sequence axis, so only one
     # chunk's logits are live (base.yml: "reducing peak memory usage"; 8 in the v4 22B/52B recipes)
-    logits = logit_bytes(shape) * tok_mb * V / nt / float(shape.vocab_tiling)
+    per_logit = np.where(shape.loss_parallel & (nt > 1), max(LOSS_PARALLEL_BYTES, logit_bytes(shape)), logit_bytes(shape))
+    logits = per_logit * tok_mb * V / nt / float(shape.vocab_tiling)
     first_acts = stored * tok_mb * local_layers * in_flight + _workspace(shape, transient * tok_mb, np.where(pp, 0.0, logits))
     last_acts = stored * tok_mb * local_layers + _workspace(shape, transient * tok_mb, logits)
     first, last = state(first_dense), state(last_dense)

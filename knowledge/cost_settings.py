@@ -129,6 +129,9 @@ class TrainingSettings(BaseModel):
     cp_load_balance: bool | None = Field(default=None, description="causal context parallelism split in balanced "
                                          "chunks; None = not stated (Megatron-Core always balances)")
     fused_cross_entropy: bool | None = None
+    loss_parallel: bool | None = Field(default=None, description="torchtitan computes the cross-entropy on the "
+                                       "vocab-sharded logits under tensor parallelism (loss_parallel; off with "
+                                       "training.disable_loss_parallel); None = not stated")
     grad_fp32: bool | None = None
     grad_dtype: str | None = Field(default=None, description="Megatron optimizer main_grads_dtype")
     master_dtype: str | None = Field(default=None, description="Megatron optimizer main_params_dtype")

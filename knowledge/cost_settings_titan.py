@@ -17,6 +17,9 @@ What torchtitan does with each (pytorch/torchtitan, BSD-3-Clause; ``torchtitan/c
   converters`` naming ``float8`` / ``quantize.linear.float8``; ``mx``: MXFP8) -> fp8 matmuls.
 * the recorded launch command (run.yaml ``command:``) wins over the TOML (:mod:`bot.configs.torchtitan_cli`): its
   values are already in ``config.settings``; a remat policy it sets is named as coming from it.
+* loss: with tensor parallelism the output layer's logits stay sharded over the vocabulary and the
+  cross-entropy runs under ``torch.distributed.tensor.parallel.loss_parallel`` unless ``disable_loss_parallel``
+  is set (2024 ``[training]``, 2025-26 ``[parallelism]``) (``ParallelDims.loss_parallel_enabled``).
 * attention: torchtitan's llama attention is ``F.scaled_dot_product_attention`` (flash kernel on H100 / A100
   in bf16), so a flash kernel is stated by the framework, not unknown.
 """
@@ -57,6 +60,9 @@ def torchtitan_settings(config: ShardingConfig) -> dict[str, Any]:
     else:
         out["micro_batch"] = _pos(st.get("parallelism.pipeline_parallel_microbatch_size")) or 1
     out["quantization"] = _quantization(st, legacy)
+    # torchtitan runs the loss under torch's loss_parallel whenever TP > 1 unless this is set (ParallelDims)
+    disable = st.get("training.disable_loss_parallel" if legacy else "parallelism.disable_loss_parallel")
+    out["loss_parallel"] = disable is not True
     return out
 
 

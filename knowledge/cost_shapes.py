@@ -94,6 +94,7 @@ class Shape:
     tp_comm_overlap: bool = False  # tensor-parallel collectives overlapped with GEMMs (Megatron --tp-comm-overlap)
     cp_load_balanced: bool = True  # causal attention split in balanced chunks over context ranks (Megatron CP default)
     fsdp_gathered_under_pp: bool = False  # torchtitan: FSDP2 weights kept gathered, gradients unsharded under PP
+    loss_parallel: bool = False  # torchtitan: under TP the cross-entropy runs on vocab-sharded logits (loss_parallel)
     fp8: bool = False  # linear layers in fp8 (training.dtype fp8): matmuls at the chip's fp8 peak where it has one
     fp4: bool = False  # linear layers in NVFP4 (training.dtype fp4): at the chip's published fp4 peak, else bf16
     int8: bool = False  # linear layers quantized to int8 (MaxText quantization: int8): at the chip's int8 peak
@@ -491,8 +492,10 @@ def _mesh_behaviour(run: RunRecord, cfg: TrainingSettings | None, notes: list[st
             f"torchtitan ({'its TOML config' if titan_config else 'run tag'}): under pipelining FSDP2 keeps each stage's weights gathered for the step and its "
             "gradients unsharded until the last micro-batch (torchtitan apply_fsdp, reshard_after_forward=False)"
         )
+    stated_lp = getattr(cfg, "loss_parallel", None) if cfg is not None else None
     return {
         "fsdp_gathered_under_pp": titan,
+        "loss_parallel": titan and stated_lp is not False,
         "virtual_stages": virtual,
         "pipeline_output_on_last": framework != "maxtext",
         "p2p_overlap": bool(p2p) if p2p is not None else (megatron and virtual > 1),

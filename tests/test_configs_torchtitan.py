@@ -102,6 +102,23 @@ def test_settings_remat_batch_and_float8() -> None:
     assert settings_from_config(parse_config(bare, "x.toml")).remat_policy == "selective_layer_2"
 
 
+def test_loss_parallel_is_torchtitans_default_and_its_disable_key_is_read_in_both_layouts() -> None:
+    # torchtitan runs the cross-entropy under loss_parallel whenever TP > 1 unless disable_loss_parallel is set
+    # ([training] in 2024, [parallelism] in 2025-26); the real 405B configs (TP 8) leave it on.
+    record = RunRecord(id="r", chip="h100", num_chips=512, num_slices=64)
+    new = (NEW / "llama3_405b.toml").read_text()
+    old = (OLD / "llama3_405b.toml").read_text()
+    assert resolve_shape(record, settings_from_config(parse_config(new, "a.toml"))).loss_parallel
+    assert resolve_shape(record, settings_from_config(parse_config(old, "b.toml"))).loss_parallel
+    new_off = new.replace("[parallelism]\n", "[parallelism]\ndisable_loss_parallel = true\n")
+    old_off = old.replace("[training]\n", "[training]\ndisable_loss_parallel = true\n")
+    assert not resolve_shape(record, settings_from_config(parse_config(new_off, "c.toml"))).loss_parallel
+    assert not resolve_shape(record, settings_from_config(parse_config(old_off, "d.toml"))).loss_parallel
+    # the 2024 key in a 2026 layout is not torchtitan's: it does not turn the loss parallel off
+    misplaced = new.replace("[training]\n", "[training]\ndisable_loss_parallel = true\n")
+    assert resolve_shape(record, settings_from_config(parse_config(misplaced, "e.toml"))).loss_parallel
+
+
 def test_pipeline_microbatches_in_both_layouts() -> None:
     new = (NEW / "llama3_8b.toml").read_text().replace("pipeline_parallel_degree = 1",
                                                         "pipeline_parallel_degree = 4\npipeline_parallel_microbatch_size = 2")

@@ -68,6 +68,7 @@ SETTING_TYPES: dict[str, tuple[type, ...]] = {
     "experimental.pipeline_parallel_microbatches": (int,), "experimental.pipeline_parallel_schedule": (str,),
     "experimental.enable_async_tensor_parallel": (bool,), "float8.enable_float8_linear": (bool,),
     "model.name": (str,), "model.flavor": (str,), "model.converters": (list,),
+    "training.disable_loss_parallel": (bool,), "parallelism.disable_loss_parallel": (bool,),
 }
 SETTINGS: tuple[str, ...] = tuple(p.rsplit(".", 1)[-1] for p in SETTING_TYPES)
 
