@@ -279,6 +279,14 @@ def logit_bytes(shape: Shape) -> float:
     return EAGER_LOSS_BYTES if shape.framework == "other" else 6.0
 
 
+def reduce_bytes(shape: Shape) -> float:
+    """Bytes per gradient element in the data-parallel reduction: MaxText's grad_dtype, torchtitan's fp32
+    (FSDP2 ``reduce_dtype``), else bf16."""
+    if shape.reduce_fp32:
+        return 4.0
+    return shape.grad_bytes if shape.framework in XLA_FUSING else BF16
+
+
 def _workspace(shape: Shape, transient: np.ndarray, logits: np.ndarray) -> np.ndarray:
     """Peak of the per-layer recompute workspace and the loss buffers on top of the stored activations.
 
@@ -605,15 +613,18 @@ def _weight_collectives(shape: Shape, mm: _MeshSplit, comm_ovl: dict[str, np.nda
     # torchtitan under pipelining keeps the weights gathered and defers the reduce-scatter to the last
     # micro-batch (see _stage_memory): one all-gather and one reduce-scatter per step.
     fsdp_rounds = np.where(npp > 1, 2.0 / 3.0, m) if _fsdp_unsharded_with_pp(shape) else m
-    comm_ovl["fsdp"] = fsdp_rounds * 3.0 * gather_time(gathered, net, FSDP)
+    # torchtitan reduce-scatters in fp32 (reduce_dtype float32): the third gather moves twice the bytes
+    gathers = 2.0 + reduce_bytes(shape) / BF16 if shape.reduce_fp32 else 3.0
+    comm_ovl["fsdp"] = fsdp_rounds * gathers * gather_time(gathered, net, FSDP)
 
     # Data: one gradient all-reduce per step of the (FSDP-sharded) bf16 gradient, 2V/W [SB; DESIGN.md].
     # Sequence ranks hold replicated weights (Megatron context parallel), so their gradients are
     # all-reduced too; expert ranks replicate the dense weights, so dense gradients reduce over them.
     grad_shard = BF16 * (P_ne / (nf * nt * npp) + P_e / (nf * nt * npp * ne))
-    # MaxText reduces the gradients in grad_dtype (base.yml: float32, as its fp32 weights); the PyTorch trainers
-    # here reduce in bf16 (FSDP2 mixed precision, Megatron's DDP bucket when --grad-reduce-in-bf16 ...).
-    g = shape.grad_bytes if shape.framework in XLA_FUSING else BF16
+    # MaxText reduces the gradients in grad_dtype (base.yml: float32, as its fp32 weights), torchtitan in fp32
+    # (FSDP2 reduce_dtype); the other PyTorch trainers here in bf16 (Megatron's DDP bucket when
+    # --grad-reduce-in-bf16 ...).
+    g = reduce_bytes(shape)
     comm_ovl["data"] = allreduce_time(grad_shard * g / BF16, net, DATA)
     # DeepSpeed ZeRO-1/2 move the same bytes as the all-reduce (reduce-scatter + all-gather, ZeRO §7.2.1);
     # ZeRO-3 over data ranks gathers the weights in forward and backward per micro-batch and reduce-scatters
@@ -628,7 +639,7 @@ def _weight_collectives(shape: Shape, mm: _MeshSplit, comm_ovl: dict[str, np.nda
     if shape.framework == "megatron":
         comm_ovl["sequence"] = allreduce_time(grad_shard, net, SEQUENCE)
     else:  # sequence ranks shard the weights too: gather and reduce-scatter them like FSDP (see _stage_memory)
-        comm_ovl["sequence"] = fsdp_rounds * 3.0 * gather_time(gathered / nf, net, SEQUENCE)
+        comm_ovl["sequence"] = fsdp_rounds * gathers * gather_time(gathered / nf, net, SEQUENCE)
     comm_ovl["expert"] = allreduce_time(BF16 * P_ne / (nf * nt * npp), net, EXPERT)
 
 

@@ -95,6 +95,7 @@ class Shape:
     cp_load_balanced: bool = True  # causal attention split in balanced chunks over context ranks (Megatron CP default)
     fsdp_gathered_under_pp: bool = False  # torchtitan: FSDP2 weights kept gathered, gradients unsharded under PP
     loss_parallel: bool = False  # torchtitan: under TP the cross-entropy runs on vocab-sharded logits (loss_parallel)
+    reduce_fp32: bool = False  # torchtitan: FSDP2 reduce-scatters / all-reduces gradients in fp32 (mixed_precision_reduce)
     fp8: bool = False  # linear layers in fp8 (training.dtype fp8): matmuls at the chip's fp8 peak where it has one
     fp4: bool = False  # linear layers in NVFP4 (training.dtype fp4): at the chip's published fp4 peak, else bf16
     int8: bool = False  # linear layers quantized to int8 (MaxText quantization: int8): at the chip's int8 peak
@@ -496,6 +497,9 @@ def _mesh_behaviour(run: RunRecord, cfg: TrainingSettings | None, notes: list[st
     return {
         "fsdp_gathered_under_pp": titan,
         "loss_parallel": titan and stated_lp is not False,
+        # torchtitan's MixedPrecisionPolicy reduce_dtype: float32 (parallelize_llama.py @04133643 hard-codes it;
+        # training.mixed_precision_reduce @9dec370 offers only "float32"; configs.py 2026: Literal["float32"])
+        "reduce_fp32": titan,
         "virtual_stages": virtual,
         "pipeline_output_on_last": framework != "maxtext",
         "p2p_overlap": bool(p2p) if p2p is not None else (megatron and virtual > 1),

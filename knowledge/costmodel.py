@@ -34,6 +34,7 @@ from knowledge.cost_core import (
     chip_efficiency,
     evaluate,
     logit_bytes,
+    reduce_bytes,
 )
 from knowledge.cost_offload import OFFLOAD_RANGE, offload_notes
 from knowledge.cost_settings import TrainingSettings
@@ -220,11 +221,13 @@ def _assumptions(shape: Shape, terms: Terms, chip: Chip, mesh: Mesh) -> list[str
     assumptions = list(shape.assumptions)
     assumptions.extend(terms.notes)
     assumptions.extend(offload_notes(shape, chip))
-    reduce_bytes = shape.grad_bytes if shape.framework in XLA_FUSING else 2.0
-    assumptions.append(
-        "fused/flash attention assumed (attention scores not stored); gradients reduced in "
-        + ("fp32 (MaxText grad_dtype float32)" if reduce_bytes == 4.0 else "bf16")
-    )
+    if shape.reduce_fp32:
+        reduced = "fp32 (torchtitan's FSDP2 reduce_dtype float32)"
+    elif reduce_bytes(shape) == 4.0:
+        reduced = "fp32 (MaxText grad_dtype float32)"
+    else:
+        reduced = "bf16"
+    assumptions.append("fused/flash attention assumed (attention scores not stored); gradients reduced in " + reduced)
     assumptions.extend(_overlap_notes(shape, mesh))
     if mesh.size("pipeline") > 1 and terms.stages is not None:
         st = {k: float(v[0]) for k, v in terms.stages.items()}

@@ -22,7 +22,7 @@ from bot.configs.detect import load_config, parse_config
 from bot.configs.edit import apply_settings, config_diff, settings_applied
 from bot.configs.mesh import Mesh
 from bot.configs.sharding import ShardingConfig
-from bot.errors import ConfigError
+from bot.errors import AsapError, ConfigError
 from bot.proposals.moves import SettingsMove
 from bot.proposals.settings import apply as priced_settings
 from bot.proposals.settings import expand
@@ -255,14 +255,14 @@ def _repo(tmp_path: Path) -> Path:
     return repo
 
 
-def _applied(tmp_path: Path, command: str | None) -> tuple[str, str, object]:
+def _applied(tmp_path: Path, command: str | None, kind: str = "remat") -> tuple[str, str, object]:
     runs = LocalRunStore(_runs(tmp_path, command))
     from bot.analysis.analyze import analyze_run
     from bot.proposals.engine import propose
 
     run = runs.get("tt")
     pset = propose(run, analyze_run(run))
-    p = next(p for p in pset.proposals if "remat" in p.kind)
+    p = next(p for p in pset.proposals if kind in p.kind)
     repo = _repo(tmp_path)
     res = apply_proposal("tt", p.rank, None, LocalGitHost(repo), runs=runs, proposals=pset,
                          config_path="train_configs/llama3_8b.toml")
@@ -284,12 +284,19 @@ def test_apply_commits_the_remat_change_with_the_degrees_and_nothing_else(tmp_pa
 
 
 def test_apply_reads_the_repository_file_with_the_runs_command(tmp_path: Path) -> None:
-    # the command sets tp 2 and full remat: the repo file (tp 1) is still this run's config, and the proposal
-    # writes no remat value (the command would override it), only the degrees it may change
-    before, after, p = _applied(tmp_path, TP2_FULL)
-    assert p.settings == {} and "--activation_checkpoint.mode full wins" in p.settings_changes[0]  # type: ignore[attr-defined]
+    # the command sets tp 2 and full remat: the repo file (tp 1) is still this run's config, and a mesh proposal
+    # writes only the degrees it may change (not tensor_parallel_degree, which the command sets)
+    before, after, p = _applied(tmp_path, TP2_FULL, kind="dcn.data")
     assert all("_degree = " in a and not a.startswith("tensor_") for a, _ in _changed_lines(before, after))
     assert parse_config(after, "x.toml", command=TP2_FULL).mesh(64, 8).short() == p.mesh_short  # type: ignore[attr-defined]
+
+
+def test_a_change_only_the_launch_command_can_make_is_refused_naming_the_flag(tmp_path: Path) -> None:
+    # the lighter-remat proposal keeps the mesh; its remat value is the command's --activation_checkpoint.mode,
+    # which apply cannot edit: the answer names the flag instead of "nothing to apply"
+    with pytest.raises(AsapError) as err:
+        _applied(tmp_path, TP2_FULL)
+    assert "--activation_checkpoint.mode full wins" in str(err.value) and "launch command" in str(err.value)
 
 
 def test_lighter_than_selective_layer_k_is_only_what_recomputes_less() -> None:
