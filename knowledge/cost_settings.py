@@ -61,7 +61,8 @@ NAMES: tuple[str, ...] = OVERLAP_NAMES + (
     # DeepSpeed (bot.configs.deepspeed: canonical names of a ds_config's keys; Megatron-DeepSpeed flags)
     "deepspeed", "zero_stage", "offload_optimizer", "offload_param", "precision",
     # Megatron precision and Megatron-FSDP (knowledge.cost_shapes._model_state)
-    "grad_reduce_in_bf16", "fp8_param_gather", "fp8_params", "fp8", "use_megatron_fsdp",
+    "grad_reduce_in_bf16", "fp8_param_gather", "fp8_params", "fp8", "fp4", "fp4_param_gather", "fp4_param",
+    "use_megatron_fsdp",
     "data_parallel_sharding_strategy",
 )
 
@@ -149,6 +150,10 @@ class TrainingSettings(BaseModel):
                                     "model's weights are kept in fp8; None = not stated")
     fp8: bool | None = Field(default=None, description="the config runs its linear layers in fp8 (Megatron "
                              "--fp8-format, NeMo / Megatron YAML fp8); None = not stated")
+    fp4: bool | None = Field(default=None, description="the config runs its linear layers in NVFP4 (Megatron-Core "
+                             "--fp4-format e2m1 / TransformerConfig fp4); None = not stated")
+    fp4_params: bool | None = Field(default=None, description="Megatron --fp4-param-gather (TransformerConfig "
+                                    "fp4_param): the model's weights are kept in NVFP4; None = not stated")
     param_offload: bool | None = Field(default=None, description="DeepSpeed offload_param to cpu/nvme (ZeRO-3 only)")
     dropout: bool | None = None
     pipeline_microbatches: int | None = None
@@ -249,6 +254,8 @@ def settings_from_config(config: ShardingConfig) -> TrainingSettings:
         out["grad_fp32"] = False
     out["fp8_params"] = _bool(_lookup(v, "fp8_param_gather", "fp8_params")[1])
     out["fp8"] = fp8_stated(_lookup(v, "fp8")[1])
+    out["fp4"] = fp8_stated(_lookup(v, "fp4")[1])  # a format name (e2m1) or true is on, null / false off
+    out["fp4_params"] = _bool(_lookup(v, "fp4_param_gather", "fp4_param")[1])
     for field_name, keys in (("grad_dtype", ("main_grads_dtype",)), ("master_dtype", ("main_params_dtype",)),
                              ("moment_dtype", ("exp_avg_dtype", "exp_avg_sq_dtype"))):
         found = [str(_lookup(v, k)[1]).lower() for k in keys if _lookup(v, k)[0] is not None]

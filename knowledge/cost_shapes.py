@@ -403,7 +403,10 @@ def _matmul_dtype(run: RunRecord, t: TrainingSpec, cfg: TrainingSettings | None,
     # A config that turns fp8 on (Megatron --fp8-format, NeMo fp8: true) is what ran; one that says false does not
     # override a run.yaml stating fp8 (NeMo launcher YAMLs carry fp8: False and the launch turns it on).
     config_fp8 = cfg is not None and cfg.fp8 is True and t.dtype not in ("fp8", "fp4")
-    mm = matmul_dtype("fp8" if config_fp8 else t.dtype, cfg.quantization if cfg is not None else None)
+    # Megatron-Core --fp4-format (NVFP4) is what ran, whatever run.yaml's dtype says
+    config_fp4 = cfg is not None and cfg.fp4 is True and t.dtype != "fp4"
+    stated = "fp4" if config_fp4 else "fp8" if config_fp8 else t.dtype
+    mm = matmul_dtype(stated, cfg.quantization if cfg is not None else None)
     if cfg is not None and cfg.quantization and mm != "bf16":
         assumptions.append(
             f"quantization {cfg.quantization} (config): the linear layers' matmuls run at the chip's {mm} peak where "
@@ -418,7 +421,7 @@ def _matmul_dtype(run: RunRecord, t: TrainingSpec, cfg: TrainingSettings | None,
         )
     elif mm == "fp4":
         assumptions.append(
-            "dtype fp4 (NVFP4): the linear layers' matmuls run at the chip's published dense fp4 peak, at its bf16 "
+            f"{'fp4 (config: --fp4-format)' if config_fp4 else 'dtype fp4'} (NVFP4): the linear layers' matmuls run at the chip's published dense fp4 peak, at its bf16 "
             "peak where the catalog has none (attention and elementwise work stay in bf16; saved activations are "
             "priced as bf16)"
         )
@@ -610,19 +613,25 @@ _ZERO_SHARDS = {0: "nothing (plain data parallelism)", 1: "the optimizer state",
                 3: "optimizer state, gradients and parameters"}
 
 
+# NVFP4: 4-bit e2m1 values with one e4m3 scale per block of 16 (NVIDIA Transformer Engine NVFP4BlockScaling)
+NVFP4_BYTES = 0.5 + 1.0 / 16.0
+
+
 def _megatron_precision(cfg: TrainingSettings | None, notes: list[str]) -> dict[str, float]:
     """Megatron's bytes per parameter: weights, main gradients, optimizer state (master + two Adam moments).
 
     Gradients are fp32 unless ``--grad-reduce-in-bf16`` (arguments.py turns accumulate_allreduce_grads_in_fp32
     off) or a ``main_grads_dtype`` says otherwise. ``--fp8-param-gather`` keeps the model's weights in fp8
     ("Keep the compute param in fp8 ... and perform the param all-gather in fp8"): 1 B, the fp32 master copy
-    staying in the optimizer state.
+    staying in the optimizer state; ``--fp4-param-gather`` keeps them in NVFP4 (:data:`NVFP4_BYTES`).
     """
     grad_fp32 = True if cfg is None or cfg.grad_fp32 is None else cfg.grad_fp32
     grad = dtype_bytes(cfg.grad_dtype) if cfg is not None and cfg.grad_dtype else (4.0 if grad_fp32 else 2.0)
     master = dtype_bytes(cfg.master_dtype) if cfg is not None and cfg.master_dtype else 4.0
     moment = dtype_bytes(cfg.moment_dtype) if cfg is not None and cfg.moment_dtype else 4.0
     weight = 1.0 if cfg is not None and cfg.fp8_params else 2.0
+    if cfg is not None and cfg.fp4_params:
+        weight = NVFP4_BYTES
     if (grad, master, moment) != (4.0, 4.0, 4.0):
         notes.append(
             f"optimizer precision from the config: gradients {grad:.0f} B, master weights {master:.0f} B, "
@@ -630,6 +639,9 @@ def _megatron_precision(cfg: TrainingSettings | None, notes: list[str]) -> dict[
         )
     if weight == 1.0:
         notes.append("fp8 parameters (--fp8-param-gather / fp8_params): weights held in fp8, 1 B per parameter")
+    if weight == NVFP4_BYTES:
+        notes.append("NVFP4 parameters (--fp4-param-gather): weights held and gathered in NVFP4, 4 bits + one fp8 "
+                     "scale per 16 values = 0.5625 B per parameter")
     return {"weight_bytes": weight, "grad_bytes": grad, "optimizer_bytes": master + 2.0 * moment}
 
 

@@ -20,7 +20,9 @@ from click.testing import CliRunner
 import bot.cli.proposals  # noqa: F401  (registers propose)
 from bot.cli import cli
 from bot.configs.detect import load_config
+from bot.configs.mesh import Mesh
 from bot.runs.record import RunRecord
+from knowledge import costmodel
 from knowledge.cost_remat import Dims, everything_bytes
 from knowledge.cost_settings import settings_from_config
 from knowledge.cost_shapes import resolve_shape
@@ -163,3 +165,31 @@ def test_an_out_of_memory_launch_is_offered_the_recompute_that_keeps_its_mesh(tm
     assert keep["predicted"]["memory_per_chip_bytes"] < 0.9 * H100_HBM_GB * 1e9
     assert "--recompute-granularity full --recompute-method uniform --recompute-num-layers 1" in keep["diff"]
     assert keep["change"]["step_time_percent"] > 0  # recomputation costs time, and the answer says how much
+
+
+def _nvfp4(tmp_path: Path) -> Path:
+    """Megatron-LM's fp8 example with its DTYPE_ARGS switched to NVFP4 (Megatron-Core transformer_config.py:
+    ``fp4`` <- ``--fp4-format e2m1``, ``fp4_param`` <- ``--fp4-param-gather``; arguments.py refuses fp4 and fp8
+    together, so the fp8 flags go)."""
+    text = (MEGATRON / DDP).read_text().replace(
+        '"--fp8-format hybrid"\n        "--fp8-amax-history-len 1024"\n        "--fp8-amax-compute-algo max"\n'
+        '        "--fp8-param-gather"', '"--fp4-format e2m1"\n        "--fp4-param-gather"')
+    assert "--fp4-format" in text
+    (tmp_path / "nvfp4.sh").write_text(text)
+    return tmp_path / "nvfp4.sh"
+
+
+def test_nvfp4_launch_flags_run_the_matmuls_at_the_fp4_peak_and_keep_fp4_weights(tmp_path: Path) -> None:
+    s = settings_from_config(load_config(_nvfp4(tmp_path), root=tmp_path))
+    assert s.fp4 is True and s.fp4_params is True and s.fp8 is None
+    record = RunRecord(id="r", chip="b200", num_chips=8, config="nvfp4.sh")
+    shape = resolve_shape(record, s)
+    assert shape.fp4 and not shape.fp8  # run.yaml states no dtype: the launch's --fp4-format is what ran
+    assert shape.weight_bytes == pytest.approx(0.5625)  # 4-bit values + an fp8 scale per 16
+    assert any("--fp4-format" in a for a in shape.assumptions)
+    bf16 = resolve_shape(record, _settings(DDP).model_copy(update={"fp8": None, "fp8_params": None}))
+    mesh = Mesh(ici={"data": 8})
+    fp4_step = costmodel.predict(record, mesh, settings=s).breakdown_ms["compute"]
+    bf16_step = costmodel.predict(record, mesh, settings=_settings(DDP).model_copy(
+        update={"fp8": False, "fp8_params": None})).breakdown_ms["compute"]
+    assert not bf16.fp4 and fp4_step < 0.75 * bf16_step  # B200's dense fp4 peak is 4x its bf16 one on the linears

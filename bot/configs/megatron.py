@@ -74,6 +74,10 @@ SETTINGS: tuple[str, ...] = (
     "fp8_hybrid",
     "fp8_param_gather",  # Megatron-Bridge mixed_precision.fp8_param_gather
     "fp8_params",  # NeMo 1.x model.fp8_params
+    "fp4",  # Megatron-Core TransformerConfig.fp4 (--fp4-format e2m1: NVFP4 through Transformer Engine)
+    "fp4_format",
+    "fp4_param_gather",  # --fp4-param-gather (TransformerConfig.fp4_param)
+    "fp4_param",
     "grad_reduce_in_fp32",  # Megatron-Bridge ddp.grad_reduce_in_fp32
     "use_megatron_fsdp",  # Megatron-Bridge ddp.use_megatron_fsdp
     "data_parallel_sharding_strategy",

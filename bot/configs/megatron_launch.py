@@ -88,6 +88,8 @@ FLAG_SETTINGS: dict[str, str] = {
     # --fp8-param-gather, --cross-entropy-loss-fusion, Megatron-FSDP --use-megatron-fsdp and its
     # --data-parallel-sharding-strategy (no_shard | optim | optim_grads | optim_grads_params)
     "grad_reduce_in_bf16": "grad_reduce_in_bf16", "fp8_param_gather": "fp8_param_gather",
+    # NVFP4 (Megatron-Core transformer_config.py: fp4 <- --fp4-format e2m1, fp4_param <- --fp4-param-gather)
+    "fp4_format": "fp4", "fp4_param_gather": "fp4_param_gather",
     "cross_entropy_loss_fusion": "cross_entropy_loss_fusion", "use_megatron_fsdp": "use_megatron_fsdp",
     "data_parallel_sharding_strategy": "data_parallel_sharding_strategy",
     "overlap_moe_expert_parallel_comm": "overlap_moe_expert_parallel_comm",
