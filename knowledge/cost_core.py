@@ -33,7 +33,7 @@ from knowledge.cost_network import (
 )
 from knowledge.cost_offload import offload_seconds
 from knowledge.cost_remat import Dims, everything_bytes, recompute_params_per_layer, score_bytes, tensor_bytes
-from knowledge.cost_shapes import Shape
+from knowledge.cost_shapes import ROWWISE_FP8_SPEEDUP, Shape
 from knowledge.hardware import Chip
 
 DATA, FSDP, TENSOR, SEQUENCE, EXPERT, PIPELINE = range(6)
@@ -206,6 +206,18 @@ XLA_FUSING = frozenset({"maxtext", "jax"})
 # backward about twice that.
 SCORE_BYTES = 39.0
 
+# torchao Float8Linear (torchtitan's float8 converter) casts each linear's input and output gradient to fp8 in
+# kernels of their own: an amax read (2 B), a scaled cast (read 2 B, write 1 B), and for the weight-gradient GEMM a
+# transposed fp8 copy (read 1 B, write 1 B): ~7 bytes of HBM traffic per cast element, with torch.compile fusing the
+# scale arithmetic (torchao float8 README: "E2E speedups increase as M,K,N (GEMM dimensions) increase").
+FP8_CAST_BYTES = 7.0
+
+# Share of the tensor-parallel collectives torchtitan's async TP takes off the critical path (the rest stays
+# exposed: the first and last chunks of each decomposed all-gather / reduce-scatter, and the SMs the copies take
+# from the matmuls). Fitted across the async-vs-vanilla pairs of torchtitan's June 2025 async TP benchmark
+# (docs/cost-model.md, "Async TP").
+ASYNC_TP_SHARE = 0.5
+
 # Per-chip matmul shape efficiency: eff(m, k, n) = 1 / (1 + c/m + c/k + c/n), c fitted across the published
 # tables in docs/cost-model.md ("Matmul efficiency"); peaks and the per-family efficiency stay separate.
 SHAPE_TILE = 256.0
@@ -265,6 +277,10 @@ EAGER_LOSS_BYTES = 12.0
 # the saved log-softmax, ``zeros_like`` grad_input, ``exp(x)`` and their sum (16 bytes per element) where
 # the fused aten kernels hold 12.
 LOSS_PARALLEL_BYTES = 16.0
+# torchtitan compiles its loss with torch.compile when compile is on (April 2025 on, #1033): inductor fuses the
+# fp32 upcast, log-softmax and nll into kernels that read the bf16 logits, keep them (and a per-row logsumexp) for
+# backward and write the bf16 gradient in one pass: 2 bytes forward, 4 at the backward's peak.
+COMPILED_LOSS_BYTES = 4.0
 # PyTorch's caching allocator reserves more than the live tensors (block rounding, fragmentation between
 # differently sized activations); torchtitan reports that reserved peak ("memory: X GiB", max_reserved).
 # Fitted across the twelve torchtitan H100 rows of the eval corpus together (docs/cost-model.md, "Memory").
@@ -276,6 +292,8 @@ def logit_bytes(shape: Shape) -> float:
     """Bytes per logit element at the loss's peak (see :data:`EAGER_LOSS_BYTES`)."""
     if shape.fused_cross_entropy:
         return 2.0
+    if shape.loss_compiled:
+        return COMPILED_LOSS_BYTES
     return EAGER_LOSS_BYTES if shape.framework == "other" else 6.0
 
 
@@ -374,7 +392,8 @@ def _stage_memory(shape: Shape, nd: np.ndarray, nf: np.ndarray, nt: np.ndarray, 
     in_flight = np.minimum(m, npp) * interleave
     # MaxText num_vocab_tiling computes the loss over that many chunks of the batch-sequence axis, so only one
     # chunk's logits are live (base.yml: "reducing peak memory usage"; 8 in the v4 22B/52B recipes)
-    per_logit = np.where(shape.loss_parallel & (nt > 1), max(LOSS_PARALLEL_BYTES, logit_bytes(shape)), logit_bytes(shape))
+    parallel = shape.loss_parallel and not shape.loss_compiled  # a compiled loss_parallel is fused like the rest
+    per_logit = np.where(parallel & (nt > 1), max(LOSS_PARALLEL_BYTES, logit_bytes(shape)), logit_bytes(shape))
     logits = per_logit * tok_mb * V / nt / float(shape.vocab_tiling)
     first_acts = stored * tok_mb * local_layers * in_flight + _workspace(shape, transient * tok_mb, np.where(pp, 0.0, logits))
     last_acts = stored * tok_mb * local_layers + _workspace(shape, transient * tok_mb, logits)
@@ -513,12 +532,18 @@ def _device_time(shape: Shape, chip: Chip, efficiency: float, mm: _MeshSplit) ->
     # attention core stays in bf16.
     # Quantized int8 matmuls (MaxText quantization: int8, AQT) run at the int8 peak where one is published.
     mm_peak = peak * (chip.peak_fp8_flops / chip.peak_bf16_flops) if shape.fp8 and chip.peak_fp8_flops else peak
+    if shape.fp8_rowwise and chip.peak_fp8_flops:  # torchao's rowwise recipe: a fitted fraction of the fp8 gain
+        mm_peak = peak * min(ROWWISE_FP8_SPEEDUP, chip.peak_fp8_flops / chip.peak_bf16_flops)
     # NVFP4 linear layers run at the dense fp4 peak only where the vendor publishes one (Blackwell), else bf16.
     if shape.fp4 and chip.peak_fp4_flops:
         mm_peak = peak * (chip.peak_fp4_flops / chip.peak_bf16_flops)
     if shape.int8 and chip.peak_int8_ops:
         mm_peak = peak * (chip.peak_int8_ops / chip.peak_bf16_flops)
     t_dense_c = dense_flops / chips / mm_peak * slow_dense
+    if shape.fp8_casts and mm_peak > peak:
+        # torchtitan's float8 converter leaves the output projection in bf16 (module_filter_fn fqn != "output"
+        # @9dec370; [float8] filter_fqns = ["output"] in its 2025 configs)
+        t_dense_c = t_dense_c + dense_flops / chips * share["out"] / f_out * (1.0 / peak - 1.0 / mm_peak)
     t_expert_c = expert_flops / chips / mm_peak / shape_factor(tok_expert, D, F / nt)
     # Flash attention: compute-bound at any practical S. Causal context parallelism without load balancing
     # leaves the last rank the whole lower triangle: 2·cp/(cp+1) of the mean [Megatron-Core context
@@ -569,7 +594,26 @@ def _hbm_extras(shape: Shape, mm: _MeshSplit, bw: float, core_share: float) -> n
     if not shape.flash_attention:
         score_elems = (L / npp) * (B * S / (dp * ns)) * (shape.heads / nt) * S
         extra = extra + SCORE_BYTES * (1.0 + core_share / 3.0) * score_elems / bw
+    if shape.fp8_casts:
+        sharded, gathered = _cast_elements(shape)
+        # tensorwise TP casts the column-parallel inputs on the sequence shard, then gathers fp8; the rowwise
+        # recipes gather in bf16 and cast the gathered input on every tensor rank (torchtitan parallelize_llama)
+        per_token = sharded / nt + np.where(shape.fp8_rowwise, gathered, gathered / nt)
+        extra = extra + FP8_CAST_BYTES * per_token * (L / npp) * (B * S / (dp * ns)) / bw
     return extra
+
+
+def _cast_elements(shape: Shape) -> tuple[float, float]:
+    """Elements per token per layer that torchao's Float8Linear casts to fp8, split into those cast on a tensor
+    rank's shard and the column-parallel inputs (gathered over tensor ranks): every linear's input (q, k and v are
+    separate linears in torchtitan's llama, each casting the same input) and its output gradient."""
+    D, F = float(shape.d_model), float(shape.d_ff)
+    q = float(shape.heads * shape.head_dim)
+    kv = float(shape.kv_heads * shape.head_dim)
+    column_inputs = 3.0 * D + (shape.mlp_matrices - 1) * D  # wq, wk, wv, w1 (w3)
+    row_inputs = q + F  # wo, w2: already sharded on their input features
+    grads = q + 2.0 * kv + D + (shape.mlp_matrices - 1) * F + D
+    return row_inputs + grads, column_inputs
 
 
 def node_dedup_share(experts: float, top_k: float, nodes: np.ndarray) -> np.ndarray:
@@ -658,10 +702,17 @@ def _activation_collectives(shape: Shape, chip: Chip, mm: _MeshSplit, comm_ovl: 
     n_ar = 6.0 if full else 4.0
     act = BF16 * tok_mb * D
     tp_comm = m * local_layers * n_ar * allreduce_time(act, net, TENSOR)
+    if shape.tp_fp8_gather:
+        # the forward's two all-gathers per layer (of the 2·n_ar gathers / reduce-scatters) move fp8: half the bytes
+        forward_passes = 2.0 if full else 1.0
+        tp_comm = tp_comm * (1.0 - 0.5 * 2.0 * forward_passes / (2.0 * n_ar))
     # Exposed by default; overlapped with the GEMMs only where the framework does it (Megatron
     # --tp-comm-overlap, Transformer Engine userbuffers).
+    # torchtitan's async TP (micro-pipelined through symmetric memory) hides only part of it: ASYNC_TP_SHARE
+    share = ASYNC_TP_SHARE if shape.async_tp else 1.0
     if shape.tp_comm_overlap:
-        comm_ovl["tensor"] = tp_comm
+        comm_ovl["tensor"] = share * tp_comm
+        comm_crit["tensor"] = (1.0 - share) * tp_comm
     else:
         comm_crit["tensor"] = tp_comm
 

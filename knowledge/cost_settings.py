@@ -130,6 +130,9 @@ class TrainingSettings(BaseModel):
     cp_load_balance: bool | None = Field(default=None, description="causal context parallelism split in balanced "
                                          "chunks; None = not stated (Megatron-Core always balances)")
     fused_cross_entropy: bool | None = None
+    loss_compiled: bool | None = Field(default=None, description="torchtitan compiles the loss with torch.compile "
+                                       "(since April 2025, #1033, when compile is on): inductor fuses the cross-entropy; "
+                                       "None = not stated")
     loss_parallel: bool | None = Field(default=None, description="torchtitan computes the cross-entropy on the "
                                        "vocab-sharded logits under tensor parallelism (loss_parallel; off with "
                                        "training.disable_loss_parallel); None = not stated")

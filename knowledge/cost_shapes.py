@@ -95,7 +95,12 @@ class Shape:
     cp_load_balanced: bool = True  # causal attention split in balanced chunks over context ranks (Megatron CP default)
     fsdp_gathered_under_pp: bool = False  # torchtitan: FSDP2 weights kept gathered, gradients unsharded under PP
     loss_parallel: bool = False  # torchtitan: under TP the cross-entropy runs on vocab-sharded logits (loss_parallel)
+    loss_compiled: bool = False  # torchtitan with torch.compile (2025 layout): inductor fuses the cross-entropy
     reduce_fp32: bool = False  # torchtitan: FSDP2 reduce-scatters / all-reduces gradients in fp32 (mixed_precision_reduce)
+    fp8_rowwise: bool = False  # torchao's rowwise-scaled float8 recipe (torchtitan [float8] recipe_name rowwise*)
+    tp_fp8_gather: bool = False  # torchtitan float8 tensorwise: the TP all-gathers of the linears' inputs in fp8
+    fp8_casts: bool = False  # torchao Float8Linear (torchtitan float8): separate fp8 cast kernels per linear
+    async_tp: bool = False  # torchtitan async TP: its TP overlap hides ASYNC_TP_SHARE of the collectives
     fp8: bool = False  # linear layers in fp8 (training.dtype fp8): matmuls at the chip's fp8 peak where it has one
     fp4: bool = False  # linear layers in NVFP4 (training.dtype fp4): at the chip's published fp4 peak, else bf16
     int8: bool = False  # linear layers quantized to int8 (MaxText quantization: int8): at the chip's int8 peak
@@ -255,6 +260,12 @@ def resolve_shape(run: RunRecord, settings: TrainingSettings | None = None) -> S
     state = _model_state(run, cfg, assumptions)
     mm = _matmul_dtype(run, t, cfg, assumptions)
     behaviour = _mesh_behaviour(run, cfg, assumptions)  # before the Shape: its notes belong in the assumptions
+    rowwise = mm == "fp8" and cfg is not None and cfg.quantization == "fp8_rowwise"
+    if rowwise:
+        assumptions.append(
+            f"float8 rowwise recipe (torchao, config [float8] recipe_name): per-row scaling costs more than the "
+            f"tensorwise recipe; its matmuls are priced at {ROWWISE_FP8_SPEEDUP:.2f}x the bf16 rate, not the fp8 "
+            "peak (fitted across published rowwise rows, docs/cost-model.md), and its TP all-gathers run in bf16")
     return Shape(
         layers=m.layers,
         d_model=m.d_model,
@@ -296,6 +307,12 @@ def resolve_shape(run: RunRecord, settings: TrainingSettings | None = None) -> S
         param_offload=state["param_offload"],
         settings=cfg,
         fp8=mm == "fp8",
+        fp8_rowwise=rowwise,
+        # torchtitan: Float8ColwiseParallel / RowwiseParallel gather the tensorwise-scaled inputs in fp8
+        # (enable_float8_tensorwise_tp, parallelize_llama.py @820504e); rowwise recipes gather in bf16
+        tp_fp8_gather=mm == "fp8" and not rowwise and bool(behaviour["fsdp_gathered_under_pp"]),
+        fp8_casts=mm == "fp8" and bool(behaviour["fsdp_gathered_under_pp"]),
+        async_tp=bool(behaviour["tp_comm_overlap"]) and bool(behaviour["fsdp_gathered_under_pp"]),
         fp4=mm == "fp4",
         int8=mm == "int8",
         dense_layers=(m.dense_layers or 0) if experts > 1 else 0,
@@ -484,22 +501,31 @@ def _mesh_behaviour(run: RunRecord, cfg: TrainingSettings | None, notes: list[st
     if ep_overlap:
         notes.append("expert all-to-alls overlapped with another micro-batch's compute (config: "
                      "overlap_moe_expert_parallel_comm)")
+    titan_config = getattr(cfg, "format", None) == "torchtitan"
+    titan = titan_config or "torchtitan" in {t.lower() for t in run.tags}
+    if titan and tp_overlap:
+        notes.append("tensor-parallel collectives overlapped with the matmuls (config: torchtitan "
+                     "enable_async_tensor_parallel with torch.compile, micro-pipelined async TP)")
     if tp_overlap is None:
         notes.append(
             "tensor-parallel collectives priced exposed (not overlapped): the config does not enable TP "
             "communication overlap (Megatron --tp-comm-overlap)"
         )
-    titan_config = getattr(cfg, "format", None) == "torchtitan"
-    titan = titan_config or "torchtitan" in {t.lower() for t in run.tags}
     if titan:
         notes.append(
             f"torchtitan ({'its TOML config' if titan_config else 'run tag'}): under pipelining FSDP2 keeps each stage's weights gathered for the step and its "
             "gradients unsharded until the last micro-batch (torchtitan apply_fsdp, reshard_after_forward=False)"
         )
     stated_lp = getattr(cfg, "loss_parallel", None) if cfg is not None else None
+    compiled_loss = titan and bool(getattr(cfg, "loss_compiled", None))
+    if compiled_loss:
+        notes.append("loss compiled with torch.compile (torchtitan build_cross_entropy_loss with compile on, since "
+                     "April 2025): the fused cross-entropy keeps the bf16 logits and their bf16 gradient, 4 bytes per "
+                     "logit at its peak instead of eager PyTorch's 12")
     return {
         "fsdp_gathered_under_pp": titan,
         "loss_parallel": titan and stated_lp is not False,
+        "loss_compiled": compiled_loss,
         # torchtitan's MixedPrecisionPolicy reduce_dtype: float32 (parallelize_llama.py @04133643 hard-codes it;
         # training.mixed_precision_reduce @9dec370 offers only "float32"; configs.py 2026: Literal["float32"])
         "reduce_fp32": titan,
@@ -612,6 +638,12 @@ def _model_state(run: RunRecord, cfg: TrainingSettings | None, notes: list[str])
 _ZERO_SHARDS = {0: "nothing (plain data parallelism)", 1: "the optimizer state", 2: "optimizer state and gradients",
                 3: "optimizer state, gradients and parameters"}
 
+
+# torchao's float8 *rowwise* recipe: its matmuls run at this multiple of the bf16 rate, not at the fp8 peak (per-row
+# scaling kernels, rowwise-scaled GEMMs, bf16 TP all-gathers: torchao calls the recipes "different points on the
+# accuracy vs performance curve"). Fitted across every published rowwise row of the eval corpus together
+# (docs/cost-model.md, "Float8 recipes"); 1.0 would be no gain over bf16, 2.0 the H100's fp8 peak.
+ROWWISE_FP8_SPEEDUP = 1.4
 
 # NVFP4: 4-bit e2m1 values with one e4m3 scale per block of 16 (NVIDIA Transformer Engine NVFP4BlockScaling)
 NVFP4_BYTES = 0.5 + 1.0 / 16.0

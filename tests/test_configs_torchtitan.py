@@ -163,8 +163,8 @@ def test_a_missing_degree_is_added_to_parallelism_and_a_misplaced_mesh_refused()
     # torchtitan puts tp innermost: tensor across nodes with fsdp inside cannot be written
     with pytest.raises(ConfigError, match="tp innermost"):
         apply_mesh(cfg, Mesh(ici={"fsdp": 8}, dcn={"tensor": 2}))
-    # a 2024 key in a 2025-26 file is not a setting this torchtitan reads (settings edits: test_torchtitan_edits.py)
-    with pytest.raises(ConfigError, match=r"has no batch_size setting ASAP can write"):
+    # batch_size next to local_batch_size (its June 2025 successor) never coexisted: refused, naming both layouts
+    with pytest.raises(ConfigError, match=r"mixes torchtitan layouts: training.batch_size"):
         config_diff(cfg, cfg.mesh(8, 1), {"batch_size": 2}, "llama3_8b.toml")
 
 

@@ -79,8 +79,8 @@ def test_torchtitan_reduces_fsdp_gradients_in_fp32() -> None:
     # choice since). The reduce-scatter moves twice the bf16 bytes: FSDP time 4/3 of a bf16 reduction.
     import dataclasses
 
-    from knowledge.costmodel import _evaluate_one
     from knowledge.cost_shapes import resolve_shape
+    from knowledge.costmodel import _evaluate_one
     from knowledge.hardware import get_chip
 
     run = LocalRunStore(EVAL).get("torchtitan-a100-llama2-70b-bs1-sel-op")

@@ -69,6 +69,7 @@ SETTING_TYPES: dict[str, tuple[type, ...]] = {
     "experimental.enable_async_tensor_parallel": (bool,), "float8.enable_float8_linear": (bool,),
     "model.name": (str,), "model.flavor": (str,), "model.converters": (list,),
     "training.disable_loss_parallel": (bool,), "parallelism.disable_loss_parallel": (bool,),
+    "float8.recipe_name": (str,),
 }
 SETTINGS: tuple[str, ...] = tuple(p.rsplit(".", 1)[-1] for p in SETTING_TYPES)
 
@@ -153,11 +154,16 @@ def _layout(data: dict[str, Any], source: str, given: dict[tuple[str, ...], torc
     """True for the 2024 layout (degrees under [training] / [experimental]); ConfigError when both are used
     (in the file, or by the recorded command over the file: the flag is named)."""
     old = [f"{t}.{k}" for k, t in LEGACY_TABLE.items() if value_at(data, (t, k))[0]]
-    old += [p for p in ("training.batch_size", "experimental.pipeline_parallel_microbatches")
-            if value_at(data, tuple(p.split(".")))[0]]
+    old += [p for p in ("experimental.pipeline_parallel_microbatches",) if value_at(data, tuple(p.split(".")))[0]]
     new = [".".join(p) for p in given if p[0] == "parallelism"] or (["the parallelism table"] if "parallelism" in data
                                                                      else [])
-    new += ["training.local_batch_size"] if value_at(data, ("training", "local_batch_size"))[0] else []
+    local = value_at(data, ("training", "local_batch_size"))[0]
+    new += ["training.local_batch_size"] if local else []
+    # torchtitan of spring 2025 (#980, March: degrees moved to [parallelism]; #1238, June: batch_size renamed
+    # local_batch_size) reads [parallelism] with [training] batch_size: a layout of its own, not a mix. Both batch
+    # names never coexisted, nor batch_size's successor with the 2024 degrees.
+    if value_at(data, ("training", "batch_size"))[0] and (local or not new):
+        old.append("training.batch_size")
     if old and new:
         first_old = next((o for o in old if tuple(o.split(".")) in given), old[0])
         first_new = next((n for n in new if tuple(n.split(".")) in given), new[0])

@@ -30,12 +30,12 @@ from bot.errors import ConfigError
 MODE, OPTION = "activation_checkpoint.mode", "activation_checkpoint.selective_ac_option"
 # dotted path -> the layout that alone reads it (True: 2024, False: 2025 - February 2026); others: both
 ONLY_IN: dict[str, bool] = {
-    "training.batch_size": True, "training.compile": True, "experimental.pipeline_parallel_microbatches": True,
+    "experimental.pipeline_parallel_microbatches": True,
     "experimental.pipeline_parallel_schedule": True, "experimental.enable_async_tensor_parallel": True,
     "float8.enable_float8_linear": True, "training.local_batch_size": False, "training.global_batch_size": False,
     "compile.enable": False, "parallelism.pipeline_parallel_microbatch_size": False,
     "parallelism.pipeline_parallel_schedule": False, "parallelism.expert_tensor_parallel_degree": False,
-    "parallelism.enable_async_tensor_parallel": False, "model.converters": False,
+    "parallelism.enable_async_tensor_parallel": False,
 }
 
 
@@ -60,7 +60,8 @@ def micro_batch_values(config: ShardingConfig, new: int, data_parallel: int) -> 
     without pipelining: no global batch to hold)."""
     legacy = config.vintage == LEGACY
     pp = next((k.value for k in config.keys if k.key == "pipeline_parallel_degree"), 1)
-    local = config.settings.get("training.batch_size" if legacy else "training.local_batch_size")
+    spring = not legacy and "training.batch_size" in config.settings and "training.local_batch_size" not in config.settings
+    local = config.settings.get("training.batch_size" if legacy or spring else "training.local_batch_size")
     local = local if isinstance(local, int) and not isinstance(local, bool) and local > 0 else 8  # torchtitan's default
     if pp > 1:
         if local % new:
@@ -68,7 +69,7 @@ def micro_batch_values(config: ShardingConfig, new: int, data_parallel: int) -> 
         if legacy:
             return {"experimental.pipeline_parallel_microbatches": local // new}
         return {"parallelism.pipeline_parallel_microbatch_size": new}
-    if legacy:
+    if legacy or spring:  # no global batch to hold before gradient accumulation (#1238, June 2025)
         return None
     out: dict[str, Scalar] = {"training.local_batch_size": new}
     stated = config.settings.get("training.global_batch_size")
