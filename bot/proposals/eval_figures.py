@@ -32,10 +32,11 @@ MIN_CALIBRATION_POINTS = 3
 METRIC_ORDER = ("tflops_per_chip", "mfu_percent", "tokens_per_second_per_chip")
 
 
-def family_of(record: Any, variant: str | None = None) -> str:
+def family_of(record: Any, variant: str | None = None, dtype: str | None = None) -> str:
     """Hardware family one calibration covers: the chip (and its variant), split by fp8 / fp4 (another peak and
     kernels)."""
-    dtype = record.training.dtype if record.training else "bf16"
+    if dtype is None:
+        dtype = record.training.dtype if record.training else "bf16"
     return record.chip + (f"-{variant}" if variant else "") + (f"-{dtype}" if dtype in ("fp8", "fp4") else "")
 
 
@@ -48,10 +49,12 @@ def _chip_peak(record: Any) -> float | None:
         return None
 
 
-def measured_step_ms(record: Any, m: MeasuredOutcome, flops: float | None) -> tuple[float | None, str | None]:
-    """The measured step time: as stated, or derived from the stated throughput, and from which field."""
+def measured_step_ms(record: Any, m: MeasuredOutcome, flops: float | None,
+                     tokens: float | None = None) -> tuple[float | None, str | None]:
+    """The measured step time: as stated, or derived from the stated throughput, and from which field
+    (``tokens``: tokens per step when run.yaml does not state them and the config does)."""
     chips = record.num_chips
-    tokens = record.training.tokens_per_step if record.training else None
+    tokens = tokens or (record.training.tokens_per_step if record.training else None)
     if m.step_time_ms is not None:
         return float(m.step_time_ms), "step_time_ms"
     if m.tokens_per_second_per_chip is not None and tokens:
@@ -65,7 +68,8 @@ def measured_step_ms(record: Any, m: MeasuredOutcome, flops: float | None) -> tu
 
 
 def _metrics(record: Any, m: MeasuredOutcome, pred_ms: float | None, flops: float | None,
-             measured: tuple[float | None, str | None] = (None, None)) -> dict[str, list[float]]:
+             measured: tuple[float | None, str | None] = (None, None),
+             tokens: float | None = None) -> dict[str, list[float]]:
     """Each throughput metric the source states, with ASAP's predicted value of the same metric.
 
     When the measured step comes from a stated step time or tokens/s, a stated TFLOP/s or MFU is predicted in the
@@ -77,7 +81,7 @@ def _metrics(record: Any, m: MeasuredOutcome, pred_ms: float | None, flops: floa
     if pred_ms is None:
         return {}
     chips = record.num_chips
-    tokens = record.training.tokens_per_step if record.training else None
+    tokens = tokens or (record.training.tokens_per_step if record.training else None)
     meas_ms, step_from = measured
     own_count = meas_ms is not None and step_from in ("step_time_ms", "tokens_per_second_per_chip")
     out: dict[str, list[float]] = {}
@@ -111,6 +115,7 @@ def measured_points(run: Any, expected: Expected, default_mesh: Mesh | None, cal
     settings = settings_for_run(run)
     known = costmodel.model_known(record, settings)
     flops = model_flops_per_step(record).per_step
+    tokens, dtype = _from_config(record, settings) if known else (None, None)
     out: list[MeasuredPoint] = []
     for m in expected.measured:
         mesh = m.mesh or default_mesh
@@ -121,15 +126,15 @@ def measured_points(run: Any, expected: Expected, default_mesh: Mesh | None, cal
         hard = [c for c in check.failures if c.hard]
         if not expected.memory_capacity_matches:
             hard = [c for c in hard if c.name != "memory"]
-        meas_ms, step_from = measured_step_ms(record, m, flops)
+        meas_ms, step_from = measured_step_ms(record, m, flops, tokens)
         pred_ms = pred.step_time_ms if pred is not None else None
         out.append(MeasuredPoint(
             mesh=mesh.short(),
-            family=family_of(record, expected.hardware_variant),
+            family=family_of(record, expected.hardware_variant, dtype),
             measured_step_ms=meas_ms,
             step_from=step_from,
             predicted_step_ms=pred_ms,
-            metrics=_metrics(record, m, pred_ms, flops, (meas_ms, step_from)),
+            metrics=_metrics(record, m, pred_ms, flops, (meas_ms, step_from), tokens),
             measured_memory_gib=m.peak_memory_gib,
             predicted_memory_gib=(pred.memory_per_chip_bytes / GIB) if pred is not None and pred.memory_per_chip_bytes else None,
             measured_oom=m.oom,
@@ -140,6 +145,18 @@ def measured_points(run: Any, expected: Expected, default_mesh: Mesh | None, cal
             anomaly=m.anomaly,
         ))
     return out
+
+
+def _from_config(record: Any, settings: Any) -> tuple[float | None, str | None]:
+    """Tokens per step and the matmul dtype as the run's config resolves them (a torchtitan TOML or a Megatron
+    launch states its batch and its fp8 / fp4 where run.yaml may not): run.yaml's own figures win."""
+    from knowledge.cost_shapes import resolve_shape
+
+    shape = resolve_shape(record, settings)
+    tokens = None if record.training and record.training.tokens_per_step else float(shape.global_batch * shape.seq_len)
+    stated = record.training.dtype if record.training else None
+    dtype = "fp8" if shape.fp8 else "fp4" if shape.fp4 else None
+    return tokens, (dtype if stated in (None, "bf16") and dtype else None)
 
 
 def spearman(measured: list[float], predicted: list[float]) -> float | None:
