@@ -29,6 +29,10 @@ if TYPE_CHECKING:
     from bot.proposals.context import Context
     from bot.runs.record import RunRecord
 
+REBATCHED = 200
+"""The best enumerated meshes (by memory tier, then step time) tried with a micro-batch that splits the global
+batch over their data ranks (:mod:`bot.proposals.rebatch`)."""
+
 SETTINGS_MESHES = 48
 """Settings changes are scored on the baseline mesh, the move meshes and this many best enumerated meshes."""
 
@@ -214,6 +218,7 @@ def score_known(ctx: Context, moves: list[MoveCandidate], changes: list[tuple[Se
         c.tier, c.fits = int(tier), bool(tier < 3)
     for mc in moves:  # a move that enumeration also found keeps its rule
         pool.add(mc.mesh, NO_CHANGE, mc.rule)
+    _score_rebatched(ctx, [meshes[j] for j in rank.tolist()[:REBATCHED]], pool)
     if not changes:
         return
     # Settings changes: on the baseline mesh, the move meshes and the best enumerated meshes that fit.
@@ -241,6 +246,39 @@ def score_known(ctx: Context, moves: list[MoveCandidate], changes: list[tuple[Se
             c = pool.add(m, change, rule)
             c.time_ms = float(t)
             c.per_token_ms = float(t) / change.global_batch_factor
+            c.tier, c.fits = int(tier), bool(tier < 3)
+
+
+def _score_rebatched(ctx: Context, meshes: list[Mesh], pool: Pool) -> None:
+    """The best enumerated meshes whose data-parallel degree does not split the global batch at today's
+    micro-batch, scored again with the micro-batch that does (:mod:`bot.proposals.rebatch`)."""
+    from bot.proposals.rebatch import rebatch_change
+    from bot.proposals.settings import apply as apply_change
+    from knowledge import meshsearch
+    from knowledge.costmodel import mesh_arrays
+
+    groups: dict[tuple[tuple[str, Any], ...], list[SettingsChange]] = {}
+    for mesh in meshes:
+        change = rebatch_change(mesh, record=ctx.record, settings=ctx.settings0, config=ctx.cfg)
+        if change is not None:
+            groups.setdefault(change.values, []).append(change)
+    for changes in groups.values():  # one vectorised scoring per new micro-batch
+        st = apply_change(ctx.settings0, changes[0], framework=ctx.record.framework)
+        lean = apply_change(ctx.lean0, changes[0], framework=ctx.record.framework) if ctx.lean0 is not None else None
+        ici, dcn = mesh_arrays([c.only_mesh for c in changes if c.only_mesh is not None])
+        try:
+            sc = meshsearch.evaluate_mesh_arrays(ctx.record, ici, dcn, ctx.calibration, chip=ctx.chip, settings=st)
+            tiers = memory_tiers(ctx, sc, _lean_memory(ctx, ici, dcn, lean, sc))
+        except AsapError as exc:
+            ctx.notes.append(f"settings change {', '.join(changes[0].words)} could not be costed: {exc.message}")
+            continue
+        ctx.counts["scored"] += len(changes)
+        for change, t, tier in zip(changes, sc.step_ms, tiers, strict=True):
+            if not math.isfinite(float(t)) or change.only_mesh is None:
+                continue
+            pool.discard(change.only_mesh, NO_CHANGE)  # the mesh alone cannot split the batch: this replaces it
+            c = pool.add(change.only_mesh, change, None, search=True)
+            c.time_ms = c.per_token_ms = float(t)
             c.tier, c.fits = int(tier), bool(tier < 3)
 
 

@@ -44,6 +44,10 @@ class Reviewed:
     extra: list[str]
 
 
+COMMAND_OWNED = "set by the recorded launch command"
+"""How :mod:`bot.configs.edit` says a value comes from run.yaml's ``command:`` (which wins over the file)."""
+
+
 def config_diff(run: Any, cfg: Any | None, mesh: Any, settings: dict[str, Any] | None = None) -> str | None:
     """Unified diff of the run's config file with ``mesh`` (and setting values) applied; only those lines change."""
     if cfg is None:
@@ -120,7 +124,13 @@ def review_candidate(ctx: Context, cand: Candidate, prediction: Prediction, reje
         # a change pinned to its mesh (a DeepSpeed ZeRO stage) is one edit with it: the mesh alone may not be one
         pinned = cand.change.config_values if cand.change.only_mesh is not None else None
         diff = config_diff(ctx.run, ctx.cfg, cand.mesh, pinned)
-    except ConfigError:
+    except ConfigError as exc:
+        if COMMAND_OWNED in exc.message:
+            # the run's launch command sets a degree this mesh changes (torchtitan CLI over its TOML): the mesh
+            # is the trainer's to run, the edit is the command's, not the file's
+            return Reviewed(result=result, diff=None, extra=[
+                f"{exc.message.split(': ', 1)[-1]}: change it on the launch command ({exc.hint or 'by hand'}); "
+                "ASAP edits files, not recorded commands"])
         # e.g. FSDP in a Megatron config: a mesh the run's own format cannot express is not a proposal.
         ctx.counts["rejected"] += 1
         rejections.add(f"not expressible in the {getattr(ctx.cfg, 'format', '?')} config")
@@ -131,10 +141,10 @@ def review_candidate(ctx: Context, cand: Candidate, prediction: Prediction, reje
             diff = config_diff(ctx.run, ctx.cfg, cand.mesh, cand.change.config_values)
         except ConfigError as exc:
             extra.append(f"the config file cannot carry this setting ({exc.message}): set it where the trainer reads it")
-    elif cand.change.values and getattr(ctx.cfg, "format", None) == "torchtitan":
+    elif cand.change.values and not cand.change.config_values and getattr(ctx.cfg, "format", None) == "torchtitan":
         extra.append("the recorded launch command (run.yaml command:) sets this setting and wins over the TOML: "
                      "make the change on the command")
-    elif cand.change.values and ctx.cfg is not None:
+    elif cand.change.values and not cand.change.config_values and ctx.cfg is not None:
         extra.append("the config file has no key for this setting: set it where the trainer reads it")
     extra.extend(_torchtitan_batch(ctx, cand))
     return Reviewed(result=result, diff=diff, extra=extra)
@@ -146,14 +156,23 @@ def _torchtitan_batch(ctx: Context, cand: Candidate) -> list[str]:
     st = ctx.settings0
     if getattr(ctx.cfg, "format", None) != "torchtitan" or st is None or st.global_batch or not st.local_batch:
         return []
-    if "training.global_batch_size" in cand.change.config_values:
-        return []  # the proposal's own edit pins it
+    if "training.global_batch_size" in cand.change.config_values or any(k == "global_batch" for k, _ in cand.change.values):
+        return []  # the proposal's own edit pins it (a rebatched mesh: bot.proposals.rebatch)
     sizes = cand.mesh.sizes()
     dp = sizes["data"] * sizes["fsdp"] * sizes["expert"]
     old_dp = ctx.record.num_chips // (st.batch_divisor or 1)
     if dp == old_dp:
         return []
     batch = st.local_batch * old_dp
-    return [f"torchtitan runs local_batch_size x data-parallel degree sequences per step (the TOML sets no "
-            f"global_batch_size): with data-parallel degree {old_dp} -> {dp}, set global_batch_size = {batch} "
-            f"to keep the step's {batch} sequences this prediction assumes"]
+    from bot.proposals.rebatch import titan_batch_key
+
+    key = titan_batch_key(ctx.cfg)
+    if key == "training.local_batch_size":
+        fix = f"set global_batch_size = {batch}"
+    elif batch % dp == 0:
+        fix = f"set batch_size = {batch // dp} (this torchtitan has no global_batch_size)"
+    else:
+        fix = f"no whole batch_size does it over {dp} ranks (this torchtitan has no global_batch_size)"
+    return [f"torchtitan runs its local batch x data-parallel degree sequences per step (the TOML sets no "
+            f"global batch): with data-parallel degree {old_dp} -> {dp}, {fix} to keep the step's {batch} sequences "
+            "this prediction assumes"]

@@ -267,6 +267,8 @@ def apply(settings: TrainingSettings | None, change: SettingsChange, *, framewor
             update["grad_accum"] = int(value)
         elif logical == "zero_stage":
             update["zero_stage"] = int(value)
+        elif logical == "global_batch":  # a rebatched mesh pins the run's global batch (bot.proposals.rebatch)
+            update["global_batch"] = int(value)
         elif logical == "remat":
             update["remat_policy"] = str(value)
             update["remat_key"] = base.remat_key or ("recompute_granularity" if framework == "megatron" else "remat_policy")
