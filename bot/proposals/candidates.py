@@ -225,22 +225,15 @@ def score_known(ctx: Context, moves: list[MoveCandidate], changes: list[tuple[Se
     idx = sorted(set(settings_rows.tolist()) | set(range(n_enum, all_i.shape[0])))
     si, sd = all_i[idx], all_d[idx]
     sub = [meshes[j] for j in idx]
-    from bot.proposals.settings import apply as apply_change
 
     for change, rule in changes:
         if change.only_mesh is not None:
             _score_pinned(ctx, change, rule, pool, base_ms=float(scores.step_ms[n_enum]))
             continue
-        st = apply_change(ctx.settings0, change, framework=record.framework)
-        lean = apply_change(ctx.lean0, change, framework=record.framework) if ctx.lean0 is not None else None
-        try:
-            sc = meshsearch.evaluate_mesh_arrays(record, si, sd, ctx.calibration, chip=chip, settings=st)
-            change_tiers = memory_tiers(ctx, sc, _lean_memory(ctx, si, sd, lean, sc))
-        except AsapError as exc:
-            ctx.notes.append(f"settings change {', '.join(change.words)} could not be costed: {exc.message}")
+        scored = _score_change(ctx, change, si, sd)
+        if scored is None:
             continue
-        ctx.counts["scored"] += len(sub)
-        for m, t, tier in zip(sub, sc.step_ms, change_tiers, strict=True):
+        for m, t, tier in zip(sub, *scored, strict=True):
             if not math.isfinite(float(t)):
                 continue
             c = pool.add(m, change, rule)
@@ -249,35 +242,44 @@ def score_known(ctx: Context, moves: list[MoveCandidate], changes: list[tuple[Se
             c.tier, c.fits = int(tier), bool(tier < 3)
 
 
+def _score_change(ctx: Context, change: SettingsChange, ici: Any, dcn: Any) -> tuple[Any, Any] | None:
+    """Step times and memory tiers of the meshes ``ici``/``dcn`` with ``change`` applied (one vectorised call);
+    None, with a note, when the cost model cannot cost the change."""
+    from bot.proposals.settings import apply as apply_change
+    from knowledge import meshsearch
+
+    st = apply_change(ctx.settings0, change, framework=ctx.record.framework)
+    lean = apply_change(ctx.lean0, change, framework=ctx.record.framework) if ctx.lean0 is not None else None
+    try:
+        sc = meshsearch.evaluate_mesh_arrays(ctx.record, ici, dcn, ctx.calibration, chip=ctx.chip, settings=st)
+        tiers = memory_tiers(ctx, sc, _lean_memory(ctx, ici, dcn, lean, sc))
+    except AsapError as exc:
+        ctx.notes.append(f"settings change {', '.join(change.words)} could not be costed: {exc.message}")
+        return None
+    ctx.counts["scored"] += int(ici.shape[0])
+    return sc.step_ms, tiers
+
+
 def _score_rebatched(ctx: Context, meshes: list[Mesh], pool: Pool) -> None:
     """The best enumerated meshes whose data-parallel degree does not split the global batch at today's
     micro-batch, scored again with the micro-batch that does (:mod:`bot.proposals.rebatch`)."""
     from bot.proposals.rebatch import rebatch_change
-    from bot.proposals.settings import apply as apply_change
-    from knowledge import meshsearch
     from knowledge.costmodel import mesh_arrays
 
-    groups: dict[tuple[tuple[str, Any], ...], list[SettingsChange]] = {}
+    groups: dict[tuple[tuple[str, Any], ...], list[tuple[Mesh, SettingsChange]]] = {}
     for mesh in meshes:
         change = rebatch_change(mesh, record=ctx.record, settings=ctx.settings0, config=ctx.cfg)
         if change is not None:
-            groups.setdefault(change.values, []).append(change)
-    for changes in groups.values():  # one vectorised scoring per new micro-batch
-        st = apply_change(ctx.settings0, changes[0], framework=ctx.record.framework)
-        lean = apply_change(ctx.lean0, changes[0], framework=ctx.record.framework) if ctx.lean0 is not None else None
-        ici, dcn = mesh_arrays([c.only_mesh for c in changes if c.only_mesh is not None])
-        try:
-            sc = meshsearch.evaluate_mesh_arrays(ctx.record, ici, dcn, ctx.calibration, chip=ctx.chip, settings=st)
-            tiers = memory_tiers(ctx, sc, _lean_memory(ctx, ici, dcn, lean, sc))
-        except AsapError as exc:
-            ctx.notes.append(f"settings change {', '.join(changes[0].words)} could not be costed: {exc.message}")
+            groups.setdefault(change.values, []).append((mesh, change))
+    for pairs in groups.values():  # one vectorised scoring per new micro-batch
+        scored = _score_change(ctx, pairs[0][1], *mesh_arrays([m for m, _ in pairs]))
+        if scored is None:
             continue
-        ctx.counts["scored"] += len(changes)
-        for change, t, tier in zip(changes, sc.step_ms, tiers, strict=True):
-            if not math.isfinite(float(t)) or change.only_mesh is None:
+        for (mesh, change), t, tier in zip(pairs, *scored, strict=True):
+            if not math.isfinite(float(t)):
                 continue
-            pool.discard(change.only_mesh, NO_CHANGE)  # the mesh alone cannot split the batch: this replaces it
-            c = pool.add(change.only_mesh, change, None, search=True)
+            pool.discard(mesh, NO_CHANGE)  # the mesh alone cannot split the batch: this replaces it
+            c = pool.add(mesh, change, None, search=True)
             c.time_ms = c.per_token_ms = float(t)
             c.tier, c.fits = int(tier), bool(tier < 3)
 
@@ -289,23 +291,14 @@ def _score_pinned(ctx: Context, change: SettingsChange, rule: Rule, pool: Pool, 
     is dropped in favour of this one; a stage lowered for communication that is not predicted faster is not a
     candidate (it would only cost memory).
     """
-    from bot.proposals.settings import apply as apply_change
-    from knowledge import meshsearch
     from knowledge.costmodel import mesh_arrays
 
     mesh = change.only_mesh
     assert mesh is not None
-    st = apply_change(ctx.settings0, change, framework=ctx.record.framework)
-    lean = apply_change(ctx.lean0, change, framework=ctx.record.framework) if ctx.lean0 is not None else None
-    ici, dcn = mesh_arrays([mesh])
-    try:
-        sc = meshsearch.evaluate_mesh_arrays(ctx.record, ici, dcn, ctx.calibration, chip=ctx.chip, settings=st)
-        tier = int(memory_tiers(ctx, sc, _lean_memory(ctx, ici, dcn, lean, sc))[0])
-    except AsapError as exc:
-        ctx.notes.append(f"settings change {', '.join(change.words)} could not be costed: {exc.message}")
+    scored = _score_change(ctx, change, *mesh_arrays([mesh]))
+    if scored is None:
         return
-    ctx.counts["scored"] += 1
-    t = float(sc.step_ms[0])
+    t, tier = float(scored[0][0]), int(scored[1][0])
     if not math.isfinite(t) or (change.kind == KIND_DOWN and t >= base_ms):
         return
     if mesh_key(mesh) != mesh_key(ctx.base):
