@@ -4,8 +4,8 @@ compiled loss, on real configs and published rows.
 Fixtures and cases (sources in tests/data/real/README.md and each case's expected.yaml):
 ``tests/data/real/torchtitan/2025-spring/llama3_70b.toml`` (torchtitan @3ce5616, 1 April 2025: ``[parallelism]``
 degrees with ``[training] batch_size``); the eval cases ``torchtitan-asynctp-*`` (torchtitan's June 2025 async TP
-benchmark, Llama 3 70B on 256 H100 and 8B on 64 H100) and ``torchao-float8-*`` (torchao's float8 README, Llama 3 8B on
-8 H100 and 8 MI300X).
+benchmark, Llama 3 70B on 256 H100 and 8B on 64 H100), ``torchao-float8-*`` (torchao's float8 README, Llama 3 8B on
+8 H100 and 8 MI300X) and ``torchtitan-h200-*`` (Trainy's H200 rows in torchtitan's benchmarks).
 """
 
 from __future__ import annotations
@@ -106,6 +106,8 @@ def test_float8_casts_and_the_bf16_output_layer_cost_more_on_the_smaller_model()
     ("torchao-float8-mi300x-llama3-8b-bf16", 39.09),  # torchtitan 2c8b594 (August 2025): compiled loss
     ("torchao-float8-mi300x-llama3-8b-fp8tw", 39.07),
     ("torchao-float8-h100-llama3-8b-bf16", 47.65),  # torchtitan of March 2025 (2024 layout): eager loss
+    ("torchtitan-h200-llama3-8b-fsdp32", 47.96),  # Trainy's H200 rows, torchtitan e7c0cae (June 2025): compiled
+    ("torchtitan-h200-llama3-8b-fsdp64", 46.97),
 ])
 def test_peak_memory_follows_whether_torchtitan_compiles_the_loss(case: str, measured_gib: float) -> None:
     # Same model, batch and policy; the MI300X run is 8.6 GiB lower because torchtitan compiles the loss since
