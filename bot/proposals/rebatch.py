@@ -35,7 +35,7 @@ def rebatch_change(mesh: Mesh, *, record: RunRecord, settings: Any | None, confi
     """The micro-batch change that lets ``mesh`` run the same global batch, or None when ``mesh`` needs none
     (its split is whole), cannot have one (the global batch does not split over its data ranks), or the
     framework's batch is not a micro-batch that a mesh changes (MaxText's per-device batch)."""
-    from bot.proposals.settings import SettingsChange, _titan_words, _writable
+    from bot.proposals.settings import SettingsChange, titan_words, writable_values
     from knowledge.cost_settings import TrainingSettings, key_for
     from knowledge.cost_shapes import effective_global_batch
 
@@ -61,11 +61,11 @@ def rebatch_change(mesh: Mesh, *, record: RunRecord, settings: Any | None, confi
              f"{gb} sequences ({per_rank // new} accumulation step{'s' if per_rank // new != 1 else ''})")
     return SettingsChange(
         values=(("micro_batch", new), ("global_batch", gb)),
-        words=(words + _titan_words(config, values),),
+        words=(words + titan_words(config, values),),
         tradeoffs=(f"{old // new if old % new == 0 else round(old / new, 1)}x smaller micro-batch per rank: "
                    "narrower matmuls per kernel" if new < old else "larger micro-batch per rank: more activation memory",),
         kind=KIND,
-        config_values=_writable(config, values),
+        config_values=writable_values(config, values),
         only_mesh=mesh,
     )
 

@@ -149,9 +149,9 @@ def _micro_batch_changes(move: SettingsMove, settings: TrainingSettings | None, 
                  "accumulation steps)")
         out.append(SettingsChange(
             values=(("micro_batch", new),),
-            words=(words + _titan_words(config, values),),
+            words=(words + titan_words(config, values),),
             kind="micro_batch" + ("+" if new > old else "-"),
-            config_values=_writable(config, values),
+            config_values=writable_values(config, values),
         ))
     return out
 
@@ -220,14 +220,14 @@ def _remat_changes(move: SettingsMove, settings: TrainingSettings | None, config
                       "run really recomputes)")
         out.append(SettingsChange(
             values=(("remat", name),),
-            words=(words + _titan_words(config, values),),
+            words=(words + titan_words(config, values),),
             kind=f"remat-{move.direction}",
-            config_values=_writable(config, values),
+            config_values=writable_values(config, values),
         ))
     return out
 
 
-def _titan_words(config: ShardingConfig | None, values: dict[str, Any]) -> str:
+def titan_words(config: ShardingConfig | None, values: dict[str, Any]) -> str:
     """What a torchtitan change writes besides its first key (``; selective_ac_option = "op"``), or why the TOML
     cannot carry it (the recorded launch command sets it); '' for other formats."""
     if config is None or config.format != "torchtitan":
@@ -239,7 +239,7 @@ def _titan_words(config: ShardingConfig | None, values: dict[str, Any]) -> str:
     return "; " + ", ".join(rest) if rest else ""
 
 
-def _writable(config: ShardingConfig | None, values: dict[str, Any]) -> dict[str, Any]:
+def writable_values(config: ShardingConfig | None, values: dict[str, Any]) -> dict[str, Any]:
     """The config values a proposal writes: none when the recorded launch command sets one of them (it wins)."""
     if config is not None and config.format == "torchtitan" and set_on_command(config, values) is not None:
         return {}
