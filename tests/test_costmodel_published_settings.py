@@ -128,14 +128,42 @@ def test_megatron_core_weak_scaling_rows_agree_once_tp_overlap_is_stated() -> No
     assert max(ratios) / min(ratios) < 1.25, ratios
 
 
-def test_maxtext_vocab_tiling_keeps_one_chunk_of_logits_and_the_published_v4_22b_run_is_not_called_oom() -> None:
-    """MaxText's v4 22B recipe (src/maxtext/configs/tpu/v4/22b.sh @ e591f30cbb: per_device_batch_size=13,
-    num_vocab_tiling=8) ran on v4-128 at 156 TFLOP/s/chip (configs/tpu/v4/README.md). Its 13 x 2048 tokens per chip
-    x 32,000 vocabulary make 5.1 GB of bf16 logits + fp32 softmax untiled; tiled in 8, one chunk (0.6 GB) is live.
-    Without reading num_vocab_tiling the Critic called the published run out of memory (34.9 GB on a 32 GB chip)."""
+_V4_22B_RUN = """\
+id: maxtext-v4-22b-current
+framework: maxtext
+chip: tpu-v4
+num_chips: 64
+model: {name: maxtext-22b, layers: 48, d_model: 6144, d_ff: 24576, heads: 24, kv_heads: 24, head_dim: 128,
+        vocab: 32000, mlp_matrices: 3}
+training: {global_batch: 832, seq_len: 2048, dtype: bf16, remat: full}
+config: mesh.yml
+"""
+# src/maxtext/configs/tpu/v4/22b.sh @ e591f30cbb: the launch's overrides (the model: its base_* dimensions on that
+# commit's base.yml, head_dim 128, SwiGLU, vocab_size 32000)
+_V4_22B_MESH = """\
+per_device_batch_size: 13
+max_target_length: 2048
+remat_policy: full
+num_vocab_tiling: 8
+ici_fsdp_parallelism: 64
+ici_tensor_parallelism: 1
+dcn_data_parallelism: -1
+"""
+
+
+def test_maxtext_vocab_tiling_keeps_one_chunk_of_logits_and_the_v4_22b_recipe_is_not_called_oom(tmp_path: Path) -> None:
+    """MaxText's current v4 22B recipe (src/maxtext/configs/tpu/v4/22b.sh @ e591f30cbb: per_device_batch_size=13,
+    num_vocab_tiling=8) is the retuned successor of the run whose 156 TFLOP/s/chip the v4 README reports. Its 13 x 2048
+    tokens per chip x 32,000 vocabulary make 5.1 GB of bf16 logits + fp32 softmax untiled; tiled in 8, one chunk
+    (0.6 GB) is live. Without reading num_vocab_tiling the Critic called the recipe out of memory (34.9 GB on a 32 GB
+    chip)."""
     from bot.proposals.critic import critique
 
-    run = LocalRunStore(EVAL).get("maxtext-v4-22b-1x128")
+    case = tmp_path / "maxtext-v4-22b-current"
+    case.mkdir()
+    (case / "run.yaml").write_text(_V4_22B_RUN)
+    (case / "mesh.yml").write_text(_V4_22B_MESH)
+    run = LocalRunStore(tmp_path).get(case.name)
     settings = settings_for_run(run)
     assert settings is not None and settings.vocab_tiling == 8
     mesh, _ = baseline_mesh(run, None)
