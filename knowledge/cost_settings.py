@@ -88,6 +88,8 @@ KEYS: dict[str, dict[str, tuple[str, ...]]] = {
     "grad_accum": {"maxtext": ("gradient_accumulation_steps",),
                    "ici_mesh": ("gradient_accumulation_steps", "microbatches", "num_microbatches", "grad_accum_steps"),
                    "megatron": ()},
+    "tp_comm_overlap": {"megatron": ("tp_comm_overlap",)},
+    "sequence_parallel": {"megatron": ("sequence_parallel",)},
 }
 
 

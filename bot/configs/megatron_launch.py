@@ -93,6 +93,8 @@ FLAG_SETTINGS: dict[str, str] = {
     "cross_entropy_loss_fusion": "cross_entropy_loss_fusion", "use_megatron_fsdp": "use_megatron_fsdp",
     "data_parallel_sharding_strategy": "data_parallel_sharding_strategy",
     "overlap_moe_expert_parallel_comm": "overlap_moe_expert_parallel_comm",
+    # TP communication overlap (ModelParallelConfig.tp_comm_overlap, a store_true flag ArgumentGroupFactory makes)
+    "tp_comm_overlap": "tp_comm_overlap", "transformer_impl": "transformer_impl",
     "moe_token_dispatcher_type": "moe_token_dispatcher_type", "moe_enable_deepep": "moe_enable_deepep",
     "moe_flex_dispatcher_backend": "moe_flex_dispatcher_backend",
     "window_size": "window_size", "window_attn_skip_freq": "window_attn_skip_freq",
@@ -148,7 +150,7 @@ _BOOL_FLAGS = {"sequence_parallel", "use_distributed_optimizer", "use_flash_attn
                "swiglu", "group_query_attention", "untie_embeddings_and_output_weights", "deepspeed",
                "no_pipeline_parallel", "deepspeed_activation_checkpointing", "grad_reduce_in_bf16",
                "fp8_param_gather", "cross_entropy_loss_fusion", "use_megatron_fsdp", "overlap_moe_expert_parallel_comm",
-               "moe_enable_deepep"}
+               "moe_enable_deepep", "tp_comm_overlap"}
 
 
 def _megatron_flag(norm: str, written: str, val: Val | None, flag: Val, cmd: Command, source: str,

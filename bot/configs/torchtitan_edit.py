@@ -54,6 +54,21 @@ def remat_values(policy: str) -> dict[str, Scalar]:
                       hint="torchtitan's policies: full, selective (option op or k), none")
 
 
+def async_tp_values(config: ShardingConfig) -> dict[str, Scalar]:
+    """The TOML values that turn on torchtitan's async TP in this file's layout, with torch.compile, which
+    torchtitan requires for it ("Async TP requires --training.compile", parallelize_llama.py @820504e):
+    ``[experimental] enable_async_tensor_parallel`` (2024) or ``[parallelism]`` (2025 - February 2026), and
+    ``[training] compile`` unless the file compiles through ``[compile] enable``."""
+    legacy = config.vintage == LEGACY
+    out: dict[str, Scalar] = {
+        "experimental.enable_async_tensor_parallel" if legacy else "parallelism.enable_async_tensor_parallel": True,
+    }
+    compiled = config.settings.get("training.compile") is True or config.settings.get("compile.enable") is True
+    if not compiled:
+        out["compile.enable" if "compile.enable" in config.settings else "training.compile"] = True
+    return out
+
+
 def micro_batch_values(config: ShardingConfig, new: int, data_parallel: int) -> dict[str, Scalar] | None:
     """The TOML values that make one micro-batch ``new`` sequences per data-parallel rank at the same global
     batch (``data_parallel``: the run's data-parallel degree), or None when this file cannot say that (2024

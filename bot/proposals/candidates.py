@@ -230,10 +230,14 @@ def score_known(ctx: Context, moves: list[MoveCandidate], changes: list[tuple[Se
         if change.only_mesh is not None:
             _score_pinned(ctx, change, rule, pool, base_ms=float(scores.step_ms[n_enum]))
             continue
-        scored = _score_change(ctx, change, si, sd)
+        # a change that acts on one axis (TP overlap: tensor) rides only on the meshes that have it
+        rows = [i for i, m in enumerate(sub) if change.needs_axis is None or m.size(change.needs_axis) > 1]
+        if not rows:
+            continue
+        scored = _score_change(ctx, change, si[rows], sd[rows])
         if scored is None:
             continue
-        for m, t, tier in zip(sub, *scored, strict=True):
+        for m, t, tier in zip([sub[i] for i in rows], *scored, strict=True):
             if not math.isfinite(float(t)):
                 continue
             c = pool.add(m, change, rule)

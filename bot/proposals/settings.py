@@ -21,6 +21,12 @@ Semantics (and why they matter to the Critic and the person reading the proposal
   global batch would follow); a value the recorded launch command sets is not written (the command wins).
 * ``zero_stage``: DeepSpeed's ZeRO stage, one step up or down (:mod:`bot.proposals.zero`); a ds_config JSON
   reads as another mesh at stage 3, so the change carries the one mesh it rides on (``only_mesh``).
+* ``tp_overlap``: the framework's tensor-parallel communication overlap, on meshes with tensor > 1 only
+  (``needs_axis``): Megatron ``tp_comm_overlap`` (``--tp-comm-overlap``), with ``sequence_parallel`` when the
+  config has it off (Megatron-LM arguments.py: "Tensor parallel communication/GEMM overlap can happen only when
+  sequence parallelism is enabled"); torchtitan async TP with torch.compile, which it requires. The cost model
+  prices Megatron's overlap as hiding the TP collectives behind the GEMMs and torchtitan's async TP as hiding
+  ``ASYNC_TP_SHARE`` of them (``knowledge/cost_core.py``).
 """
 
 from __future__ import annotations
@@ -30,7 +36,7 @@ from typing import Any
 
 from bot.configs.mesh import Mesh
 from bot.configs.sharding import ShardingConfig
-from bot.configs.torchtitan_edit import micro_batch_values, remat_values, set_on_command, toml_text
+from bot.configs.torchtitan_edit import async_tp_values, micro_batch_values, remat_values, set_on_command, toml_text
 from bot.proposals.moves import SettingsMove
 from knowledge.cost_remat import (
     heavier_policies,
@@ -41,7 +47,7 @@ from knowledge.cost_remat import (
     named_policy,
     runyaml_policy,
 )
-from knowledge.cost_settings import TrainingSettings, key_for
+from knowledge.cost_settings import TrainingSettings, all_settings, key_for
 
 GLOBAL_BATCH_WARNING = (
     "raises the global batch (tokens per step) {old} -> {new} sequences: learning rate, warmup and convergence "
@@ -60,6 +66,7 @@ class SettingsChange:
     kind: str = ""  # e.g. "micro_batch+", "remat-lighter"
     config_values: dict[str, Any] = field(default_factory=dict)  # config key path -> value, for the diff
     only_mesh: Mesh | None = None  # the one mesh the change can ride on (a ZeRO stage), None = any
+    needs_axis: str | None = None  # a mesh axis the change acts on (TP overlap: tensor): meshes without it are skipped
 
     def as_dict(self) -> dict[str, Any]:
         return dict(self.values)
@@ -117,6 +124,8 @@ def expand(
                                     data_parallel)
     if move.change in ("per_device_batch", "grad_accum"):
         return _batch_changes(move, settings, config, global_batch)
+    if move.change == "tp_overlap":
+        return _tp_overlap_changes(settings, config, framework)
     return _remat_changes(move, settings, config, framework, runyaml_remat)
 
 
@@ -227,6 +236,60 @@ def _remat_changes(move: SettingsMove, settings: TrainingSettings | None, config
     return out
 
 
+MEGATRON_TP_OVERLAP_TRADEOFFS = (
+    "needs Transformer Engine (Megatron's default --transformer-impl transformer_engine) and allocates its userbuffers "
+    "for the overlapped GEMMs: some GPU memory, and a TE/NCCL setup that supports it on this system",
+)
+TITAN_ASYNC_TP_TRADEOFFS = (
+    "micro-pipelines the TP all-gathers / reduce-scatters into the matmuls through symmetric memory (PyTorch "
+    "SymmetricMemory): priced as hiding half of the TP collectives (ASYNC_TP_SHARE, fitted on torchtitan's June 2025 "
+    "async TP table); needs a PyTorch and GPUs that support it",
+)
+
+
+def _tp_overlap_changes(settings: TrainingSettings | None, config: ShardingConfig | None,
+                        framework: str) -> list[SettingsChange]:
+    """Turn on TP communication overlap where the framework has it and ASAP prices it; [] when it is already on."""
+    if config is None or (settings is not None and settings.tp_comm_overlap):
+        return []
+    if config.format == "torchtitan":
+        values: dict[str, Any] = async_tp_values(config)
+        compile_on = len(values) > 1
+        words = "enable_async_tensor_parallel false -> true" + titan_words(config, values)
+        if compile_on:
+            words += " (torchtitan runs async TP only under torch.compile, so compile is turned on too; its own " \
+                     "speed-up beyond the compiled loss is not priced)"
+        out_values: tuple[tuple[str, Any], ...] = (("tp_comm_overlap", True),)
+        if compile_on:
+            from bot.configs.torchtitan import LEGACY
+
+            out_values += (("loss_compiled", config.vintage != LEGACY),)  # the compiled loss: April 2025 on
+        return [SettingsChange(values=out_values, words=(words,), tradeoffs=TITAN_ASYNC_TP_TRADEOFFS,
+                               kind="tp-overlap", config_values=writable_values(config, values), needs_axis="tensor")]
+    if framework != "megatron" or config.format != "megatron":
+        return []  # MaxText/XLA: the async collective flags live in LIBTPU_INIT_ARGS, which ASAP does not price
+    impl = next((v for k, v in all_settings(config).items() if k.rsplit(".", 1)[-1] == "transformer_impl"), None)
+    if impl is not None and str(impl).strip().lower() == "local":
+        return []  # --tp-comm-overlap is Transformer Engine's userbuffers: the local implementation has none
+    base = settings or TrainingSettings()
+    key = key_for(base, "tp_comm_overlap", config)
+    if key is None:
+        return []
+    values = {key: True}
+    out_values = (("tp_comm_overlap", True),)
+    words = f"{key} off -> on (Transformer Engine overlaps the tensor-parallel all-gathers / reduce-scatters with " \
+            "the GEMMs)"
+    if not base.sequence_parallel:
+        sp_key = key_for(base, "sequence_parallel", config)
+        if sp_key is None:
+            return []
+        values[sp_key] = True
+        out_values += (("sequence_parallel", True),)
+        words += f"; {sp_key} off -> on (Megatron-LM requires sequence parallelism for TP overlap)"
+    return [SettingsChange(values=out_values, words=(words,), tradeoffs=MEGATRON_TP_OVERLAP_TRADEOFFS,
+                           kind="tp-overlap", config_values=values, needs_axis="tensor")]
+
+
 def titan_words(config: ShardingConfig | None, values: dict[str, Any]) -> str:
     """What a torchtitan change writes besides its first key (``; selective_ac_option = "op"``), or why the TOML
     cannot carry it (the recorded launch command sets it); '' for other formats."""
@@ -269,6 +332,8 @@ def apply(settings: TrainingSettings | None, change: SettingsChange, *, framewor
             update["zero_stage"] = int(value)
         elif logical == "global_batch":  # a rebatched mesh pins the run's global batch (bot.proposals.rebatch)
             update["global_batch"] = int(value)
+        elif logical in ("tp_comm_overlap", "sequence_parallel", "loss_compiled"):
+            update[logical] = bool(value)
         elif logical == "remat":
             update["remat_policy"] = str(value)
             update["remat_key"] = base.remat_key or ("recompute_granularity" if framework == "megatron" else "remat_policy")
