@@ -82,6 +82,11 @@ def test_a_config_that_already_overlaps_or_cannot_is_not_offered_it() -> None:
     local = parse_config(GPT175.read_text().replace("--seq-length 2048", "--seq-length 2048 --transformer-impl local"),
                          GPT175.name)
     assert _changes(local, settings_from_config(local), "megatron") == []
+    # NeMo 1.x switches it with ub_tp_comm_overlap (NeMo-Framework-Launcher gpt3 20b: True, 5b: False), which ASAP
+    # does not price: no proposal claims a gain from it either way
+    for nemo in ("launcher_gpt3_20b.yaml", "gpt3_5b.yaml"):
+        cfg = load_config(REAL / "nemo" / nemo)
+        assert _changes(cfg, settings_from_config(cfg), "megatron") == []
     # MaxText: XLA's async collective flags are not priced, so not proposed
     maxtext = load_config(EVAL / "maxtext-v5p-128b-1x256" / "mesh.yml")
     assert _changes(maxtext, settings_from_config(maxtext), "maxtext") == []

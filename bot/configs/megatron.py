@@ -82,7 +82,8 @@ SETTINGS: tuple[str, ...] = (
     "use_megatron_fsdp",  # Megatron-Bridge ddp.use_megatron_fsdp
     "data_parallel_sharding_strategy",
     "overlap_moe_expert_parallel_comm",  # Megatron-Bridge comm_overlap.overlap_moe_expert_parallel_comm
-    "tp_comm_overlap",  # ModelParallelConfig.tp_comm_overlap (--tp-comm-overlap; NeMo model.tp_comm_overlap)
+    "tp_comm_overlap",  # ModelParallelConfig.tp_comm_overlap (--tp-comm-overlap)
+    "ub_tp_comm_overlap",  # NeMo 1.x: Transformer Engine userbuffers TP overlap (not priced: docs/cost-model.md)
     "transformer_impl",  # transformer_engine (default) | local: TP overlap needs Transformer Engine's userbuffers
     "moe_token_dispatcher_type",  # alltoall | allgather | flex (DeepEP / HybridEP)
     "moe_enable_deepep",

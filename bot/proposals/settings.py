@@ -268,9 +268,11 @@ def _tp_overlap_changes(settings: TrainingSettings | None, config: ShardingConfi
                                kind="tp-overlap", config_values=writable_values(config, values), needs_axis="tensor")]
     if framework != "megatron" or config.format != "megatron":
         return []  # MaxText/XLA: the async collective flags live in LIBTPU_INIT_ARGS, which ASAP does not price
-    impl = next((v for k, v in all_settings(config).items() if k.rsplit(".", 1)[-1] == "transformer_impl"), None)
-    if impl is not None and str(impl).strip().lower() == "local":
+    stated = {k.rsplit(".", 1)[-1]: v for k, v in all_settings(config).items()}
+    if str(stated.get("transformer_impl", "")).strip().lower() == "local":
         return []  # --tp-comm-overlap is Transformer Engine's userbuffers: the local implementation has none
+    if "ub_tp_comm_overlap" in stated:
+        return []  # NeMo 1.x's own switch for it, which ASAP does not price (docs/cost-model.md): no gain to show
     base = settings or TrainingSettings()
     key = key_for(base, "tp_comm_overlap", config)
     if key is None:
