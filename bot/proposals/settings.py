@@ -253,43 +253,47 @@ def _tp_overlap_changes(settings: TrainingSettings | None, config: ShardingConfi
     if config is None or (settings is not None and settings.tp_comm_overlap):
         return []
     if config.format == "torchtitan":
-        values: dict[str, Any] = async_tp_values(config)
-        compile_on = len(values) > 1
-        words = "enable_async_tensor_parallel false -> true" + titan_words(config, values)
-        if compile_on:
-            words += " (torchtitan runs async TP only under torch.compile, so compile is turned on too; its own " \
-                     "speed-up beyond the compiled loss is not priced)"
-        out_values: tuple[tuple[str, Any], ...] = (("tp_comm_overlap", True),)
-        if compile_on:
-            from bot.configs.torchtitan import LEGACY
-
-            out_values += (("loss_compiled", config.vintage != LEGACY),)  # the compiled loss: April 2025 on
-        return [SettingsChange(values=out_values, words=(words,), tradeoffs=TITAN_ASYNC_TP_TRADEOFFS,
-                               kind="tp-overlap", config_values=writable_values(config, values), needs_axis="tensor")]
+        return [_titan_async_tp(config)]
     if framework != "megatron" or config.format != "megatron":
         return []  # MaxText/XLA: the async collective flags live in LIBTPU_INIT_ARGS, which ASAP does not price
+    return _megatron_tp_overlap(settings or TrainingSettings(), config)
+
+
+def _titan_async_tp(config: ShardingConfig) -> SettingsChange:
+    """torchtitan's async TP, with torch.compile when the file does not compile (torchtitan refuses it without)."""
+    from bot.configs.torchtitan import LEGACY
+
+    values: dict[str, Any] = async_tp_values(config)
+    words = "enable_async_tensor_parallel -> true" + titan_words(config, values)
+    out: tuple[tuple[str, Any], ...] = (("tp_comm_overlap", True),)
+    if len(values) > 1:  # compile turned on too; torchtitan compiles its loss from April 2025 (#1033)
+        words += (" (torchtitan runs async TP only under torch.compile, so compile is turned on too; its own speed-up "
+                  "beyond the compiled loss is not priced)")
+        out += (("loss_compiled", config.vintage != LEGACY),)
+    return SettingsChange(values=out, words=(words,), tradeoffs=TITAN_ASYNC_TP_TRADEOFFS, kind="tp-overlap",
+                          config_values=writable_values(config, values), needs_axis="tensor")
+
+
+def _megatron_tp_overlap(base: TrainingSettings, config: ShardingConfig) -> list[SettingsChange]:
+    """Megatron ``tp_comm_overlap`` with the ``sequence_parallel`` it requires; [] where the config cannot have it
+    (``--transformer-impl local``) or switches it with NeMo 1.x's ``ub_tp_comm_overlap``, which ASAP does not price."""
     stated = {k.rsplit(".", 1)[-1]: v for k, v in all_settings(config).items()}
-    if str(stated.get("transformer_impl", "")).strip().lower() == "local":
-        return []  # --tp-comm-overlap is Transformer Engine's userbuffers: the local implementation has none
-    if "ub_tp_comm_overlap" in stated:
-        return []  # NeMo 1.x's own switch for it, which ASAP does not price (docs/cost-model.md): no gain to show
-    base = settings or TrainingSettings()
-    key = key_for(base, "tp_comm_overlap", config)
-    if key is None:
+    if str(stated.get("transformer_impl", "")).strip().lower() == "local" or "ub_tp_comm_overlap" in stated:
         return []
-    values = {key: True}
-    out_values = (("tp_comm_overlap", True),)
+    key = key_for(base, "tp_comm_overlap", config)
+    sp_key = key_for(base, "sequence_parallel", config)
+    if key is None or sp_key is None:
+        return []
+    values: dict[str, Any] = {key: True}
+    out: tuple[tuple[str, Any], ...] = (("tp_comm_overlap", True),)
     words = f"{key} off -> on (Transformer Engine overlaps the tensor-parallel all-gathers / reduce-scatters with " \
             "the GEMMs)"
     if not base.sequence_parallel:
-        sp_key = key_for(base, "sequence_parallel", config)
-        if sp_key is None:
-            return []
         values[sp_key] = True
-        out_values += (("sequence_parallel", True),)
+        out += (("sequence_parallel", True),)
         words += f"; {sp_key} off -> on (Megatron-LM requires sequence parallelism for TP overlap)"
-    return [SettingsChange(values=out_values, words=(words,), tradeoffs=MEGATRON_TP_OVERLAP_TRADEOFFS,
-                           kind="tp-overlap", config_values=values, needs_axis="tensor")]
+    return [SettingsChange(values=out, words=(words,), tradeoffs=MEGATRON_TP_OVERLAP_TRADEOFFS, kind="tp-overlap",
+                           config_values=values, needs_axis="tensor")]
 
 
 def titan_words(config: ShardingConfig | None, values: dict[str, Any]) -> str:
