@@ -24,6 +24,7 @@ from bot.configs.common import apply_splices
 from bot.configs.detect import parse_config
 from bot.configs.mesh import Mesh
 from bot.configs.sharding import ShardingConfig
+from bot.configs.stale_comments import HASH_COMMENT_FORMATS, stale_comment_notes
 from bot.configs.yamlscan import compose
 from bot.errors import ConfigError
 
@@ -312,12 +313,22 @@ def apply_settings_files(config: ShardingConfig, values: dict[str, object]) -> d
 
 def config_diff(config: ShardingConfig, mesh: Mesh, settings: dict[str, object] | None, label: str) -> str:
     """Unified diff of every file the change touches (``label`` names the config's own file)."""
+    return config_diff_notes(config, mesh, settings, label)[0]
+
+
+def config_diff_notes(config: ShardingConfig, mesh: Mesh, settings: dict[str, object] | None,
+                      label: str) -> tuple[str, list[str]]:
+    """The unified diff of :func:`config_diff`, and the edited lines whose kept ``#`` comment still names a value
+    the edit changed (:mod:`bot.configs.stale_comments`): the reviewer is told to update them by hand."""
     texts = edit_texts(config, mesh, settings or {})
-    out = []
+    out: list[str] = []
+    notes: list[str] = []
     for file, new in texts.items():
         name = label if file == config.source else file
         out.append(diff_text(config.text_of(file), new, name))
-    return "".join(out)
+        if config.format in HASH_COMMENT_FORMATS:
+            notes.extend(stale_comment_notes(config.text_of(file), new, name))
+    return "".join(out), notes
 
 
 def edit_texts(config: ShardingConfig, mesh: Mesh, settings: dict[str, object]) -> dict[str, str]:

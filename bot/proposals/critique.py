@@ -57,6 +57,16 @@ def config_diff(run: Any, cfg: Any | None, mesh: Any, settings: dict[str, Any] |
     return diff_files(cfg, mesh, settings or {}, run.record.config or cfg.source)
 
 
+def config_diff_notes(run: Any, cfg: Any | None, mesh: Any,
+                      settings: dict[str, Any] | None = None) -> tuple[str | None, list[str]]:
+    """:func:`config_diff`, and the edited lines whose kept comment still names a value the edit changed."""
+    if cfg is None:
+        return None, []
+    from bot.configs.edit import config_diff_notes as diff_and_notes
+
+    return diff_and_notes(cfg, mesh, settings or {}, run.record.config or cfg.source)
+
+
 def expressible(ctx: Context, cand: Candidate) -> bool:
     """A cheap pre-check that the run's config format can carry this mesh's axes, before predicting it.
 
@@ -123,7 +133,7 @@ def review_candidate(ctx: Context, cand: Candidate, prediction: Prediction, reje
     try:
         # a change pinned to its mesh (a DeepSpeed ZeRO stage) is one edit with it: the mesh alone may not be one
         pinned = cand.change.config_values if cand.change.only_mesh is not None else None
-        diff = config_diff(ctx.run, ctx.cfg, cand.mesh, pinned)
+        diff, stale = config_diff_notes(ctx.run, ctx.cfg, cand.mesh, pinned)
     except ConfigError as exc:
         if COMMAND_OWNED in exc.message:
             # the run's launch command sets a degree this mesh changes (torchtitan CLI over its TOML): the mesh
@@ -138,7 +148,7 @@ def review_candidate(ctx: Context, cand: Candidate, prediction: Prediction, reje
     extra: list[str] = []
     if cand.change.config_values and not pinned:
         try:
-            diff = config_diff(ctx.run, ctx.cfg, cand.mesh, cand.change.config_values)
+            diff, stale = config_diff_notes(ctx.run, ctx.cfg, cand.mesh, cand.change.config_values)
         except ConfigError as exc:
             extra.append(f"the config file cannot carry this setting ({exc.message}): set it where the trainer reads it")
     elif cand.change.values and not cand.change.config_values and getattr(ctx.cfg, "format", None) == "torchtitan":
@@ -147,6 +157,7 @@ def review_candidate(ctx: Context, cand: Candidate, prediction: Prediction, reje
     elif cand.change.values and not cand.change.config_values and ctx.cfg is not None:
         extra.append("the config file has no key for this setting: set it where the trainer reads it")
     extra.extend(_torchtitan_batch(ctx, cand))
+    extra.extend(stale)
     return Reviewed(result=result, diff=diff, extra=extra)
 
 
