@@ -1295,7 +1295,7 @@ def _scenarios() -> list[Scenario]:
             id="520", name="multi-slice job on 8x v5e-16 (model not recorded)",
             description=("Job submitted from a shared launcher that did not record the model. Eight v5e-16 slices "
                          "(4x4 each, 128 chips) joined over DCN: data parallel across slices, FSDP inside each slice. "
-                         "Steps take about 1.6x what the single-slice test run suggested."),
+                         "Steps take about twice what the single-slice test run suggested."),
             framework="maxtext", chip="tpu-v5e", device_type="TPU v5 lite",
             slice_name="8 x TPU v5e-16 slices (4x4 each, no wraparound), joined by DCN", num_slices=8,
             par=Parallelism(fsdp=16, dcn_data=8), model=LLAMA2_7B, global_batch=128, seq_len=2048, micro_batch=1,
@@ -1333,7 +1333,7 @@ EXPERT_VERDICT: dict[str, tuple[str, str]] = {
     "415": ("host/input", "GPUs sit idle ~40% of each step waiting on the streaming/tokenizing dataloader; kernels "
                           "themselves are healthy; fix the input pipeline (pre-tokenize, more workers, prefetch)"),
     "520": ("communication (DCN)", "the per-step gradient all-reduce across 8 slices over DCN is mostly exposed "
-                                   "(~1/3 of the step) because each slice has only 16 chips; bigger slices or more "
+                                   "(about half of the step) because each slice has only 16 chips; bigger slices or more "
                                    "tokens per step amortize it"),
     "618": ("compute (near-optimal)", "matmul fusions at high efficiency, collectives hidden, memory well used; MFU in "
                                       "the high 60s: no sharding change is expected to help"),
