@@ -50,11 +50,7 @@ COMMAND_OWNED = "set by the recorded launch command"
 
 def config_diff(run: Any, cfg: Any | None, mesh: Any, settings: dict[str, Any] | None = None) -> str | None:
     """Unified diff of the run's config file with ``mesh`` (and setting values) applied; only those lines change."""
-    if cfg is None:
-        return None
-    from bot.configs.edit import config_diff as diff_files  # every file the change touches (issue 13)
-
-    return diff_files(cfg, mesh, settings or {}, run.record.config or cfg.source)
+    return config_diff_notes(run, cfg, mesh, settings)[0]
 
 
 def config_diff_notes(run: Any, cfg: Any | None, mesh: Any,
@@ -62,7 +58,7 @@ def config_diff_notes(run: Any, cfg: Any | None, mesh: Any,
     """:func:`config_diff`, and the edited lines whose kept comment still names a value the edit changed."""
     if cfg is None:
         return None, []
-    from bot.configs.edit import config_diff_notes as diff_and_notes
+    from bot.configs.edit import config_diff_notes as diff_and_notes  # every file the change touches (issue 13)
 
     return diff_and_notes(cfg, mesh, settings or {}, run.record.config or cfg.source)
 
