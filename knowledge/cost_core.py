@@ -32,7 +32,15 @@ from knowledge.cost_network import (
     p2p_bandwidth,
 )
 from knowledge.cost_offload import offload_seconds
-from knowledge.cost_remat import Dims, everything_bytes, recompute_params_per_layer, score_bytes, tensor_bytes
+from knowledge.cost_remat import (
+    Dims,
+    everything_bytes,
+    recompute_module_bytes,
+    recompute_params_per_layer,
+    recompute_routed_share,
+    score_bytes,
+    tensor_bytes,
+)
 from knowledge.cost_shapes import ROWWISE_FP8_SPEEDUP, Shape
 from knowledge.hardware import Chip
 
@@ -102,7 +110,7 @@ def _dims(shape: Shape) -> Dims:
         kv_heads=float(shape.kv_heads), head_dim=float(shape.head_dim), mlp_matrices=float(shape.mlp_matrices),
         top_k=float(shape.top_k), seq_len=float(shape.seq_len),
         v_head_dim=float(shape.v_head_dim), mla_latent=float(shape.mla_latent), attn_proj=float(shape.attn_params),
-        mlp_width=_mlp_width(shape),
+        mlp_width=_mlp_width(shape), routed_share=_routed_mlp_share(shape), shared_share=_shared_mlp_share(shape),
     )
 
 
@@ -122,6 +130,13 @@ def _routed_mlp_share(shape: Shape) -> float:
         return 0.0
     width = _mlp_width(shape)
     return shape.moe_layers * float(shape.d_ff) * shape.top_k / max(shape.layers * width, 1.0)
+
+
+def _shared_mlp_share(shape: Shape) -> float:
+    """Share of the per-token MLP work done by shared experts (DeepSeek-V3 style; 0 without them)."""
+    if not shape.is_moe or not shape.shared_experts:
+        return 0.0
+    return shape.moe_layers * float(shape.d_ff) * shape.shared_experts / max(shape.layers * _mlp_width(shape), 1.0)
 
 
 def activation_bytes_per_token_layer(shape: Shape) -> dict[str, float]:
@@ -164,9 +179,12 @@ def _stored_transient(shape: Shape, spec, nt: np.ndarray, local_layers: np.ndarr
     scores = 0.0 if shape.flash_attention else score_bytes(d, dropout=shape.dropout) / nt
     layer_input = tb["input"] / emb_div
     if spec.stores_everything:
+        # Megatron selective recompute_modules: what they discard is rebuilt one layer at a time in backward
+        rep_off, shd_off = recompute_module_bytes(d, spec.megatron_modules, fp8_inputs=te_fp8)
+        dropped = rep_off / emb_div + shd_off / nt
         if spec.recompute_attention_core:  # selective: scores recomputed, one layer's at a time
-            return everything, scores
-        return everything + scores, np.zeros_like(nt)
+            return everything - dropped, scores + dropped
+        return everything - dropped + scores, dropped
     if spec.megatron_full:
         n = float(spec.megatron_layers)
         full_layer = everything + scores
@@ -503,7 +521,7 @@ def _device_time(shape: Shape, chip: Chip, efficiency: float, mm: _MeshSplit) ->
     spec = shape.spec
     dims = _dims(shape)
     re_attn, re_mlp, re_core = recompute_params_per_layer(spec, dims)
-    moe_mlp = re_mlp * _routed_mlp_share(shape)  # shared experts and dense_layers recompute as dense matmuls
+    moe_mlp = re_mlp * recompute_routed_share(spec, dims)  # shared experts and dense_layers recompute as dense matmuls
     dense_flops = 6.0 * dense_params * tokens + 2.0 * L * (re_attn + re_mlp - moe_mlp) * tokens
     expert_flops = 6.0 * expert_active * tokens + 2.0 * L * moe_mlp * tokens
     core_share = spec.core_recompute_share if re_core else 0.0

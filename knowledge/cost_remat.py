@@ -110,12 +110,16 @@ class RematSpec:
     megatron_layers: int = 1  # recompute_num_layers
     every_other_mm: bool = False  # torchtitan selective op: every second matmul output (and SDPA's) saved
     layer_every: int = 0  # torchtitan selective layer: every k-th block fully checkpointed (0: not this policy)
+    # Megatron-Core selective recompute_modules beyond core_attn (layernorm, moe_act, mlp, moe, shared_experts)
+    megatron_modules: frozenset[str] = frozenset()
     exact: bool = True  # the name was recognised exactly (else read from its words)
     source: str = "default"
     notes: tuple[str, ...] = field(default_factory=tuple)
 
     @property
     def label(self) -> str:
+        if self.megatron_modules:
+            return f"{self.policy} ({', '.join(sorted(self.megatron_modules))})"
         return self.policy
 
     @property
@@ -225,15 +229,51 @@ def _torchtitan_policy(name: str, source: str) -> RematSpec | None:
     return None
 
 
+# Megatron-Core TransformerConfig.recompute_modules (NVIDIA/Megatron-LM megatron/core/transformer/
+# transformer_config.py): what "selective" recomputes; default ["core_attn"].
+MEGATRON_MODULES: frozenset[str] = frozenset({
+    "core_attn", "moe_act", "layernorm", "mla_up_proj", "mlp", "moe", "shared_experts",
+    "gdn_norm_out", "gdp_in_proj", "gdp_qkv", "mhc",
+})
+# the modules whose saved tensors ASAP prices (recompute_module_bytes); the others are named, not priced
+PRICED_MODULES: frozenset[str] = frozenset({"core_attn", "moe_act", "layernorm", "mlp", "moe", "shared_experts"})
+
+
+def _modules(modules: object) -> tuple[frozenset[str], tuple[str, ...]]:
+    """Megatron recompute_modules as written (a list, or text with commas / spaces) and notes on what is not
+    priced; None is Megatron's default ["core_attn"]."""
+    if modules is None:
+        return frozenset({"core_attn"}), ()
+    words = modules if isinstance(modules, (list, tuple)) else re.split(r"[\s,\[\]'\"]+", str(modules))
+    names = frozenset(_norm(w) for w in words if _norm(w))
+    notes: list[str] = []
+    unknown = sorted(names - MEGATRON_MODULES)
+    if unknown:
+        notes.append(f"recompute_modules {', '.join(unknown)} not a Megatron-Core module (expected one of "
+                     f"{', '.join(sorted(MEGATRON_MODULES))}): not priced")
+    unpriced = sorted((names & MEGATRON_MODULES) - PRICED_MODULES)
+    if unpriced:
+        notes.append(f"recompute_modules {', '.join(unpriced)}: its saved activations are priced as stored "
+                     "(the memory estimate is high by what it frees)")
+    cheap = sorted(names & {"layernorm", "moe_act"})
+    if cheap:
+        notes.append(f"recompute_modules {', '.join(cheap)}: the memory they free is priced; their elementwise re-run "
+                     "in backward is not (a few percent of the step at most)")
+    return names & PRICED_MODULES, tuple(notes)
+
+
 def megatron_policy(granularity: object, method: object = None, num_layers: object = None, *,
-                    source: str) -> RematSpec:
-    """Megatron ``recompute_granularity`` / ``recompute_method`` / ``recompute_num_layers`` [KOR]."""
+                    source: str, modules: object = None) -> RematSpec:
+    """Megatron ``recompute_granularity`` / ``recompute_method`` / ``recompute_num_layers`` [KOR], and for
+    *selective* the ``recompute_modules`` it re-runs (Megatron-Core; default core_attn only)."""
     g = _norm(granularity) if granularity is not None else "none"
     if g in ("", "none", "null", "false"):
         return RematSpec(policy="none", style="megatron", stores_everything=True, source=source)
     if g == "selective":
-        return RematSpec(policy="selective", style="megatron", stores_everything=True, recompute_attention_core=True,
-                         source=source)
+        names, notes = _modules(modules)
+        return RematSpec(policy="selective", style="megatron", stores_everything=True,
+                         recompute_attention_core="core_attn" in names,
+                         megatron_modules=names - {"core_attn"}, source=source, notes=notes)
     if g == "full":
         m = _norm(method) if method is not None else "uniform"
         n = num_layers if isinstance(num_layers, int) and not isinstance(num_layers, bool) and num_layers > 0 else 1
@@ -296,7 +336,8 @@ def heavier_policies(spec: RematSpec) -> list[str]:
 def lighter_policies(spec: RematSpec) -> list[str]:
     """Policy names that keep more (recompute less) than ``spec``, nearest first, in the framework's terms."""
     ladder = MEGATRON_LADDER if spec.style == "megatron" else MAXTEXT_LADDER
-    name = "none" if spec.stores_everything and not spec.recompute_attention_core else spec.policy
+    recomputes = spec.recompute_attention_core or spec.megatron_modules
+    name = "none" if spec.stores_everything and not recomputes else spec.policy
     if name not in ladder:
         # an inexact/in-house name: place it by what it keeps
         kept = len(spec.saved)
@@ -324,6 +365,8 @@ class Dims:
     attn_proj: float = 0.0  # attention projection parameters per layer (0: d_model x head_dim x (2 heads + 2 kv))
     mlp_width: float = 0.0  # MLP width computed per token, averaged over the layers (0: d_ff x top_k); with
     #                         dense_layers and shared experts: (dense x dense_d_ff + moe x d_ff (top_k + shared)) / L
+    routed_share: float = 0.0  # share of mlp_per_token done by routed experts (0: a dense model)
+    shared_share: float = 0.0  # share of mlp_per_token done by shared experts
 
     @property
     def v_dim(self) -> float:
@@ -383,6 +426,41 @@ def everything_bytes(d: Dims, *, dropout: bool, fp8_inputs: bool = False) -> tup
     return replicated, sharded
 
 
+def _module_shares(d: Dims) -> dict[str, float]:
+    """Share of the MLP width (mlp_per_token) each Megatron MLP module covers: dense MLPs, routed experts, shared
+    experts."""
+    dense = max(1.0 - d.routed_share - d.shared_share, 0.0)
+    return {"mlp": dense, "moe": d.routed_share, "shared_experts": d.shared_share}
+
+
+def recompute_module_bytes(d: Dims, modules: frozenset[str], *, fp8_inputs: bool = False) -> tuple[float, float]:
+    """(replicated-without-SP part, tensor-sharded part) of :func:`everything_bytes` that Megatron-Core's selective
+    ``recompute_modules`` do not keep (transformer_config.py): ``layernorm`` discards the two norms' outputs,
+    ``moe_act`` the routed experts' activation output, ``mlp`` / ``moe`` / ``shared_experts`` everything the dense
+    MLP / routed experts / shared experts keep past their input (the norm output, which stays)."""
+    h = d.d_model
+    norm_out = (1.0 if fp8_inputs else BF16) * h
+    act = (1.0 if fp8_inputs else BF16) * d.mlp_per_token
+    inner = BF16 * d.mlp_per_token * (d.mlp_matrices - 1) + act
+    share = _module_shares(d)
+    replicated = 2.0 * norm_out if "layernorm" in modules else 0.0
+    whole = {m for m in ("mlp", "moe", "shared_experts") if m in modules}
+    sharded = sum(share[m] for m in whole) * inner
+    if "moe_act" in modules and "moe" not in modules:
+        sharded += share["moe"] * act
+    return replicated, sharded
+
+
+def recompute_routed_share(spec: RematSpec, d: Dims) -> float:
+    """Share of the re-run MLP matmuls (recompute_params_per_layer) that are routed-expert matmuls: all MLP widths
+    evenly when whole layers are re-run, only the ``moe`` module's under Megatron selective recompute_modules."""
+    if not spec.stores_everything:
+        return d.routed_share
+    share = _module_shares(d)
+    total = sum(share[m] for m in ("mlp", "moe", "shared_experts") if m in spec.megatron_modules)
+    return share["moe"] / total if total and "moe" in spec.megatron_modules else 0.0
+
+
 def score_bytes(d: Dims, *, dropout: bool) -> float:
     """Attention scores kept per token per layer without flash attention: 5·a·s [KOR §4.1], 2·a·s without dropout."""
     return (5.0 if dropout else 2.0) * d.heads * d.seq_len
@@ -403,7 +481,10 @@ def recompute_params_per_layer(spec: RematSpec, d: Dims) -> tuple[float, float, 
     wi = h * d.mlp_per_token * (d.mlp_matrices - 1)
     wo = d.mlp_per_token * h
     if spec.stores_everything:
-        return 0.0, 0.0, spec.recompute_attention_core
+        # Megatron selective mlp / moe / shared_experts re-run those MLP matmuls (layernorm, moe_act: elementwise)
+        share = _module_shares(d)
+        mlp = sum(share[m] for m in ("mlp", "moe", "shared_experts") if m in spec.megatron_modules)
+        return 0.0, mlp * (wi + wo), spec.recompute_attention_core
     if spec.megatron_full:
         return qkv + out, wi + wo, True
     if spec.every_other_mm:  # wq, wv, w1, w2 saved; wk, wo, w3 re-run: about half of each side

@@ -48,7 +48,7 @@ OVERLAP_NAMES: tuple[str, ...] = (
 # Every key this module reads (the config readers' own SETTINGS lists do not hold all of them).
 NAMES: tuple[str, ...] = OVERLAP_NAMES + (
     "remat_policy", "remat", "recompute_granularity", "recompute_method", "recompute_num_layers",
-    "activations_checkpoint_granularity", "activations_checkpoint_method", "activations_checkpoint_num_layers",
+    "recompute_modules", "activations_checkpoint_granularity", "activations_checkpoint_method", "activations_checkpoint_num_layers",
     "micro_batch_size", "per_device_batch_size", "gradient_accumulation_steps", "microbatches",
     "num_microbatches", "grad_accum_steps", "global_batch_size", "seq_length", "max_target_length", "seq_len",
     "use_distributed_optimizer", "grad_reduce_in_fp32", "accumulate_allreduce_grads_in_fp32", "weight_dtype",
@@ -108,6 +108,8 @@ class TrainingSettings(BaseModel):
     remat_key: str | None = Field(default=None, description="the key that set the remat policy")
     recompute_method: str | None = None
     recompute_num_layers: int | None = None
+    recompute_modules: str | None = Field(default=None, description="Megatron-Core selective recompute_modules as "
+                                          "written, comma-separated (None: Megatron's default core_attn)")
     micro_batch: int | None = Field(default=None, description="sequences per micro-batch per data-parallel rank")
     per_device_batch: float | None = Field(default=None, description="MaxText per_device_batch_size")
     grad_accum: int | None = Field(default=None, description="micro-batches accumulated per optimizer step")
@@ -239,6 +241,8 @@ def settings_from_config(config: ShardingConfig) -> TrainingSettings:
     out["recompute_method"] = None if method is None else str(method)
     _, layers = _lookup(v, "recompute_num_layers", "activations_checkpoint_num_layers")
     out["recompute_num_layers"] = _int(layers)
+    _, modules = _lookup(v, "recompute_modules")
+    out["recompute_modules"] = None if modules is None else str(modules)
 
     out["micro_batch"] = _int(_lookup(v, "micro_batch_size")[1])
     out["per_device_batch"] = _num(_lookup(v, "per_device_batch_size")[1])

@@ -548,7 +548,8 @@ def _resolve_remat(
         where = f"config {cfg.remat_key}"
         spec: RematSpec | None
         if run.framework == "megatron" or cfg.format == "megatron":
-            spec = megatron_policy(cfg.remat_policy, cfg.recompute_method, cfg.recompute_num_layers, source=where)
+            spec = megatron_policy(cfg.remat_policy, cfg.recompute_method, cfg.recompute_num_layers, source=where,
+                                   modules=cfg.recompute_modules)
         else:
             spec = named_policy(cfg.remat_policy or "none", source=where)
             if spec is None:

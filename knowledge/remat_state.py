@@ -33,7 +33,7 @@ def remat_state(settings: TrainingSettings | None, framework: str, runyaml: str 
     if settings is not None and settings.remat_key is not None:
         if fw == "megatron" or settings.format == "megatron":
             spec = megatron_policy(settings.remat_policy, settings.recompute_method, settings.recompute_num_layers,
-                                   source="config")
+                                   source="config", modules=settings.recompute_modules)
         else:
             spec = named_policy(settings.remat_policy or "none", source="config")
         if spec is not None:

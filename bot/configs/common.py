@@ -11,7 +11,7 @@ import math
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 
-from yaml.nodes import MappingNode, Node, ScalarNode
+from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from bot.configs.mesh import Axis, resolve_wildcard
 from bot.configs.sharding import ConfigKey, Group, Scalar
@@ -71,10 +71,17 @@ def config_key(hit: Found, *, group: Group, axis: Axis, value: int, text: str, k
     )
 
 
-def settings(root: Node, names: Collection[str], *, normalize: bool = False) -> dict[str, Scalar]:
-    """Scalar values of the extra settings in ``names`` wherever they sit, by dotted path."""
+def settings(root: Node, names: Collection[str], *, normalize: bool = False,
+             lists: Collection[str] = ()) -> dict[str, Scalar]:
+    """Scalar values of the extra settings in ``names`` wherever they sit, by dotted path; a setting in ``lists``
+    written as a YAML list of scalars reads as its items joined by commas (``[layernorm, moe_act]`` ->
+    ``"layernorm,moe_act"``)."""
     out: dict[str, Scalar] = {}
     for hit in walk(root, names, normalize=normalize):
+        if isinstance(hit.value_node, SequenceNode) and hit.key in lists:
+            items = [scalar(n) for n in hit.value_node.value if isinstance(n, ScalarNode)]
+            out[hit.dotted] = ",".join(str(i) for i in items if i is not None)
+            continue
         if isinstance(hit.value_node, ScalarNode):
             value = scalar(hit.value_node)
             if not isinstance(value, (str, int, float, bool)) and value is not None:

@@ -51,6 +51,7 @@ SETTINGS: tuple[str, ...] = (
     "recompute_granularity",
     "recompute_method",
     "recompute_num_layers",
+    "recompute_modules",  # Megatron-Core selective recompute_modules (a list: read as comma-separated text)
     "activations_checkpoint_granularity",  # NeMo 1.x names for recompute
     "activations_checkpoint_method",
     "activations_checkpoint_num_layers",
@@ -101,7 +102,7 @@ def read(root: Node, text: str, source: str) -> ShardingConfig:
     for name, hit in sorted(found.items(), key=lambda kv: kv[1].key_node.start_mark.index):
         value = size_value(hit, source, allow_rest=False)
         keys.append(config_key(hit, group="world", axis=AXIS_OF[name], value=value, text=text))
-    got = settings(root, SETTINGS, normalize=True)
+    got = settings(root, SETTINGS, normalize=True, lists=("recompute_modules",))
     if any(k.endswith("recompute_activations") and v is True for k, v in got.items()):
         got.setdefault("recompute_granularity", "selective")
     cfg = ShardingConfig(format="megatron", source=source, text=text, keys=keys, settings=got)

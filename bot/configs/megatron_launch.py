@@ -69,7 +69,8 @@ FLAG_SETTINGS: dict[str, str] = {
     "num_virtual_stages_per_pipeline_rank": "virtual_pipeline_model_parallel_size",
     "sequence_parallel": "sequence_parallel", "recompute_granularity": "recompute_granularity",
     "recompute_method": "recompute_method", "recompute_num_layers": "recompute_num_layers",
-    "recompute_activations": "recompute_granularity", "use_distributed_optimizer": "use_distributed_optimizer",
+    "recompute_activations": "recompute_granularity", "recompute_modules": "recompute_modules",
+    "use_distributed_optimizer": "use_distributed_optimizer",
     "use_flash_attn": "use_flash_attn", "attention_backend": "attention_backend", "fp8_format": "fp8",
     "fp8": "fp8", "fp8_hybrid": "fp8", "fp8_e4m3": "fp8", "expert_tensor_parallel_size": "expert_tensor_parallel_size",
     "num_experts": "num_moe_experts", "num_moe_experts": "num_moe_experts", "num_layers": "num_layers",
@@ -133,6 +134,13 @@ def megatron_from_command(cmd: Command, text: str, source: str, script: Script, 
         if eq:
             val = w.slice(len(name) + 3)
             i += 1
+        elif norm in _LIST_FLAGS:  # nargs="*": every word up to the next flag
+            j = i + 1
+            while j < len(words) and not (words[j].text or "").startswith("--"):
+                j += 1
+            _megatron_list_flag(norm, t, words[i + 1:j], cmd, settings, notes)
+            i = j
+            continue
         elif i + 1 < len(words) and not (words[i + 1].text or "").startswith("--") and norm not in _BOOL_FLAGS:
             val = words[i + 1]
             i += 2
@@ -151,6 +159,21 @@ _BOOL_FLAGS = {"sequence_parallel", "use_distributed_optimizer", "use_flash_attn
                "no_pipeline_parallel", "deepspeed_activation_checkpointing", "grad_reduce_in_bf16",
                "fp8_param_gather", "cross_entropy_loss_fusion", "use_megatron_fsdp", "overlap_moe_expert_parallel_comm",
                "moe_enable_deepep", "tp_comm_overlap"}
+
+
+# Megatron-LM flags that take several values (argparse nargs="*"): --recompute-modules core_attn moe_act ...
+_LIST_FLAGS = frozenset({"recompute_modules"})
+
+
+def _megatron_list_flag(norm: str, written: str, vals: list[Val], cmd: Command, settings: dict[str, Scalar],
+                        notes: list[str]) -> None:
+    """A several-valued flag as comma-separated text; a value the script computes is named, not guessed."""
+    unknown = [v.unknown for v in vals if v.unknown]
+    if unknown:
+        notes.append(f"{written} (line {cmd.line}): {unknown[0]}")
+        settings[FLAG_SETTINGS[norm]] = None
+        return
+    settings[FLAG_SETTINGS[norm]] = ",".join((v.text or "").strip() for v in vals if (v.text or "").strip())
 
 
 def _megatron_flag(norm: str, written: str, val: Val | None, flag: Val, cmd: Command, source: str,

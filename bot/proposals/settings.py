@@ -80,7 +80,7 @@ def current_remat(settings: TrainingSettings | None, framework: str, runyaml: st
     if settings is not None and settings.remat_key is not None:
         if framework == "megatron" or settings.format == "megatron":
             return megatron_policy(settings.remat_policy, settings.recompute_method, settings.recompute_num_layers,
-                                   source="config")
+                                   source="config", modules=settings.recompute_modules)
         spec = named_policy(settings.remat_policy or "none", source="config")
         if spec is not None:
             return spec
