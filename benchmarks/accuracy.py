@@ -75,6 +75,7 @@ def accuracy(cases_dir: Path) -> dict[str, object]:
         "cases": len(published),
         "calibration": cal,
         "tables": rows,
+        "repeats": repeats(points_by_table(published)),
         "overall": {
             "step_error_median_raw": statistics.median(step_errors(points, None)) if points else None,
             "step_error_median_calibrated": statistics.median(all_cal) if all_cal else None,
@@ -83,6 +84,26 @@ def accuracy(cases_dir: Path) -> dict[str, object]:
             "memory_ratio_max": max(all_ratios) if all_ratios else None,
         },
     }
+
+
+def repeats(by_table: dict[str, list]) -> list[dict[str, object]]:  # type: ignore[type-arg]
+    """The same configuration measured in more than one table (a later release re-running a row): how far its
+    measured step moved. That is the noise floor a ranking within one table cannot beat. Two points are the same
+    configuration when ASAP's inputs are identical: same hardware family, mesh and (deterministic) prediction."""
+    seen: dict[tuple[str, str, float], list[tuple[str, float]]] = {}
+    for table, pts in by_table.items():
+        for p in pts:
+            if p.predicted_step_ms and p.measured_step_ms:
+                key = (p.family, p.mesh, round(p.predicted_step_ms, 3))
+                seen.setdefault(key, []).append((table, p.measured_step_ms))
+    out = []
+    for (family, mesh, _), hits in seen.items():
+        tables = sorted({t for t, _ in hits})
+        if len(tables) > 1:
+            steps = [ms for _, ms in hits]
+            out.append({"family": family, "mesh": mesh, "tables": tables, "measured_step_ms": steps,
+                        "spread": max(steps) / min(steps) - 1.0})
+    return sorted(out, key=lambda r: (r["tables"], r["mesh"]))
 
 
 def _pct(x: float | None) -> str:
@@ -108,6 +129,11 @@ def _print(result: dict) -> None:  # type: ignore[type-arg]
               f"{_pct(r['step_error_max_calibrated']):>8} {mem:>14}")
     for n in notes:
         print(f"* {n}")
+    if result.get("repeats"):
+        print("\nThe same configuration measured in more than one table (release-to-release spread of one row):")
+        for r in result["repeats"]:
+            print(f"  {r['mesh']} ({r['family']}): {' vs '.join(r['tables'])}: "
+                  f"{' / '.join(f'{ms:.0f}' for ms in r['measured_step_ms'])} ms, {_pct(r['spread'])} apart")
     o = result["overall"]
     cal = ", ".join(f"{k} x{v:.3f}" for k, v in result["calibration"].items())
     print(f"\n{result['cases']} published cases. Calibration (measured/predicted step time, one per family): {cal}")

@@ -59,6 +59,18 @@ def test_discarded_activations_leave_the_memory_estimate_of_a_run_that_ran() -> 
     assert recipe.memory_per_chip_bytes < default.memory_per_chip_bytes
 
 
+def test_the_25_11_row_that_ran_is_not_called_out_of_memory(tmp_path: Path) -> None:
+    import shutil
+
+    from bot.proposals.evaluate import run_eval
+
+    case_id = "mbridge-25.11-h100-gpt-oss-120b-64gpu"
+    shutil.copytree(EVAL / case_id, tmp_path / case_id)
+    (case,) = run_eval(tmp_path).cases
+    assert case.points and all(p.predicted_oom is False for p in case.points)
+    assert all(p.critic_rejects is False for p in case.points)
+
+
 def test_module_recompute_of_the_mlp_reruns_its_matmuls() -> None:
     spec = megatron_policy("selective", source="t", modules="mlp")
     assert not spec.recompute_attention_core  # core_attn not listed: the attention core is not re-run
