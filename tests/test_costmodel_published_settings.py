@@ -11,6 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from published_cases import predict_case as _predict
 
 from bot.configs.detect import load_config
 from bot.proposals.engine import baseline_mesh
@@ -23,12 +24,6 @@ from knowledge.cost_settings import settings_for_run, settings_from_config
 
 EVAL = Path(__file__).resolve().parents[1] / "examples" / "eval"
 GIB = 2**30
-
-
-def _predict(case: str) -> costmodel.Prediction:
-    run = LocalRunStore(EVAL).get(case)
-    mesh, _ = baseline_mesh(run, None)
-    return costmodel.predict(run.record, mesh, settings=settings_for_run(run))
 
 
 def test_megatron_overlap_and_interleaving_flags_are_read() -> None:

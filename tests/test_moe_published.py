@@ -11,24 +11,14 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from published_cases import predict_case as _predict
 
-from bot.proposals.engine import baseline_mesh
 from bot.proposals.eval_figures import _metrics
 from bot.proposals.evaluate import MeasuredOutcome
 from bot.runs.store import LocalRunStore
-from knowledge import costmodel
-from knowledge.cost_settings import settings_for_run
 
 EVAL = Path(__file__).resolve().parents[1] / "examples" / "eval"
 Q235 = "mbridge-26.04.01-h100-qwen3-235b-a22b-256gpu"
-
-
-def _predict(case: str, **update: object) -> costmodel.Prediction:
-    run = LocalRunStore(EVAL).get(case)
-    mesh, _ = baseline_mesh(run, None)
-    settings = settings_for_run(run)
-    assert settings is not None
-    return costmodel.predict(run.record, mesh, settings=settings.model_copy(update=update))
 
 
 def test_ep_larger_than_data_parallel_is_priced_not_refused() -> None:

@@ -12,24 +12,14 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from published_cases import predict_case as _predict
 
 from bot.configs.detect import load_config
-from bot.proposals.engine import baseline_mesh
-from bot.runs.store import LocalRunStore
-from knowledge import costmodel
 from knowledge.cost_remat import megatron_policy
-from knowledge.cost_settings import settings_for_run, settings_from_config
+from knowledge.cost_settings import settings_from_config
 
 EVAL = Path(__file__).resolve().parents[1] / "examples" / "eval"
 GPT_OSS = "mbridge-26.04.01-h100-gpt-oss-120b-64gpu"
-
-
-def _predict(case: str, **update: object) -> costmodel.Prediction:
-    run = LocalRunStore(EVAL).get(case)
-    mesh, _ = baseline_mesh(run, None)
-    settings = settings_for_run(run)
-    assert settings is not None
-    return costmodel.predict(run.record, mesh, settings=settings.model_copy(update=update))
 
 
 def test_the_recipes_modules_are_read_from_yaml_and_from_a_launch_line(tmp_path: Path) -> None:
