@@ -47,8 +47,8 @@ OVERLAP_NAMES: tuple[str, ...] = (
 
 # Every key this module reads (the config readers' own SETTINGS lists do not hold all of them).
 NAMES: tuple[str, ...] = OVERLAP_NAMES + (
-    "remat_policy", "remat", "recompute_granularity", "recompute_method", "recompute_num_layers",
-    "recompute_modules", "activations_checkpoint_granularity", "activations_checkpoint_method", "activations_checkpoint_num_layers",
+    "remat_policy", "remat", "recompute_granularity", "recompute_method", "recompute_num_layers", "recompute_modules",
+    "activations_checkpoint_granularity", "activations_checkpoint_method", "activations_checkpoint_num_layers",
     "micro_batch_size", "per_device_batch_size", "gradient_accumulation_steps", "microbatches",
     "num_microbatches", "grad_accum_steps", "global_batch_size", "seq_length", "max_target_length", "seq_len",
     "use_distributed_optimizer", "grad_reduce_in_fp32", "accumulate_allreduce_grads_in_fp32", "weight_dtype",
