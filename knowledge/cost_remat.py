@@ -433,6 +433,12 @@ def _module_shares(d: Dims) -> dict[str, float]:
     return {"mlp": dense, "moe": d.routed_share, "shared_experts": d.shared_share}
 
 
+def _rerun_mlp_share(spec: RematSpec, d: Dims) -> float:
+    """Share of the MLP width whose matmuls Megatron selective ``mlp`` / ``moe`` / ``shared_experts`` re-run."""
+    share = _module_shares(d)
+    return sum(share[m] for m in ("mlp", "moe", "shared_experts") if m in spec.megatron_modules)
+
+
 def recompute_module_bytes(d: Dims, modules: frozenset[str], *, fp8_inputs: bool = False) -> tuple[float, float]:
     """(replicated-without-SP part, tensor-sharded part) of :func:`everything_bytes` that Megatron-Core's selective
     ``recompute_modules`` do not keep (transformer_config.py): ``layernorm`` discards the two norms' outputs,
@@ -456,9 +462,8 @@ def recompute_routed_share(spec: RematSpec, d: Dims) -> float:
     evenly when whole layers are re-run, only the ``moe`` module's under Megatron selective recompute_modules."""
     if not spec.stores_everything:
         return d.routed_share
-    share = _module_shares(d)
-    total = sum(share[m] for m in ("mlp", "moe", "shared_experts") if m in spec.megatron_modules)
-    return share["moe"] / total if total and "moe" in spec.megatron_modules else 0.0
+    total = _rerun_mlp_share(spec, d)
+    return d.routed_share / total if total and "moe" in spec.megatron_modules else 0.0
 
 
 def score_bytes(d: Dims, *, dropout: bool) -> float:
@@ -482,9 +487,7 @@ def recompute_params_per_layer(spec: RematSpec, d: Dims) -> tuple[float, float, 
     wo = d.mlp_per_token * h
     if spec.stores_everything:
         # Megatron selective mlp / moe / shared_experts re-run those MLP matmuls (layernorm, moe_act: elementwise)
-        share = _module_shares(d)
-        mlp = sum(share[m] for m in ("mlp", "moe", "shared_experts") if m in spec.megatron_modules)
-        return 0.0, mlp * (wi + wo), spec.recompute_attention_core
+        return 0.0, _rerun_mlp_share(spec, d) * (wi + wo), spec.recompute_attention_core
     if spec.megatron_full:
         return qkv + out, wi + wo, True
     if spec.every_other_mm:  # wq, wv, w1, w2 saved; wk, wo, w3 re-run: about half of each side

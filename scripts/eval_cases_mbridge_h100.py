@@ -171,12 +171,7 @@ def _adopted(folder: Path, config_name: str, gpus: int) -> dict[str, dict[str, i
     from bot.configs.detect import load_config
 
     mesh = load_config(folder / config_name).mesh(gpus, max(1, gpus // 8))
-    out: dict[str, dict[str, int]] = {}
-    for part in ("ici", "dcn"):
-        axes = {str(k): int(v) for k, v in getattr(mesh, part).items() if int(v) > 1}
-        if axes:
-            out[part] = axes
-    return out
+    return mesh.normalized().model_dump(exclude_defaults=True)
 
 
 def write_case(root: Path, version: str, line: str) -> str:
