@@ -111,14 +111,25 @@ def _dims(shape: Shape) -> Dims:
         top_k=float(shape.top_k), seq_len=float(shape.seq_len),
         v_head_dim=float(shape.v_head_dim), mla_latent=float(shape.mla_latent), attn_proj=float(shape.attn_params),
         mlp_width=_mlp_width(shape), routed_share=_routed_mlp_share(shape), shared_share=_shared_mlp_share(shape),
+        **_hybrid_dims(shape),
     )
+
+
+def _hybrid_dims(shape: Shape) -> dict[str, float]:
+    """Dims fields of a hybrid Mamba stack, as shares of the layers ({} for a transformer: the defaults)."""
+    if shape.attn_layers < 0 and shape.mlp_layers < 0 and not shape.mamba_layers:
+        return {}
+    L = max(float(shape.layers), 1.0)
+    return {"attn_share": shape.n_attn / L, "block_share": shape.block_share, "mamba_share": shape.mamba_layers / L,
+            "mamba_inner": float(shape.mamba_inner), "mamba_in_proj": float(shape.mamba_in_proj),
+            "mamba_bc": float(shape.mamba_bc)}
 
 
 def _mlp_width(shape: Shape) -> float:
     """MLP width a token passes through per layer, averaged over the layers: d_ff x top_k for a plain MoE or dense
     model; DeepSeek-V3-style: the dense_layers' dense_d_ff and the MoE layers' d_ff x (top_k + shared_experts)."""
     if not shape.is_moe:
-        return float(shape.d_ff)
+        return float(shape.d_ff) * shape.n_mlp / max(shape.layers, 1)
     dense = shape.dense_layers * float(shape.dense_d_ff or shape.d_ff)
     moe = shape.moe_layers * float(shape.d_ff) * (shape.top_k + shape.shared_experts)
     return (dense + moe) / max(shape.layers, 1)
@@ -249,6 +260,11 @@ SHAPE_TILE = 256.0
 # lower it; that is not modelled.
 MOE_LAYER_HOST_S = 3.5e-3
 
+# Forward FLOPs per token per Mamba-2 layer per (d_inner x state) of the chunked scan: Megatron-LM's estimate
+# (megatron/training/training.py, mamba_layer_flops: "7 * total_tokens * d_in * state_dim"; Megatron-Bridge's
+# flop_utils.py counts the same), which its own note calls small against the projections.
+SSM_SCAN_FLOPS = 7.0
+
 
 def shape_factor(m: np.ndarray | float, k: np.ndarray | float, n: np.ndarray | float) -> np.ndarray:
     """Relative efficiency (0..1] of a [m, k] x [k, n] matmul on one chip: small dimensions waste tiles.
@@ -266,11 +282,12 @@ def _matmul_shares(shape: Shape) -> dict[str, float]:
     """Share of the dense matmul FLOPs in MLPs, attention projections and the output layer (per token)."""
     L, D = float(shape.layers), float(shape.d_model)
     # MoE: the routed experts are priced apart; dense_layers' MLPs and shared experts are dense matmuls
-    mlp = shape.dense_mlp_params if shape.is_moe else L * shape.mlp_matrices * D * shape.d_ff
-    attn = L * shape.attn_params
+    mlp = shape.dense_mlp_params
+    attn = shape.n_attn * shape.attn_params
+    mamba = shape.mamba_layers * D * float(shape.mamba_in_proj + shape.mamba_inner)  # in_proj + out_proj
     out = float(shape.vocab) * D
-    total = max(mlp + attn + out, 1.0)
-    return {"mlp": mlp / total, "attn": attn / total, "out": out / total}
+    total = max(mlp + attn + mamba + out, 1.0)
+    return {"mlp": mlp / total, "attn": attn / total, "mamba": mamba / total, "out": out / total}
 
 
 def _stage_factor(shape: Shape, npp: np.ndarray, out_time_share: np.ndarray, dense_flops: float,
@@ -514,7 +531,10 @@ def _device_time(shape: Shape, chip: Chip, efficiency: float, mm: _MeshSplit) ->
     # qk_rope and v_head_dim; the projections are in the 6N term); sliding-window (local) layers attend to at most
     # their window of keys (Mistral, Gemma 2/3, GPT-OSS)
     keys = shape.attention_keys or S
-    attn_flops = 6.0 * L * shape.heads * (shape.head_dim + shape.v_dim) * keys * tokens
+    attn_flops = 6.0 * shape.n_attn * shape.heads * (shape.head_dim + shape.v_dim) * keys * tokens
+    # Mamba-2's chunked scan (SSD) outside its projections: Megatron's estimate 7 x d_inner x state FLOPs per token
+    # per layer forward (training.py num_floating_point_operations, mamba_layer_flops), x 3 for training
+    ssm_flops = 3.0 * SSM_SCAN_FLOPS * shape.mamba_layers * shape.mamba_inner * shape.mamba_state * tokens
     # Rematerialization re-runs part of the forward in backward: 2 FLOPs per re-run matmul parameter per
     # token per layer, and the attention core's forward (1/3 of its training FLOPs) when it is recomputed
     # (knowledge.cost_remat.recompute_params_per_layer; [KOR §5]: full recompute ~ +1/3).
@@ -526,7 +546,7 @@ def _device_time(shape: Shape, chip: Chip, efficiency: float, mm: _MeshSplit) ->
     expert_flops = 6.0 * expert_active * tokens + 2.0 * L * moe_mlp * tokens
     core_share = spec.core_recompute_share if re_core else 0.0
     attn_hw = attn_flops * (1.0 + core_share / 3.0)
-    model_flops = 6.0 * matmul_params * tokens + attn_flops
+    model_flops = 6.0 * matmul_params * tokens + attn_flops + ssm_flops
     peak = chip.peak_bf16_flops * efficiency
     bw = chip.hbm_bandwidth * efficiency
 
@@ -540,6 +560,8 @@ def _device_time(shape: Shape, chip: Chip, efficiency: float, mm: _MeshSplit) ->
     f_core = shape_factor(tok_mb, S / ns, float(shape.head_dim) * 4.0)
     share = _matmul_shares(shape)
     slow_dense = share["mlp"] / f_mlp + share["attn"] / f_att + share["out"] / f_out
+    if share["mamba"]:
+        slow_dense = slow_dense + share["mamba"] / shape_factor(tok_mb, D, float(shape.mamba_in_proj) / nt)
 
     # Roofline per matmul group: time = max(FLOPs / peak, bytes / HBM BW) with bytes = FLOPs / intensity.
     # Intensity follows tokens per chip per micro-batch (weights re-read every micro-batch) [SB rooflines].
@@ -569,6 +591,8 @@ def _device_time(shape: Shape, chip: Chip, efficiency: float, mm: _MeshSplit) ->
     cp_imbalance = 1.0 if shape.cp_load_balanced else 2.0 * ns / (ns + 1.0)
     t_attn = attn_hw / chips / peak / f_core * cp_imbalance
     compute_s = t_dense_c + t_expert_c + t_attn
+    if ssm_flops:  # the scan runs in bf16 whatever the linear layers' dtype (re-run too under full recompute)
+        compute_s = compute_s + ssm_flops * (1.0 + (1.0 / 3.0 if spec.megatron_full else 0.0)) / chips / peak
     hbm_s = np.maximum(0.0, dense_flops / chips / (i_dense * bw) - t_dense_c) + np.maximum(
         0.0, expert_flops / chips / (i_expert * bw) - t_expert_c
     )
@@ -577,7 +601,7 @@ def _device_time(shape: Shape, chip: Chip, efficiency: float, mm: _MeshSplit) ->
     # stage (the embedding lookup on the first costs little time but its weights live there) [PTD §2.2;
     # Megatron-Core pipeline layout]; frameworks that keep them outside the pipeline spread them evenly.
     stage_factor = _stage_factor(shape, npp, share["out"] * f_out ** -1 / slow_dense, dense_flops,
-                                 dense_flops + expert_flops + attn_hw)
+                                 dense_flops + expert_flops + attn_hw + ssm_flops)
     compute_s = compute_s * stage_factor
     hbm_s = hbm_s * stage_factor
     # MoE layers cost a fixed time per micro-batch beyond their FLOPs and bytes: routing, the token-count exchange
@@ -603,14 +627,19 @@ def _hbm_extras(shape: Shape, mm: _MeshSplit, bw: float, core_share: float) -> n
     emb_div = nt if shape.sequence_parallel else np.ones_like(nt)
     ew = EW_BYTES_XLA if shape.framework in XLA_FUSING else EW_BYTES
     ew_passes = ew * (1.0 + spec.elementwise_recompute / 3.0)
-    ew_bytes = ew_passes * (L / npp) * (B * S / (dp * ns)) * (D / emb_div + 0.5 * F / nt)
+    # (a hybrid stack's layer holds one norm + residual block, an MLP only on its - / E layers, and Mamba's
+    # gating, convolution and norm over d_inner on its M layers)
+    width = shape.block_share * D / emb_div + 0.5 * F / nt * (shape.n_mlp / max(L, 1.0))
+    if shape.mamba_layers:
+        width = width + 0.5 * float(shape.mamba_inner) / nt * (shape.mamba_layers / max(L, 1.0))
+    ew_bytes = ew_passes * (L / npp) * (B * S / (dp * ns)) * width
     extra = ew_bytes / bw
     # Without a flash kernel the [heads, S, S] attention scores go through HBM: written by the QK^T matmul,
     # read and written by the fused scale-mask-softmax and dropout, read by the AV matmul, and about twice that
     # in backward (~SCORE_BYTES per score element, counted from Megatron's unfused path; +1/3 when the
     # forward is recomputed). Flash attention keeps them on chip.
     if not shape.flash_attention:
-        score_elems = (L / npp) * (B * S / (dp * ns)) * (shape.heads / nt) * S
+        score_elems = (shape.n_attn / npp) * (B * S / (dp * ns)) * (shape.heads / nt) * S
         extra = extra + SCORE_BYTES * (1.0 + core_share / 3.0) * score_elems / bw
     if shape.fp8_casts:
         sharded, gathered = _cast_elements(shape)
@@ -719,7 +748,8 @@ def _activation_collectives(shape: Shape, chip: Chip, mm: _MeshSplit, comm_ovl: 
     # full remat re-runs the forward's two [KOR §5]. Hard to overlap: on the critical path.
     n_ar = 6.0 if full else 4.0
     act = BF16 * tok_mb * D
-    tp_comm = m * local_layers * n_ar * allreduce_time(act, net, TENSOR)
+    # (a hybrid stack's layer is one block: one collective pair, not a transformer layer's two)
+    tp_comm = m * local_layers * shape.block_share * n_ar * allreduce_time(act, net, TENSOR)
     if shape.tp_fp8_gather:
         # the forward's two all-gathers per layer (of the 2·n_ar gathers / reduce-scatters) move fp8: half the bytes
         forward_passes = 2.0 if full else 1.0
@@ -739,9 +769,18 @@ def _activation_collectives(shape: Shape, chip: Chip, mm: _MeshSplit, comm_ovl: 
     # per layer (ring attention / Megatron context parallel). Overlaps with blockwise attention compute.
     kv_local = np.maximum(shape.kv_heads / nt, 1.0)  # KV heads replicate when tensor > kv_heads
     kv_bytes = BF16 * mb * S * kv_local * (shape.head_dim + shape.v_dim)  # K and V (MLA: as up-projected per head)
-    comm_ovl["sequence"] = comm_ovl["sequence"] + m * local_layers * (4.0 if full else 3.0) * gather_time(
+    comm_ovl["sequence"] = comm_ovl["sequence"] + m * (shape.n_attn / npp) * (4.0 if full else 3.0) * gather_time(
         kv_bytes, net, SEQUENCE
     )
+    # Mamba-2 layers under context parallelism: Megatron-Core's MambaContextParallel turns the sequence-sharded
+    # in_proj output into head-sharded full sequences by an all-to-all before the scan and back after it (z, x, B, C,
+    # dt in; the scan output back), in forward and again in backward; blocking inside the layer, so on the critical
+    # path (megatron/core/ssm/mamba_context_parallel.py).
+    if shape.mamba_layers:
+        mamba_a2a = BF16 * tok_mb * float(shape.mamba_in_proj + shape.mamba_inner) / nt
+        passes = 3.0 if full else 2.0
+        comm_crit["sequence"] = comm_crit["sequence"] + m * (shape.mamba_layers / npp) * passes * alltoall_time(
+            mamba_a2a, net, SEQUENCE)
 
     # Expert: dispatch + combine all-to-all per MoE layer in forward and their transposes in backward
     # (4 per layer) [GS §2; SB "MoE"], each chip sending its routed tokens (top-k copies). With sequence

@@ -367,6 +367,25 @@ class Dims:
     #                         dense_layers and shared experts: (dense x dense_d_ff + moe x d_ff (top_k + shared)) / L
     routed_share: float = 0.0  # share of mlp_per_token done by routed experts (0: a dense model)
     shared_share: float = 0.0  # share of mlp_per_token done by shared experts
+    # hybrid Mamba stacks (Megatron layer patterns); the defaults are a transformer layer
+    attn_share: float = 1.0  # share of the layers with self-attention
+    block_share: float = 1.0  # norm + residual blocks per layer relative to a transformer layer's two
+    mamba_share: float = 0.0  # share of the layers that are Mamba-2 mixers
+    mamba_inner: float = 0.0  # their d_inner
+    mamba_in_proj: float = 0.0  # their in_proj output width (z, x, B, C, dt)
+    mamba_bc: float = 0.0  # their B and C channels (2 x groups x state)
+
+    @property
+    def mamba_proj(self) -> float:
+        """Matmul parameters of one Mamba-2 layer: in_proj and out_proj."""
+        return self.d_model * (self.mamba_in_proj + self.mamba_inner)
+
+    def mamba_stored(self, fp8_inputs: bool = False) -> float:
+        """Bytes per token a Mamba-2 layer keeps for backward, before tensor sharding. Megatron-Core's training
+        path (MambaMixer.ssm_training -> mamba_ssm's mamba_split_conv1d_scan_combined, the memory-efficient kernel)
+        saves the in_proj output (z, x, B, C, dt) and the scan output, recomputing the convolution in backward;
+        then the norm keeps its input and out_proj its input (Transformer Engine with fp8: a 1-byte copy)."""
+        return BF16 * (self.mamba_in_proj + 2.0 * self.mamba_inner) + (1.0 if fp8_inputs else BF16) * self.mamba_inner
 
     @property
     def v_dim(self) -> float:
@@ -383,13 +402,14 @@ BF16 = 2.0
 
 def tensor_bytes(d: Dims) -> dict[str, float]:
     """bf16 bytes per token per layer of each residual candidate, before tensor sharding."""
+    a = d.attn_share
     return {
         "input": BF16 * d.d_model,
-        "q": BF16 * d.heads * d.head_dim,
-        "k": BF16 * d.kv_heads * d.head_dim,
-        "v": BF16 * d.kv_heads * d.v_dim,
-        "context": BF16 * d.heads * d.v_dim,
-        "o": BF16 * d.d_model,
+        "q": BF16 * d.heads * d.head_dim * a,
+        "k": BF16 * d.kv_heads * d.head_dim * a,
+        "v": BF16 * d.kv_heads * d.v_dim * a,
+        "context": BF16 * d.heads * d.v_dim * a,
+        "o": BF16 * d.d_model * max(2.0 * d.block_share - 1.0, 0.0),  # a transformer layer's mid residual
         "mlpwi": BF16 * d.mlp_per_token * (d.mlp_matrices - 1),
         "mlpwo": 0.0,  # never a backward residual (see module docstring)
     }
@@ -413,15 +433,18 @@ def everything_bytes(d: Dims, *, dropout: bool, fp8_inputs: bool = False) -> tup
     """
     h = d.d_model
     norm_out = (1.0 if fp8_inputs else BF16) * h
-    replicated = 4.0 * h + 2.0 * norm_out + (2.0 * h if dropout else 0.0)
+    replicated = d.block_share * (4.0 * h + 2.0 * norm_out + (2.0 * h if dropout else 0.0))
     # MLA (Megatron-Core MLASelfAttention): the down projections' outputs (q and kv latents, rope key) and their
     # norms' outputs, the up projections' inputs, are kept; the down projections are not split over tensor ranks
     replicated += 2.0 * BF16 * d.mla_latent
     act_out = (1.0 if fp8_inputs else BF16) * d.mlp_per_token
-    sharded = (
+    attention = (
         BF16 * (d.heads + d.kv_heads) * d.head_dim + BF16 * d.kv_heads * d.v_dim  # q, k, v as stored per head
         + (BF16 + (1.0 if fp8_inputs else 0.0)) * d.heads * d.v_dim
-        + BF16 * d.mlp_per_token * (d.mlp_matrices - 1) + act_out
+    )
+    sharded = (
+        d.attn_share * attention + BF16 * d.mlp_per_token * (d.mlp_matrices - 1) + act_out
+        + d.mamba_share * d.mamba_stored(fp8_inputs)
     )
     return replicated, sharded
 
@@ -449,7 +472,7 @@ def recompute_module_bytes(d: Dims, modules: frozenset[str], *, fp8_inputs: bool
     act = (1.0 if fp8_inputs else BF16) * d.mlp_per_token
     inner = BF16 * d.mlp_per_token * (d.mlp_matrices - 1) + act
     share = _module_shares(d)
-    replicated = 2.0 * norm_out if "layernorm" in modules else 0.0
+    replicated = 2.0 * d.block_share * norm_out if "layernorm" in modules else 0.0
     whole = {m for m in ("mlp", "moe", "shared_experts") if m in modules}
     sharded = sum(share[m] for m in whole) * inner
     if "moe_act" in modules and "moe" not in modules:
@@ -468,7 +491,7 @@ def recompute_routed_share(spec: RematSpec, d: Dims) -> float:
 
 def score_bytes(d: Dims, *, dropout: bool) -> float:
     """Attention scores kept per token per layer without flash attention: 5·a·s [KOR §4.1], 2·a·s without dropout."""
-    return (5.0 if dropout else 2.0) * d.heads * d.seq_len
+    return (5.0 if dropout else 2.0) * d.heads * d.seq_len * d.attn_share
 
 
 def recompute_params_per_layer(spec: RematSpec, d: Dims) -> tuple[float, float, bool]:
@@ -483,13 +506,14 @@ def recompute_params_per_layer(spec: RematSpec, d: Dims) -> tuple[float, float, 
     h, hd = d.d_model, d.head_dim
     out = d.heads * d.v_dim * h
     qkv = d.attn_proj - out if d.attn_proj else h * hd * (d.heads + 2 * d.kv_heads)
+    out, qkv = out * d.attn_share, qkv * d.attn_share  # averaged over the layers (a hybrid stack's * layers)
     wi = h * d.mlp_per_token * (d.mlp_matrices - 1)
     wo = d.mlp_per_token * h
     if spec.stores_everything:
         # Megatron selective mlp / moe / shared_experts re-run those MLP matmuls (layernorm, moe_act: elementwise)
         return 0.0, _rerun_mlp_share(spec, d) * (wi + wo), spec.recompute_attention_core
-    if spec.megatron_full:
-        return qkv + out, wi + wo, True
+    if spec.megatron_full:  # the whole layer: a hybrid stack's Mamba projections too
+        return qkv + out + d.mamba_share * d.mamba_proj, wi + wo, True
     if spec.every_other_mm:  # wq, wv, w1, w2 saved; wk, wo, w3 re-run: about half of each side
         return 0.5 * (qkv + out), 0.5 * (wi + wo), False
     if spec.layer_every:  # one block in k re-run in full (the core too: RematSpec.core_recompute_share)

@@ -111,6 +111,15 @@ class Shape:
     v_head_dim: int = 0  # per-head value / attention-output size (0: head_dim; MLA: v_head_dim, head_dim = qk_nope + rope)
     mla_latent: int = 0  # MLA: per-token width of the compressed latents (q_lora + kv_lora + the shared rope key)
     attn_params_layer: float = 0.0  # attention projection parameters per layer (0: the standard / GQA count)
+    # --- hybrid Mamba stacks (ModelSpec.layer_pattern: every layer is one Mamba, attention, MLP or MoE block) -----
+    attn_layers: int = -1  # layers with self-attention (-1: every layer, a transformer)
+    mlp_layers: int = -1  # layers with an MLP or MoE block (-1: every layer)
+    mamba_layers: int = 0  # Mamba-2 layers
+    mamba_inner: int = 0  # d_inner = mamba heads x head dim
+    mamba_in_proj: int = 0  # in_proj output width: 2 d_inner + 2 groups x state + heads (z, x, B, C, dt)
+    mamba_bc: int = 0  # 2 x groups x state (the B and C channels)
+    mamba_state: int = 0  # state size per head channel
+    mamba_params_layer: float = 0.0  # parameters of one Mamba-2 layer
 
     @property
     def spec(self) -> RematSpec:
@@ -125,9 +134,26 @@ class Shape:
         return self.experts > 1
 
     @property
+    def n_attn(self) -> int:
+        """Layers with self-attention (all of a transformer's)."""
+        return self.layers if self.attn_layers < 0 else self.attn_layers
+
+    @property
+    def n_mlp(self) -> int:
+        """Layers with an MLP or MoE block (all of a transformer's)."""
+        return self.layers if self.mlp_layers < 0 else self.mlp_layers
+
+    @property
+    def block_share(self) -> float:
+        """Norm + residual blocks per layer relative to a transformer layer's two (attention, MLP): 1 for a
+        transformer, 1/2 for a hybrid stack, whose layers each hold one block (one norm, one tensor-parallel
+        collective pair)."""
+        return (self.n_attn + self.n_mlp + self.mamba_layers) / max(2.0 * self.layers, 1.0)
+
+    @property
     def moe_layers(self) -> int:
         """Layers with experts (the leading dense_layers have none); 0 for a dense model."""
-        return self.layers - self.dense_layers if self.is_moe else 0
+        return self.n_mlp - self.dense_layers if self.is_moe else 0
 
     @property
     def v_dim(self) -> int:
@@ -146,7 +172,7 @@ class Shape:
         """MLP parameters computed for every token outside the routed experts: a dense model's MLPs, or a MoE
         model's dense_layers and shared experts (dense compute, weights replicated over the expert axis)."""
         if not self.is_moe:
-            return float(self.layers * self.mlp_matrices * self.d_model * self.d_ff)
+            return float(self.n_mlp * self.mlp_matrices * self.d_model * self.d_ff)
         dense = self.dense_layers * self.mlp_matrices * self.d_model * (self.dense_d_ff or self.d_ff)
         return float(dense + self.moe_layers * self.shared_experts * self.mlp_matrices * self.d_model * self.d_ff)
 
@@ -260,6 +286,7 @@ def resolve_shape(run: RunRecord, settings: TrainingSettings | None = None) -> S
     state = _model_state(run, cfg, assumptions)
     mm = _matmul_dtype(run, t, cfg, assumptions)
     behaviour = _mesh_behaviour(run, cfg, assumptions)  # before the Shape: its notes belong in the assumptions
+    hybrid = _hybrid_dims(m, assumptions)  # likewise
     rowwise = mm == "fp8" and cfg is not None and cfg.quantization == "fp8_rowwise"
     if rowwise:
         assumptions.append(
@@ -315,12 +342,35 @@ def resolve_shape(run: RunRecord, settings: TrainingSettings | None = None) -> S
         async_tp=bool(behaviour["tp_comm_overlap"]) and bool(behaviour["fsdp_gathered_under_pp"]),
         fp4=mm == "fp4",
         int8=mm == "int8",
-        dense_layers=(m.dense_layers or 0) if experts > 1 else 0,
+        dense_layers=(m.mlp_layers - m.moe_layers) if experts > 1 else 0,  # leading dense_layers / a pattern's -
         dense_d_ff=(m.dense_d_ff or 0) if experts > 1 else 0,
         shared_experts=(m.shared_experts or 0) if experts > 1 else 0,
         **mla,
+        **hybrid,
         **behaviour,
     )
+
+
+def _hybrid_dims(m: Any, assumptions: list[str]) -> dict[str, Any]:
+    """Shape fields of a Megatron hybrid stack (ModelSpec.layer_pattern), with what is not priced; {} for a
+    transformer."""
+    counts = m.layer_counts()
+    if counts is None:
+        return {}
+    out: dict[str, Any] = {"attn_layers": counts.attention, "mlp_layers": counts.mlp + counts.moe,
+                           "mamba_layers": counts.mamba}
+    mamba = m.mamba_dims()
+    if mamba:
+        out.update(mamba_inner=mamba["inner"], mamba_in_proj=mamba["in_proj"], mamba_state=mamba["state"],
+                   mamba_bc=2 * mamba["groups"] * mamba["state"], mamba_params_layer=m.mamba_params())
+    assumptions.append(
+        f"hybrid layer pattern: {counts.mamba} Mamba-2, {counts.attention} attention, {counts.mlp} MLP and "
+        f"{counts.moe} MoE layers, each one norm + residual block; Mamba-2 layers priced as their in/out projections "
+        "(dense matmuls) plus Megatron's SSD scan estimate (7 x d_inner x state FLOPs per token, forward) at the bf16 "
+        "peak")
+    if counts.mtp_layers:
+        assumptions.append(f"{counts.mtp_layers} multi-token-prediction layers after '/' in the pattern are not priced")
+    return out
 
 
 def _model_numbers(m: Any, assumptions: list[str], guessed: set[str]) -> dict[str, Any]:
@@ -343,6 +393,9 @@ def _model_numbers(m: Any, assumptions: list[str], guessed: set[str]) -> dict[st
     if mla:  # MLA: every head has its own key and value (up-projected); head_dim is the query/key size
         head_dim, kv_heads = m.attention_head_dims()[0], heads
     d_ff = m.d_ff
+    if d_ff is None and m.is_hybrid:
+        raise AsapError("cannot derive model.d_ff from model.params with a layer_pattern: give d_ff (the MLP width; "
+                        "per expert for MoE layers)", source="run.yaml", field="model.d_ff")
     if d_ff is None:
         # Invert ModelSpec.derived_params: params = L*(attn + mats*d*d_ff*E) + 2*V*d.
         assert m.params is not None
@@ -355,7 +408,7 @@ def _model_numbers(m: Any, assumptions: list[str], guessed: set[str]) -> dict[st
         # Params given directly: keep the user's total; expert share from the dimensions.
         params_total = float(m.params) if m.params else params_total
     # routed experts only: shared experts and dense_layers' MLPs are dense weights (replicated over the expert axis)
-    routed_layers = m.layers - (m.dense_layers or 0)
+    routed_layers = m.moe_layers
     params_expert = float(routed_layers * m.mlp_matrices * m.d_model * d_ff * experts) if experts > 1 else 0.0
     params_expert = min(params_expert, params_total)
     params_active = params_total - params_expert + params_expert * top_k / experts

@@ -89,6 +89,9 @@ def _model_ok(run: RunRecord, n: np.ndarray) -> np.ndarray:
             ok &= m.d_ff % nt == 0
         if m.layers:
             ok &= m.layers % npp == 0
+        mamba = m.mamba_dims()
+        if mamba:  # Megatron-Core MambaMixer: every tensor rank holds whole heads and whole B/C groups
+            ok &= (mamba["heads"] % nt == 0) & (mamba["groups"] % nt == 0)
         if m.is_moe:
             ok &= m.experts % ne == 0  # type: ignore[operator]
         elif m.experts is not None or m.layers is not None:
@@ -179,6 +182,11 @@ def divisibility_problems(run: RunRecord, mesh: Mesh) -> list[str]:
             problems.append(f"tensor={tensor} does not divide d_ff={m.d_ff}")
         if m.layers and m.layers % pipe:
             problems.append(f"pipeline={pipe} does not divide layers={m.layers}")
+        mamba = m.mamba_dims()
+        for what in ("heads", "groups"):
+            if mamba and mamba[what] % tensor:
+                problems.append(f"tensor={tensor} does not divide the Mamba-2 layers' {mamba[what]} {what} "
+                                "(Megatron-Core MambaMixer gives each tensor rank whole heads and groups)")
         if m.is_moe and m.experts % expert:  # type: ignore[operator]
             problems.append(f"expert={expert} does not divide experts={m.experts}")
         if not m.is_moe and expert > 1 and (m.experts is not None or m.layers is not None):

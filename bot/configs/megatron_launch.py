@@ -104,6 +104,11 @@ FLAG_SETTINGS: dict[str, str] = {
     "moe_shared_expert_intermediate_size": "moe_shared_expert_intermediate_size", "moe_layer_freq": "moe_layer_freq",
     "multi_latent_attention": "multi_latent_attention", "q_lora_rank": "q_lora_rank", "kv_lora_rank": "kv_lora_rank",
     "qk_head_dim": "qk_head_dim", "qk_pos_emb_head_dim": "qk_pos_emb_head_dim", "v_head_dim": "v_head_dim",
+    # hybrid Mamba stacks (bot.configs.model_dims._megatron_hybrid): --hybrid-override-pattern is the deprecated name
+    # Megatron-LM forwards to --hybrid-layer-pattern (arguments.py)
+    "hybrid_layer_pattern": "hybrid_layer_pattern", "hybrid_override_pattern": "hybrid_layer_pattern",
+    "mamba_num_heads": "mamba_num_heads", "mamba_head_dim": "mamba_head_dim", "mamba_state_dim": "mamba_state_dim",
+    "mamba_num_groups": "mamba_num_groups",
 }
 
 

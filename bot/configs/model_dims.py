@@ -41,7 +41,8 @@ from bot.configs.yamlscan import compose
 FIELDS: tuple[str, ...] = ("layers", "d_model", "d_ff", "heads", "kv_heads", "head_dim", "vocab", "mlp_matrices",
                            "experts", "experts_per_token", "seq_len", "tied_embeddings", "sliding_window",
                            "global_every", "shared_experts", "dense_layers", "dense_d_ff", "q_lora_rank",
-                           "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim")
+                           "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim", "layer_pattern",
+                           "mamba_heads", "mamba_head_dim", "mamba_state_dim", "mamba_groups")
 GATED = ("swiglu", "fast-swiglu", "fast_swiglu", "geglu", "fast-geglu", "fast_geglu", "reglu", "fast-reglu")
 MODEL_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
 
@@ -73,12 +74,17 @@ class ModelDims(BaseModel):
     qk_nope_head_dim: int | None = None
     qk_rope_head_dim: int | None = None
     v_head_dim: int | None = None
+    layer_pattern: str | None = None  # Megatron hybrid stacks (bot.runs.layer_pattern)
+    mamba_heads: int | None = None
+    mamba_head_dim: int | None = None
+    mamba_state_dim: int | None = None
+    mamba_groups: int | None = None
     origin: dict[str, str] = Field(default_factory=dict, description="field -> the key / file / default it came from")
     notes: list[str] = Field(default_factory=list, description="defaults taken and values not knowable")
     problems: list[str] = Field(default_factory=list, description="what stops the model being read (e.g. an "
                                 "unknown MaxText model_name)")
 
-    def stated(self) -> dict[str, int]:
+    def stated(self) -> dict[str, int | str]:
         """Every field the config gives (run.yaml ``model:`` names, plus seq_len)."""
         return {f: getattr(self, f) for f in FIELDS if getattr(self, f) is not None}
 
@@ -103,6 +109,11 @@ class _Dims:
         if value is not None and value > 0:
             self.values[field] = value
             self.origin[field] = where
+
+    def text(self, field: str, value: str, where: str) -> None:
+        """A text field (``set`` keeps positive numbers only)."""
+        self.values[field] = value
+        self.origin[field] = where
 
     def flag(self, field: str, value: bool | None, where: str) -> None:
         """A yes/no field (``set`` keeps positive numbers only)."""
@@ -207,6 +218,10 @@ MEGATRON_NAMES: tuple[str, ...] = (
     # TransformerConfig / MLATransformerConfig field names in YAML)
     "moe_ffn_hidden_size", "moe_shared_expert_intermediate_size", "moe_layer_freq", "multi_latent_attention",
     "q_lora_rank", "kv_lora_rank", "qk_head_dim", "qk_pos_emb_head_dim", "v_head_dim",
+    # hybrid Mamba stacks (Megatron-LM --hybrid-layer-pattern / deprecated --hybrid-override-pattern; Megatron-Core
+    # TransformerConfig mamba_* fields; Megatron-Bridge HybridModelProvider)
+    "hybrid_layer_pattern", "hybrid_override_pattern", "mamba_num_heads", "mamba_head_dim", "mamba_state_dim",
+    "mamba_num_groups",
 )
 
 
@@ -242,7 +257,44 @@ def _megatron(config: ShardingConfig) -> ModelDims:
             d.notes.append("moe_router_topk not stated: Megatron's default top-2 routing")
         _megatron_moe_layout(v, d, where)
     _megatron_mla(v, d, where, launch)
+    _megatron_hybrid(v, d, where)
     return d.build()
+
+
+MAMBA_KEYS: dict[str, str] = {"mamba_num_heads": "mamba_heads", "mamba_head_dim": "mamba_head_dim",
+                              "mamba_state_dim": "mamba_state_dim", "mamba_num_groups": "mamba_groups"}
+
+
+def _megatron_hybrid(v: dict[str, Scalar], d: _Dims, where: Any) -> None:
+    """A hybrid Mamba stack: ``hybrid_layer_pattern`` (or the deprecated ``hybrid_override_pattern``) and the
+    ``mamba_*`` sizes. Megatron-LM ignores ``--num-layers`` when a pattern is given (arguments.py), so the
+    pattern's layer count replaces it; a pattern ASAP cannot price is named in the problems."""
+    from bot.runs.layer_pattern import parse_layer_pattern
+
+    path, value = _find(v, "hybrid_layer_pattern", "hybrid_override_pattern")
+    if path is None or value in (None, ""):
+        return
+    pattern = str(value).strip().strip("'\"")
+    try:
+        counts = parse_layer_pattern(pattern)
+    except ValueError as exc:
+        d.problems.append(f"{where(path)}: {exc}")
+        return
+    d.text("layer_pattern", pattern, where(path))
+    stated = d.values.get("layers")
+    if stated and stated != counts.layers:
+        d.notes.append(f"num_layers {stated} is ignored with a hybrid layer pattern (Megatron-LM arguments.py): the "
+                       f"pattern holds {counts.layers} layers")
+    d.set("layers", counts.layers, where(path) + " (its length)")
+    for key, field in MAMBA_KEYS.items():
+        kpath, n = _find(v, key)
+        if _int(n):
+            d.set(field, _int(n), where(kpath))
+    left = [k for k, f in MAMBA_KEYS.items() if f not in d.values and k != "mamba_num_heads"]
+    if counts.mamba and left:
+        d.notes.append(f"{', '.join(left)} not stated: Megatron-Core's defaults (mamba_state_dim 128, mamba_head_dim "
+                       "64, mamba_num_groups 8)" + ("" if "mamba_heads" in d.values else
+                                                    "; mamba_num_heads not stated: 2 x hidden_size / mamba_head_dim"))
 
 
 def _megatron_window(v: dict[str, Scalar], d: _Dims, where: Any) -> None:

@@ -11,6 +11,14 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, NonNegativeInt, PositiveFloat, PositiveInt, model_validator
 
+from bot.runs.layer_pattern import LayerCounts, parse_layer_pattern
+
+# Megatron-Core TransformerConfig defaults for Mamba-2 layers (megatron/core/transformer/transformer_config.py;
+# MambaMixer expand=2: d_inner = 2 x d_model when mamba_num_heads is not given).
+MAMBA_DEFAULTS = {"mamba_head_dim": 64, "mamba_state_dim": 128, "mamba_groups": 8}
+MAMBA_EXPAND = 2
+MAMBA_CONV_KERNEL = 4
+
 
 class ModelSpec(BaseModel):
     """The model being trained. Every field is optional; give what you know."""
@@ -20,7 +28,9 @@ class ModelSpec(BaseModel):
     params: PositiveFloat | None = Field(
         default=None, description="total parameter count; derived from the dimensions when omitted"
     )
-    layers: PositiveInt | None = Field(default=None, description="transformer blocks")
+    layers: PositiveInt | None = Field(
+        default=None, description="transformer blocks; with layer_pattern, Megatron layers (the pattern's length, "
+        "taken from it when omitted)")
     d_model: PositiveInt | None = Field(default=None, description="hidden size")
     d_ff: PositiveInt | None = Field(default=None, description="MLP intermediate size (per expert for MoE)")
     heads: PositiveInt | None = Field(default=None, description="attention (query) heads")
@@ -61,15 +71,89 @@ class ModelSpec(BaseModel):
         default=None, description="MLA: per-head query/key rotary part, the key's shared by all heads (DeepSeek-V3: 64)")
     v_head_dim: PositiveInt | None = Field(
         default=None, description="MLA: per-head value size (DeepSeek-V3: 128)")
+    # --- hybrid Mamba stacks (Megatron-Core --hybrid-layer-pattern; Nemotron-H, Nemotron 3) -------------------
+    layer_pattern: str | None = Field(
+        default=None, max_length=10_000, description="Megatron hybrid layer pattern, one character per layer: M "
+        "Mamba-2, * attention, - MLP, E MoE (Nemotron 3 Nano: MEMEM*EMEMEM*...); | between pipeline stages is "
+        "ignored, MTP layers after / are reported, not priced. With a pattern, layers counts its characters")
+    mamba_heads: PositiveInt | None = Field(
+        default=None, description="Mamba-2 heads per layer (Megatron mamba_num_heads); default 2 x d_model / "
+        "mamba_head_dim")
+    mamba_head_dim: PositiveInt | None = Field(default=None, description="Mamba-2 head size (Megatron default 64)")
+    mamba_state_dim: PositiveInt | None = Field(default=None, description="Mamba-2 state size (Megatron default 128)")
+    mamba_groups: PositiveInt | None = Field(
+        default=None, description="Mamba-2 B/C groups (Megatron mamba_num_groups, default 8)")
 
     @model_validator(mode="after")
     def _layout_fits(self) -> ModelSpec:
         if self.dense_layers and self.layers and self.dense_layers >= self.layers:
             raise ValueError(f"dense_layers {self.dense_layers} must be fewer than layers {self.layers}")
+        self._pattern_fits()
         if self.kv_lora_rank and not (self.qk_nope_head_dim and self.qk_rope_head_dim and self.v_head_dim):
             raise ValueError("kv_lora_rank (multi-head latent attention) needs qk_nope_head_dim, qk_rope_head_dim and "
                              "v_head_dim")
         return self
+
+    def _pattern_fits(self) -> None:
+        """A hybrid pattern must be readable and agree with layers, experts and dense_layers."""
+        counts = self.layer_counts()
+        if counts is None:
+            return
+        if self.layers and self.layers != counts.layers:
+            raise ValueError(f"layers {self.layers} disagrees with layer_pattern, which holds {counts.layers} layers "
+                             "(Megatron takes the pattern's length as the layer count)")
+        if counts.moe and not (self.experts and self.experts > 1):
+            raise ValueError(f"layer_pattern has {counts.moe} MoE layers (E) but experts is not given")
+        if self.experts and self.experts > 1 and not counts.moe:
+            raise ValueError(f"experts {self.experts} given but layer_pattern has no MoE layer (E)")
+        if self.dense_layers:
+            raise ValueError("dense_layers does not apply with layer_pattern: its - layers are the dense MLPs")
+        if self.layers is None:
+            self.layers = counts.layers
+
+    def layer_counts(self) -> LayerCounts | None:
+        """Layers of each kind in ``layer_pattern`` (None without one: every layer is attention + MLP)."""
+        return parse_layer_pattern(self.layer_pattern) if self.layer_pattern else None
+
+    @property
+    def attention_layers(self) -> int:
+        """Layers with self-attention: every layer of a transformer, the ``*`` of a hybrid pattern."""
+        counts = self.layer_counts()
+        return counts.attention if counts else (self.layers or 0)
+
+    @property
+    def mlp_layers(self) -> int:
+        """Layers with an MLP or MoE block: every layer of a transformer, the ``-`` and ``E`` of a hybrid pattern."""
+        counts = self.layer_counts()
+        return counts.mlp + counts.moe if counts else (self.layers or 0)
+
+    @property
+    def mamba_layers(self) -> int:
+        counts = self.layer_counts()
+        return counts.mamba if counts else 0
+
+    def mamba_dims(self) -> dict[str, int] | None:
+        """Mamba-2 sizes (heads, head_dim, d_inner, state, groups, in_proj width), Megatron's defaults filled in;
+        None without Mamba layers or d_model."""
+        if not (self.mamba_layers and self.d_model):
+            return None
+        head_dim = self.mamba_head_dim or MAMBA_DEFAULTS["mamba_head_dim"]
+        heads = self.mamba_heads or MAMBA_EXPAND * self.d_model // head_dim
+        inner = heads * head_dim
+        state = self.mamba_state_dim or MAMBA_DEFAULTS["mamba_state_dim"]
+        groups = self.mamba_groups or MAMBA_DEFAULTS["mamba_groups"]
+        # MambaMixer in_proj packs z, x, B, C, dt: 2 d_inner + 2 groups x state + heads outputs
+        return {"heads": heads, "head_dim": head_dim, "inner": inner, "state": state, "groups": groups,
+                "in_proj": 2 * inner + 2 * groups * state + heads}
+
+    def mamba_params(self) -> float:
+        """Parameters of one Mamba-2 layer: in_proj, depthwise conv over x/B/C, A/D/dt-bias per head, the gated
+        norm over d_inner, out_proj (Megatron-Core MambaMixer); 0 without Mamba layers."""
+        m = self.mamba_dims()
+        if m is None:
+            return 0.0
+        conv = (m["inner"] + 2 * m["groups"] * m["state"]) * (MAMBA_CONV_KERNEL + 1)
+        return float(self.d_model * m["in_proj"] + conv + 3 * m["heads"] + m["inner"] + m["inner"] * self.d_model)  # type: ignore[operator]
 
     def attention_keys(self, seq_len: int | float) -> float:
         """Keys each query attends to, averaged over the layers: seq_len, or the window on local layers."""
@@ -87,6 +171,11 @@ class ModelSpec(BaseModel):
         return bool(self.experts and self.experts > 1)
 
     @property
+    def is_hybrid(self) -> bool:
+        """A Megatron hybrid stack (``layer_pattern``): layers are single Mamba, attention, MLP or MoE blocks."""
+        return bool(self.layer_pattern)
+
+    @property
     def is_mla(self) -> bool:
         """Multi-head latent attention (DeepSeek-V2/V3): keys and values up-projected from a compressed latent."""
         return bool(self.kv_lora_rank)
@@ -96,7 +185,8 @@ class ModelSpec(BaseModel):
         """Layers with experts: all of them, less the leading dense_layers (0 for a dense model)."""
         if not self.is_moe or not self.layers:
             return 0
-        return self.layers - (self.dense_layers or 0)
+        counts = self.layer_counts()
+        return counts.moe if counts else self.layers - (self.dense_layers or 0)
 
     def attention_head_dims(self) -> tuple[int, int] | None:
         """(query/key size, value size) per head: MLA's qk_nope + qk_rope and v_head_dim, else head_dim twice."""
@@ -137,8 +227,9 @@ class ModelSpec(BaseModel):
         if not (self.layers and self.d_model and self.d_ff):
             return None
         if not self.is_moe:
-            return float(self.layers * self.mlp_matrices * self.d_model * self.d_ff)
-        dense = (self.dense_layers or 0) * self.mlp_matrices * self.d_model * (self.dense_d_ff or self.d_ff)
+            return float(self.mlp_layers * self.mlp_matrices * self.d_model * self.d_ff)
+        dense_layers = self.mlp_layers - self.moe_layers  # the leading dense_layers, or a pattern's - layers
+        dense = dense_layers * self.mlp_matrices * self.d_model * (self.dense_d_ff or self.d_ff)
         shared = self.moe_layers * self.mlp_matrices * self.d_model * self.d_ff * (self.shared_experts or 0)
         return float(dense + shared) + self.routed_expert_params()
 
@@ -150,7 +241,7 @@ class ModelSpec(BaseModel):
         if not (self.layers and attn is not None and mlp is not None):
             return None
         emb = (1 if self.tied_embeddings else 2) * (self.vocab or 0) * (self.d_model or 0)
-        return float(self.layers * attn + mlp + emb)
+        return float(self.attention_layers * attn + self.mamba_layers * self.mamba_params() + mlp + emb)
 
     def active_params(self) -> float | None:
         """Parameters touched per token (MoE: the top-k routed experts' MLPs; shared experts and dense layers in full)."""

@@ -1,0 +1,59 @@
+"""Megatron-Core hybrid layer patterns (Mamba-2 / attention / MLP / MoE stacks such as Nemotron-H and Nemotron 3).
+
+Megatron-LM's ``--hybrid-layer-pattern`` (formerly ``--hybrid-override-pattern``; Megatron-Bridge
+``HybridModelProvider.hybrid_layer_pattern``) gives one character per layer: ``M`` a Mamba-2 mixer, ``*`` self
+attention, ``-`` a dense MLP, ``E`` a mixture-of-experts MLP. Each character is a whole Megatron layer with its own
+pre-norm and residual, so a transformer block is two of them (``*-``). ``|`` marks pipeline-stage boundaries and the
+part after ``/`` describes multi-token-prediction (MTP) layers (megatron/training/arguments.py, ``--hybrid-layer-pattern``
+help). Megatron ignores ``--num-layers`` when a pattern is given: the main pattern's length is the layer count.
+
+ASAP prices ``M``, ``*``, ``-`` and ``E``. Gated DeltaNet (``G``) and DeepSeek sparse attention (``D``) layers are
+refused by name rather than priced as something else; MTP layers are counted and reported, not priced.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+PRICED = {"M": "Mamba-2", "*": "attention", "-": "MLP", "E": "MoE"}
+UNPRICED = {"G": "Gated DeltaNet", "D": "DeepSeek sparse attention"}
+MAX_PATTERN = 10_000  # characters; a real model has at most a few hundred layers
+
+
+@dataclass(frozen=True)
+class LayerCounts:
+    """How many layers of each kind a hybrid pattern holds (the main stack; MTP apart)."""
+
+    mamba: int
+    attention: int
+    mlp: int
+    moe: int
+    mtp_layers: int  # layers described after '/' (not priced)
+
+    @property
+    def layers(self) -> int:
+        return self.mamba + self.attention + self.mlp + self.moe
+
+
+def parse_layer_pattern(pattern: str) -> LayerCounts:
+    """Count the layer kinds of a Megatron hybrid pattern; ValueError naming the character that is not priced."""
+    if len(pattern) > MAX_PATTERN:
+        raise ValueError(f"layer_pattern is {len(pattern)} characters long; at most {MAX_PATTERN} are read")
+    main, _, mtp = pattern.strip().partition("/")
+    counts = {c: 0 for c in PRICED}
+    for i, ch in enumerate(main):
+        if ch in PRICED:
+            counts[ch] += 1
+        elif ch in "| \t":
+            continue
+        elif ch in UNPRICED:
+            raise ValueError(f"layer_pattern character {ch!r} at position {i} ({UNPRICED[ch]}) is not priced by "
+                             "ASAP; it prices M (Mamba-2), * (attention), - (MLP) and E (MoE) layers")
+        else:
+            raise ValueError(f"layer_pattern character {ch!r} at position {i} is not a Megatron hybrid layer symbol; "
+                             "expected M (Mamba-2), * (attention), - (MLP), E (MoE), or | between pipeline stages")
+    out = LayerCounts(mamba=counts["M"], attention=counts["*"], mlp=counts["-"], moe=counts["E"],
+                      mtp_layers=sum(ch not in "|/ \t" for ch in mtp))
+    if out.layers == 0:
+        raise ValueError(f"layer_pattern {pattern[:40]!r} holds no layer")
+    return out
