@@ -260,6 +260,10 @@ SHAPE_TILE = 256.0
 # lower it; that is not modelled.
 MOE_LAYER_HOST_S = 3.5e-3
 
+# Share of MOE_LAYER_HOST_S that a re-run MoE forward repeats: its forward half (routing, the token-count exchange
+# and the dispatch's permutation run in forward; backward repeats the kernels but not the routing). Not fitted.
+MOE_RERUN_HOST_SHARE = 0.5
+
 # Forward FLOPs per token per Mamba-2 layer per (d_inner x state) of the chunked scan: Megatron-LM's estimate
 # (megatron/training/training.py, mamba_layer_flops: "7 * total_tokens * d_in * state_dim"; Megatron-Bridge's
 # flop_utils.py counts the same), which its own note calls small against the projections.
@@ -607,7 +611,9 @@ def _device_time(shape: Shape, chip: Chip, efficiency: float, mm: _MeshSplit) ->
     # MoE layers cost a fixed time per micro-batch beyond their FLOPs and bytes: routing, the token-count exchange
     # the all-to-all is sized by, permutation and many small kernels (MOE_LAYER_HOST_S, fitted across all MoE rows).
     # (only the layers with experts: a model's leading dense_layers have no router)
-    moe_host = MOE_LAYER_HOST_S * mm.m * (shape.moe_layers / npp) if shape.is_moe else np.zeros_like(compute_s)
+    # A re-run MoE forward (RematSpec.reruns_moe_layer) repeats its forward share (MOE_RERUN_HOST_SHARE) of that time.
+    rerun = 1.0 + (MOE_RERUN_HOST_SHARE if spec.reruns_moe_layer else 0.0)
+    moe_host = rerun * MOE_LAYER_HOST_S * mm.m * (shape.moe_layers / npp) if shape.is_moe else np.zeros_like(compute_s)
     compute_s = compute_s + moe_host
 
     return _Device(compute_s, hbm_s, stage_factor, model_flops, moe_host)
@@ -791,7 +797,9 @@ def _activation_collectives(shape: Shape, chip: Chip, mm: _MeshSplit, comm_ovl: 
         a2a = BF16 * tok_mb * K * D / (nt if shape.sequence_parallel else 1.0)
         share = node_dedup_share(float(shape.experts), K, net.n_slow[:, EXPERT]) if shape.ep_node_dedup else 1.0
         # per MoE layer: the leading dense_layers dispatch nothing
-        ep_comm = m * (shape.moe_layers / npp) * (6.0 if full else 4.0) * alltoall_time(a2a, net, EXPERT, share)
+        # (a re-run MoE forward, full recompute or Megatron's ``moe`` module, dispatches and combines again)
+        rerun = shape.spec.reruns_moe_layer
+        ep_comm = m * (shape.moe_layers / npp) * (6.0 if rerun else 4.0) * alltoall_time(a2a, net, EXPERT, share)
         if shape.ep_comm_overlap:
             comm_ovl["expert"] = comm_ovl["expert"] + ep_comm
         else:

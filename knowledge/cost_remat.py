@@ -128,6 +128,13 @@ class RematSpec:
                                       and not self.offloaded and not self.every_other_mm and not self.layer_every)
 
     @property
+    def reruns_moe_layer(self) -> bool:
+        """The whole MoE layer's forward runs again in backward: full recompute, or Megatron-Core's selective ``moe``
+        module, which checkpoints MoELayer.forward as one function (moe_layer.py custom_forward: route, dispatch,
+        experts, combine), so its all-to-alls and per-layer routing work run twice."""
+        return self.is_full or "moe" in self.megatron_modules
+
+    @property
     def core_recompute_share(self) -> float:
         """Share of the layers whose attention core is re-run in backward (when it is re-run at all)."""
         return 1.0 / self.layer_every if self.layer_every else 1.0
