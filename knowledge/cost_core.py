@@ -283,8 +283,9 @@ def shape_factor(m: np.ndarray | float, k: np.ndarray | float, n: np.ndarray | f
 
 
 def _matmul_shares(shape: Shape) -> dict[str, float]:
-    """Share of the dense matmul FLOPs in MLPs, attention projections and the output layer (per token)."""
-    L, D = float(shape.layers), float(shape.d_model)
+    """Share of the dense matmul FLOPs in MLPs, attention projections, Mamba-2 projections and the output layer (per
+    token)."""
+    D = float(shape.d_model)
     # MoE: the routed experts are priced apart; dense_layers' MLPs and shared experts are dense matmuls
     mlp = shape.dense_mlp_params
     attn = shape.n_attn * shape.attn_params

@@ -3,14 +3,17 @@ case ran, optionally with some settings changed: the shared step of the tests th
 
 from __future__ import annotations
 
+import importlib.util
 from pathlib import Path
+from types import ModuleType
 
 from bot.proposals.engine import baseline_mesh
 from bot.runs.store import LocalRunStore
 from knowledge import costmodel
 from knowledge.cost_settings import settings_for_run
 
-EVAL = Path(__file__).resolve().parents[1] / "examples" / "eval"
+ROOT = Path(__file__).resolve().parents[1]
+EVAL = ROOT / "examples" / "eval"
 
 
 def predict_case(case: str, **update: object) -> costmodel.Prediction:
@@ -22,3 +25,22 @@ def predict_case(case: str, **update: object) -> costmodel.Prediction:
         assert settings is not None, f"{case}: no config settings to update"
         settings = settings.model_copy(update=update)
     return costmodel.predict(run.record, mesh, settings=settings)
+
+
+def load_script(name: str, folder: str = "scripts") -> ModuleType:
+    """``<folder>/<name>.py`` as a module (``scripts/`` and ``benchmarks/`` are not packages)."""
+    spec = importlib.util.spec_from_file_location(name, ROOT / folder / f"{name}.py")
+    assert spec and spec.loader
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def assert_script_writes(name: str, cases: list[str], out: Path) -> None:
+    """Running ``scripts/<name>.py`` into ``out`` writes exactly ``cases``, byte for byte as committed: the corpus is
+    reproducible from its script."""
+    assert load_script(name).main(["x", str(out)]) == 0
+    assert sorted(p.name for p in out.iterdir()) == sorted(cases)
+    for case in cases:
+        for f in (EVAL / case).iterdir():
+            assert (out / case / f.name).read_text() == f.read_text(), f"{case}/{f.name}"

@@ -7,23 +7,20 @@ were retuned; scripts/eval_cases_maxtext_readme.py writes the cases from the scr
 
 from __future__ import annotations
 
-import importlib.util
 import shutil
 from pathlib import Path
 
 import pytest
 import yaml
 
+from tests.published_cases import load_script
+
 ROOT = Path(__file__).resolve().parents[1]
 EVAL = ROOT / "examples" / "eval"
 
 
 def _script():  # type: ignore[no-untyped-def]
-    spec = importlib.util.spec_from_file_location("eval_cases_maxtext_readme", ROOT / "scripts" / "eval_cases_maxtext_readme.py")
-    assert spec and spec.loader
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script("eval_cases_maxtext_readme")
 
 
 def test_the_committed_cases_are_what_the_script_writes(tmp_path: Path) -> None:

@@ -8,13 +8,14 @@ PP 8 VP 5 on 64, 405B at TP 8 PP 8 CP 2 VP 8 on 1024): 725 / 727 / 763 model TFL
 
 from __future__ import annotations
 
-import importlib.util
 import shutil
 import sys
 from pathlib import Path
 
 import pytest
 import yaml
+
+from tests.published_cases import assert_script_writes, load_script
 
 ROOT = Path(__file__).resolve().parents[1]
 EVAL = ROOT / "examples" / "eval"
@@ -25,21 +26,8 @@ WRITTEN = [
 ]
 
 
-def _load(name: str, path: Path):  # type: ignore[no-untyped-def]
-    spec = importlib.util.spec_from_file_location(name, path)
-    assert spec and spec.loader
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
 def test_the_committed_cases_are_what_the_script_writes(tmp_path: Path) -> None:
-    mod = _load("eval_cases_mbridge_h100", ROOT / "scripts" / "eval_cases_mbridge_h100.py")
-    assert mod.main(["x", str(tmp_path)]) == 0
-    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(WRITTEN)
-    for case in WRITTEN:
-        for f in (EVAL / case).iterdir():
-            assert (tmp_path / case / f.name).read_text() == f.read_text(), f"{case}/{f.name}"
+    assert_script_writes("eval_cases_mbridge_h100", WRITTEN, tmp_path)
 
 
 def test_a_row_whose_columns_contradict_each_other_says_what_it_took() -> None:
@@ -58,7 +46,7 @@ def test_the_benchmark_reports_how_far_a_repeated_configuration_moved(tmp_path: 
                  "mbridge-25.11-h100-qwen3-30b-a3b-16gpu"):
         shutil.copytree(EVAL / case, tmp_path / case)
     sys.path.insert(0, str(ROOT))
-    acc = _load("accuracy_bench", ROOT / "benchmarks" / "accuracy.py")
+    acc = load_script("accuracy", "benchmarks")
     reps = {r["mesh"]: r for r in acc.accuracy(tmp_path)["repeats"]}
     assert set(reps) == {"fsdp=8", "tensor=8 | dcn data=8 sequence=2 pipeline=8"}  # the Qwen3 row has no twin
     # 8B: 14079 -> 14451 tokens/s per GPU; 405B: 302 -> 292

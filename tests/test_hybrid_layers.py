@@ -9,7 +9,6 @@ states "3.5B active parameters and 30B parameters in total"; the Hugging Face ca
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
 import pytest
@@ -26,7 +25,7 @@ from knowledge import costmodel
 from knowledge.cost_settings import settings_from_config
 from knowledge.cost_shapes import resolve_shape
 from knowledge.meshsearch import Mesh
-from tests.published_cases import predict_case
+from tests.published_cases import assert_script_writes, predict_case
 
 ROOT = Path(__file__).resolve().parents[1]
 EVAL = ROOT / "examples" / "eval"
@@ -164,21 +163,8 @@ def test_nano_on_h100_is_ranked_among_its_table_as_measured() -> None:
     assert 14336 <= nano_tps <= 14336 * 1.25  # the model's miss, named in the band, is at most 16% here
 
 
-def _load(name: str, path: Path):  # type: ignore[no-untyped-def]
-    spec = importlib.util.spec_from_file_location(name, path)
-    assert spec and spec.loader
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
 def test_the_committed_nano_cases_are_what_the_script_writes(tmp_path: Path) -> None:
-    mod = _load("eval_cases_mbridge_nemotron", ROOT / "scripts" / "eval_cases_mbridge_nemotron.py")
-    assert mod.main(["x", str(tmp_path)]) == 0
-    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(NANO_CASES)
-    for case in NANO_CASES:
-        for f in (EVAL / case).iterdir():
-            assert (tmp_path / case / f.name).read_text() == f.read_text(), f"{case}/{f.name}"
+    assert_script_writes("eval_cases_mbridge_nemotron", NANO_CASES, tmp_path)
 
 
 def test_tensor_parallelism_must_split_whole_mamba_heads_and_groups() -> None:
