@@ -357,6 +357,10 @@ def _hybrid_dims(m: Any, assumptions: list[str]) -> dict[str, Any]:
     counts = m.layer_counts()
     if counts is None:
         return {}
+    if m.layers != counts.layers:  # run.yaml's layers beside a config's pattern (ModelSpec checks each file alone)
+        raise AsapError(f"model.layers {m.layers} disagrees with the layer pattern, which holds {counts.layers} layers "
+                        "(Megatron takes the pattern's length as the layer count)", source="run.yaml",
+                        field="model.layers", hint="drop layers from run.yaml or make it the pattern's length")
     out: dict[str, Any] = {"attn_layers": counts.attention, "mlp_layers": counts.mlp + counts.moe,
                            "mamba_layers": counts.mamba}
     mamba = m.mamba_dims()

@@ -174,3 +174,13 @@ def test_tensor_parallelism_must_split_whole_mamba_heads_and_groups() -> None:
     problems = divisibility_problems(run, Mesh(ici={"tensor": 16, "expert": 1}))  # 8 B/C groups
     assert any("does not divide the Mamba-2 layers' 8 groups" in p for p in problems)
     assert not any("Mamba" in p for p in divisibility_problems(run, Mesh(ici={"tensor": 8})))
+
+
+def test_run_yaml_layers_that_disagree_with_the_configs_pattern_are_refused_by_name() -> None:
+    from bot.errors import AsapError
+
+    cfg = load_config(MAMBA_SH)
+    run = RunRecord(id="r", chip="h100", num_chips=8, num_slices=1, model=ModelSpec(layers=52))
+    with pytest.raises(AsapError) as err:
+        resolve_shape(run, settings_from_config(cfg))
+    assert "model.layers 52 disagrees with the layer pattern, which holds 48 layers" in str(err.value)
