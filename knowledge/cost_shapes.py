@@ -119,7 +119,6 @@ class Shape:
     mamba_in_proj: int = 0  # in_proj output width: 2 d_inner + 2 groups x state + heads (z, x, B, C, dt)
     mamba_bc: int = 0  # 2 x groups x state (the B and C channels)
     mamba_state: int = 0  # state size per head channel
-    mamba_params_layer: float = 0.0  # parameters of one Mamba-2 layer
 
     @property
     def spec(self) -> RematSpec:
@@ -366,7 +365,7 @@ def _hybrid_dims(m: Any, assumptions: list[str]) -> dict[str, Any]:
     mamba = m.mamba_dims()
     if mamba:
         out.update(mamba_inner=mamba["inner"], mamba_in_proj=mamba["in_proj"], mamba_state=mamba["state"],
-                   mamba_bc=2 * mamba["groups"] * mamba["state"], mamba_params_layer=m.mamba_params())
+                   mamba_bc=2 * mamba["groups"] * mamba["state"])
     assumptions.append(
         f"hybrid layer pattern: {counts.mamba} Mamba-2, {counts.attention} attention, {counts.mlp} MLP and "
         f"{counts.moe} MoE layers, each one norm + residual block; Mamba-2 layers priced as their in/out projections "

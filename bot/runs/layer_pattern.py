@@ -14,6 +14,7 @@ refused by name rather than priced as something else; MTP layers are counted and
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 PRICED = {"M": "Mamba-2", "*": "attention", "-": "MLP", "E": "MoE"}
 UNPRICED = {"G": "Gated DeltaNet", "D": "DeepSeek sparse attention"}
@@ -35,8 +36,11 @@ class LayerCounts:
         return self.mamba + self.attention + self.mlp + self.moe
 
 
+@lru_cache(maxsize=256)
 def parse_layer_pattern(pattern: str) -> LayerCounts:
-    """Count the layer kinds of a Megatron hybrid pattern; ValueError naming the character that is not priced."""
+    """Count the layer kinds of a Megatron hybrid pattern; ValueError naming the character that is not priced.
+
+    Cached: ModelSpec's per-kind layer counts (attention, MLP, MoE, Mamba) each ask for it, often in one formula."""
     if len(pattern) > MAX_PATTERN:
         raise ValueError(f"layer_pattern is {len(pattern)} characters long; at most {MAX_PATTERN} are read")
     main, _, mtp = pattern.strip().partition("/")
