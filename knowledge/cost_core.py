@@ -42,6 +42,7 @@ from knowledge.cost_remat import (
     tensor_bytes,
 )
 from knowledge.cost_shapes import ROWWISE_FP8_SPEEDUP, Shape
+from knowledge.cost_stages import Stages, stages
 from knowledge.hardware import Chip
 
 DATA, FSDP, TENSOR, SEQUENCE, EXPERT, PIPELINE = range(6)
@@ -290,19 +291,9 @@ def _matmul_shares(shape: Shape) -> dict[str, float]:
     mlp = shape.dense_mlp_params
     attn = shape.n_attn * shape.attn_params
     mamba = shape.mamba_layers * D * float(shape.mamba_in_proj + shape.mamba_inner)  # in_proj + out_proj
-    out = float(shape.vocab) * D
+    out = float(shape.vocab) * D * (1.0 + shape.mtp_layers)  # each MTP module runs the shared output layer again
     total = max(mlp + attn + mamba + out, 1.0)
     return {"mlp": mlp / total, "attn": attn / total, "mamba": mamba / total, "out": out / total}
-
-
-def _stage_factor(shape: Shape, npp: np.ndarray, out_time_share: np.ndarray, dense_flops: float,
-                  all_flops: float) -> np.ndarray:
-    """Slowest pipeline stage / average stage. Megatron: the last stage also runs the output layer + loss,
-    so it takes (layers/p + output) while the mean stage takes (layers + output)/p."""
-    if not shape.pipeline_output_on_last:
-        return np.ones_like(npp)
-    out = out_time_share * dense_flops / max(all_flops, 1.0)  # output layer's share of the device time
-    return np.where(npp > 1, (1.0 - out) + npp * out, 1.0)
 
 
 # Bytes per logit element at the loss's peak. Megatron's fused cross-entropy keeps the bf16 logits only; its
@@ -364,7 +355,7 @@ def _fsdp_unsharded_with_pp(shape: Shape) -> bool:
 
 def _stage_memory(shape: Shape, nd: np.ndarray, nf: np.ndarray, nt: np.ndarray, ns: np.ndarray,
                   ne: np.ndarray, npp: np.ndarray, m: np.ndarray, tok_mb: np.ndarray,
-                  local_layers: np.ndarray) -> dict[str, np.ndarray]:
+                  local_layers: np.ndarray, st: Stages) -> dict[str, np.ndarray]:
     """Memory per chip of the fullest pipeline stage (the OOM check is the maximum over stages).
 
     Model state [ZeRO §3.1] in the bytes per parameter of the run's framework and config, divided by the
@@ -384,18 +375,24 @@ def _stage_memory(shape: Shape, nd: np.ndarray, nf: np.ndarray, nt: np.ndarray, 
     copies = 1.0 if shape.tied_embeddings else 2.0
     layers_dense = max(P_ne - copies * emb, 0.0)
     pp = npp > 1
+    # Each stage's share of the layers' weights (knowledge.cost_stages: an even split or the config's layout, the MTP
+    # modules, priced as average layers, on the last stage, whose MTP rank also builds its own input embedding:
+    # Megatron-Core GPTModel ``if self.pre_process or self.mtp_process: self.embedding = ...``).
+    first_share, last_share = st.first / L, st.last / L
     if shape.pipeline_output_on_last:
-        first_dense = np.where(pp, layers_dense / npp + emb, P_ne)
-        last_dense = np.where(pp, layers_dense / npp + emb, P_ne)
+        mtp_emb = emb if shape.mtp_layers and not shape.tied_embeddings else 0.0
+        first_dense = np.where(pp, layers_dense * first_share + emb, P_ne)
+        last_dense = np.where(pp, layers_dense * last_share + emb + mtp_emb, P_ne)
     else:
         first_dense = last_dense = layers_dense / npp + copies * emb
-    w_exp = P_e / (nf * nt * npp * ne)
+    w_exp = P_e / (nf * nt * ne)  # x a stage's share below
 
     # Sequence/context ranks shard the weights FSDP-style in MaxText (logical axis 'embed' -> fsdp, sequence,
     # context) and torchtitan (FSDP over dp_shard x cp); Megatron's context ranks replicate them (its
     # distributed optimizer shards the optimizer state over data x context instead).
     seq_shard = ns if shape.framework != "megatron" else np.ones_like(ns)
     w_exp = w_exp / seq_shard
+    first_exp, last_exp = w_exp * first_share, w_exp * last_share
 
     # FSDP keeps ~2 layers' gathered bf16 weights live (current + prefetched next).
     # (fp8 parameters, Megatron --fp8-param-gather, are gathered in fp8.)
@@ -405,7 +402,7 @@ def _stage_memory(shape: Shape, nd: np.ndarray, nf: np.ndarray, nt: np.ndarray, 
     zero3 = shape.zero_stage >= 3
     sharded = (nf * seq_shard > 1) | (zero3 & (nd * ns * ne > 1))
 
-    def state(dense: np.ndarray) -> dict[str, np.ndarray]:
+    def state(dense: np.ndarray, w_exp: np.ndarray) -> dict[str, np.ndarray]:
         w_dense = dense / (nf * nt * seq_shard)
         w_shard = w_dense + w_exp
         zero_shard = w_dense / (nd * ns * ne) + w_exp / (nd * ns)  # over the data-parallel ranks
@@ -435,9 +432,11 @@ def _stage_memory(shape: Shape, nd: np.ndarray, nf: np.ndarray, nt: np.ndarray, 
     parallel = shape.loss_parallel and not shape.loss_compiled  # a compiled loss_parallel is fused like the rest
     per_logit = np.where(parallel & (nt > 1), max(LOSS_PARALLEL_BYTES, logit_bytes(shape)), logit_bytes(shape))
     logits = per_logit * tok_mb * V / nt / float(shape.vocab_tiling)
-    first_acts = stored * tok_mb * local_layers * in_flight + _workspace(shape, transient * tok_mb, np.where(pp, 0.0, logits))
-    last_acts = stored * tok_mb * local_layers + _workspace(shape, transient * tok_mb, logits)
-    first, last = state(first_dense), state(last_dense)
+    # the MTP modules' losses are computed in forward beside the main one: their logits live until backward too
+    logits = logits * (1.0 + shape.mtp_layers)
+    first_acts = stored * tok_mb * st.first * in_flight + _workspace(shape, transient * tok_mb, np.where(pp, 0.0, logits))
+    last_acts = stored * tok_mb * st.last + _workspace(shape, transient * tok_mb, logits)
+    first, last = state(first_dense, first_exp), state(last_dense, last_exp)
     first["activations"], last["activations"] = first_acts, last_acts
     if shape.framework in RESERVING:
         for st in (first, last):
@@ -514,6 +513,7 @@ class _Device:
     stage_factor: np.ndarray  # slowest / mean pipeline stage
     model_flops: float
     moe_host_s: np.ndarray  # the fixed per-MoE-layer time inside compute_s (zero for dense models)
+    stages: Stages  # which layers each pipeline stage runs (knowledge.cost_stages)
 
 
 def _device_time(shape: Shape, chip: Chip, efficiency: float, mm: _MeshSplit) -> _Device:
@@ -530,6 +530,7 @@ def _device_time(shape: Shape, chip: Chip, efficiency: float, mm: _MeshSplit) ->
     tokens = B * S
     # the input embedding is a lookup, not a matmul: leave its matrix out (tied: the one matrix is the output layer)
     matmul_params = max(shape.params_active - (0.0 if shape.tied_embeddings else V * D), 0.0)
+    matmul_params += shape.mtp_layers * V * D  # each MTP module runs the shared output layer again
     expert_active = shape.params_expert * K / E if shape.is_moe else 0.0
     dense_params = matmul_params - expert_active
     # 3 x (2·H·qk·S for QK^T + 2·H·v·S for AV) per layer per token: 12·L·H·hd·S when qk = v = head_dim (MLA: qk_nope +
@@ -602,22 +603,25 @@ def _device_time(shape: Shape, chip: Chip, efficiency: float, mm: _MeshSplit) ->
         0.0, expert_flops / chips / (i_expert * bw) - t_expert_c
     )
     hbm_s = hbm_s + _hbm_extras(shape, mm, bw, core_share)
-    # Pipeline stages: the slowest stage sets the step. Megatron puts the output layer + loss on the last
-    # stage (the embedding lookup on the first costs little time but its weights live there) [PTD §2.2;
-    # Megatron-Core pipeline layout]; frameworks that keep them outside the pipeline spread them evenly.
-    stage_factor = _stage_factor(shape, npp, share["out"] * f_out ** -1 / slow_dense, dense_flops,
-                                 dense_flops + expert_flops + attn_hw + ssm_flops)
-    compute_s = compute_s * stage_factor
-    hbm_s = hbm_s * stage_factor
     # MoE layers cost a fixed time per micro-batch beyond their FLOPs and bytes: routing, the token-count exchange
     # the all-to-all is sized by, permutation and many small kernels (MOE_LAYER_HOST_S, fitted across all MoE rows).
     # (only the layers with experts: a model's leading dense_layers have no router)
     # A re-run MoE forward (RematSpec.reruns_moe_layer) repeats its forward share (MOE_RERUN_HOST_SHARE) of that time.
     rerun = 1.0 + (MOE_RERUN_HOST_SHARE if spec.reruns_moe_layer else 0.0)
-    moe_host = rerun * MOE_LAYER_HOST_S * mm.m * (shape.moe_layers / npp) if shape.is_moe else np.zeros_like(compute_s)
+    per_moe_layer = rerun * MOE_LAYER_HOST_S * mm.m if shape.is_moe else np.zeros_like(compute_s)
+    # Pipeline stages: the slowest stage sets the step. Megatron puts the output layer + loss on the last
+    # stage (the embedding lookup on the first costs little time but its weights live there) [PTD §2.2;
+    # Megatron-Core pipeline layout]; frameworks that keep them outside the pipeline spread them evenly.
+    out_share = share["out"] * f_out ** -1 / slow_dense * dense_flops / max(
+        dense_flops + expert_flops + attn_hw + ssm_flops, 1.0)  # the output layer's share of the device time
+    st = stages(shape, npp, out_share, compute_s + hbm_s, per_moe_layer)
+    stage_factor = st.factor
+    compute_s = compute_s * stage_factor
+    hbm_s = hbm_s * stage_factor
+    moe_host = per_moe_layer * st.slow_moe
     compute_s = compute_s + moe_host
 
-    return _Device(compute_s, hbm_s, stage_factor, model_flops, moe_host)
+    return _Device(compute_s, hbm_s, stage_factor, model_flops, moe_host, st)
 
 
 def _hbm_extras(shape: Shape, mm: _MeshSplit, bw: float, core_share: float) -> np.ndarray:
@@ -689,13 +693,14 @@ def node_dedup_share(experts: float, top_k: float, nodes: np.ndarray) -> np.ndar
     return np.where(nodes > 1, remote_nodes / np.maximum(remote_copies, 1e-12), 1.0)
 
 
-def _collectives(shape: Shape, chip: Chip, mm: _MeshSplit) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+def _collectives(shape: Shape, chip: Chip, mm: _MeshSplit, st: Stages) -> tuple[dict[str, np.ndarray],
+                                                                                 dict[str, np.ndarray]]:
     """Raw collective seconds per axis: (overlappable with compute, on the critical path)."""
     zeros = np.zeros_like(mm.nd)
     comm_ovl = {k: zeros.copy() for k in AXIS_KEYS}  # overlappable with compute
     comm_crit = {k: zeros.copy() for k in AXIS_KEYS}  # on the critical path
     _weight_collectives(shape, mm, comm_ovl)
-    _activation_collectives(shape, chip, mm, comm_ovl, comm_crit)
+    _activation_collectives(shape, chip, mm, st, comm_ovl, comm_crit)
     return comm_ovl, comm_crit
 
 
@@ -741,14 +746,14 @@ def _weight_collectives(shape: Shape, mm: _MeshSplit, comm_ovl: dict[str, np.nda
     comm_ovl["expert"] = allreduce_time(BF16 * P_ne / (nf * nt * npp), net, EXPERT)
 
 
-def _activation_collectives(shape: Shape, chip: Chip, mm: _MeshSplit, comm_ovl: dict[str, np.ndarray],
+def _activation_collectives(shape: Shape, chip: Chip, mm: _MeshSplit, st: Stages, comm_ovl: dict[str, np.ndarray],
                             comm_crit: dict[str, np.ndarray]) -> None:
     """Activation traffic inside every layer or stage boundary: tensor, context K/V, expert all-to-all, pipeline."""
-    L, D = float(shape.layers), float(shape.d_model)
+    D = float(shape.d_model)
     S, K = float(shape.seq_len), float(shape.top_k)
     nt, npp = mm.nt, mm.npp
     m, mb, tok_mb, net = mm.m, mm.mb, mm.tok_mb, mm.net
-    local_layers = L / npp
+    local_layers = st.slow  # the slowest stage's layers (L / p for an even split without MTP)
     full = shape.spec.is_full
     # Tensor: 2 all-reduces of the [tokens, d_model] activations in forward and 2 in backward per
     # layer [MLM §3, Fig. 4]; with sequence parallelism each becomes AG + RS of the same cost [KOR §4.2.2];
@@ -800,7 +805,7 @@ def _activation_collectives(shape: Shape, chip: Chip, mm: _MeshSplit, comm_ovl: 
         # per MoE layer: the leading dense_layers dispatch nothing
         # (a re-run MoE forward, full recompute or Megatron's ``moe`` module, dispatches and combines again)
         rerun = shape.spec.reruns_moe_layer
-        ep_comm = m * (shape.moe_layers / npp) * (6.0 if rerun else 4.0) * alltoall_time(a2a, net, EXPERT, share)
+        ep_comm = m * st.slow_moe * (6.0 if rerun else 4.0) * alltoall_time(a2a, net, EXPERT, share)
         if shape.ep_comm_overlap:
             comm_ovl["expert"] = comm_ovl["expert"] + ep_comm
         else:
@@ -842,7 +847,7 @@ def evaluate(
     n = (ici * dcn).astype(np.float64)
     mm = _split(shape, net, n)
     dev = _device_time(shape, chip, efficiency, mm)
-    comm_ovl, comm_crit = _collectives(shape, chip, mm)
+    comm_ovl, comm_crit = _collectives(shape, chip, mm, dev.stages)
     nd, nf, nt, ns, ne, npp = mm.nd, mm.nf, mm.nt, mm.ns, mm.ne, mm.npp
     m, mb, tok_mb = mm.m, mm.mb, mm.tok_mb
     compute_s, hbm_s, stage_factor = dev.compute_s, dev.hbm_s, dev.stage_factor
@@ -870,7 +875,7 @@ def evaluate(
     # framework and config give (knowledge.cost_shapes._model_state), divided by the axes that shard them:
     # fsdp, tensor, pipeline, and expert for expert weights; data/sequence replicate. Megatron's distributed
     # optimizer shards the optimizer state over data x context (x expert for dense weights) as well.
-    memory = _stage_memory(shape, nd, nf, nt, ns, ne, npp, m, tok_mb, local_layers)
+    memory = _stage_memory(shape, nd, nf, nt, ns, ne, npp, m, tok_mb, local_layers, dev.stages)
     stages = {
         "first_stage_memory": memory.pop("_first_stage_total"),
         "last_stage_memory": memory.pop("_last_stage_total"),

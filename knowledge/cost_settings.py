@@ -30,6 +30,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from bot.configs.common import as_bool, find_by_name, positive_int
 from bot.configs.common import settings as read_settings
 from bot.configs.model_dims import ModelDims, read_model_dims
+from bot.configs.pipeline_layout import parse_pipeline_layout
 from bot.configs.sharding import ShardingConfig
 from bot.configs.yamlscan import compose
 
@@ -42,7 +43,7 @@ OVERLAP_NAMES: tuple[str, ...] = (
     "use_flash_attn", "tp_comm_overlap", "overlap_moe_expert_parallel_comm", "moe_token_dispatcher_type",
     "moe_enable_deepep", "moe_flex_dispatcher_backend", "virtual_pipeline_model_parallel_size",
     "num_layers_per_virtual_pipeline_stage", "overlap_p2p_comm", "overlap_p2p_communication", "num_layers",
-    "pipeline_model_parallel_size",
+    "pipeline_model_parallel_size", "pipeline_model_parallel_layout",
 )
 
 # Every key this module reads (the config readers' own SETTINGS lists do not hold all of them).
@@ -72,7 +73,8 @@ MEGATRON_FSDP_STAGE: dict[str, int] = {"no_shard": 0, "optim": 1, "optim_grads":
 
 UNEVEN_PIPELINE_KEYS = ("account_for_embedding_in_pipeline_split", "account_for_loss_in_pipeline_split",
                         "num_layers_in_first_pipeline_stage", "num_layers_in_last_pipeline_stage",
-                        "decoder_first_pipeline_num_layers", "decoder_last_pipeline_num_layers")
+                        "decoder_first_pipeline_num_layers", "decoder_last_pipeline_num_layers",
+                        "pipeline_model_parallel_layout")
 """Megatron-Core settings that let pipeline stages hold unequal layer counts."""
 
 # Logical setting -> the keys that hold it, by config format, first match wins (also the key an edit writes).
@@ -168,6 +170,11 @@ class TrainingSettings(BaseModel):
                                      "many chunks of the logits")
     quantization: str | None = Field(default=None, description="MaxText quantization (int8, fp8, ...); None or '' = "
                                      "not quantized (bf16 matmuls)")
+    pipeline_layout: tuple[str, ...] | None = Field(
+        default=None, description="Megatron-Core pipeline_model_parallel_layout unrolled into its virtual stages "
+        "(bot.configs.pipeline_layout); None when the config states none")
+    pipeline_layout_problem: str | None = Field(
+        default=None, description="why the config's pipeline_model_parallel_layout could not be read")
     uneven_pipeline: dict[str, Any] | None = Field(
         default=None, description="Megatron uneven pipeline-stage settings the config states (key -> value); "
         "None when it states none")
@@ -227,6 +234,8 @@ def all_settings(config: ShardingConfig) -> dict[str, Any]:
 def settings_from_config(config: ShardingConfig) -> TrainingSettings:
     """The training settings a parsed config states (see the module docstring)."""
     v = all_settings(config)
+    # the pipeline size is a mesh key (bot.configs.megatron KEYS); the layout's virtual stages are derived from it
+    v = {**{k.path: k.value for k in config.keys if k.key == "pipeline_model_parallel_size"}, **v}
     fmt = config.format
     out: dict[str, Any] = {"source": config.source, "format": fmt}
     # A launch command is the whole argument list Megatron parses: what it leaves out is argparse's default.
@@ -373,6 +382,20 @@ def matmul_dtype(training_dtype: str | None, quantization: str | None) -> str:
     return training_dtype if training_dtype in ("fp8", "fp4") else "bf16"
 
 
+def _layout(values: dict[str, Any]) -> dict[str, Any]:
+    """The config's ``pipeline_model_parallel_layout`` unrolled (or why it could not be)."""
+    path, text = _lookup(values, "pipeline_model_parallel_layout")
+    if path is None or text in (None, "", "null", "None"):
+        return {}
+    if not isinstance(text, str):
+        return {"pipeline_layout_problem": f"{path} is not a layout string (a list form is not read): stages priced "
+                                           "as an even split"}
+    try:
+        return {"pipeline_layout": parse_pipeline_layout(text)}
+    except ValueError as exc:
+        return {"pipeline_layout_problem": f"{path}: {exc}"}
+
+
 def overlap_settings(values: dict[str, Any]) -> dict[str, Any]:
     """Megatron's interleaving and overlap settings (:data:`OVERLAP_NAMES`), as TrainingSettings fields.
 
@@ -387,6 +410,10 @@ def overlap_settings(values: dict[str, Any]) -> dict[str, Any]:
     pp = _int(_lookup(values, "pipeline_model_parallel_size")[1])
     if vpp is None and per_stage and layers and pp and layers % (pp * per_stage) == 0:
         vpp = layers // (pp * per_stage)
+    out.update(_layout(values))
+    stages = out.get("pipeline_layout")
+    if vpp is None and stages and pp and len(stages) % pp == 0:  # Megatron-Core: the layout sets the chunks per rank
+        vpp = len(stages) // pp if len(stages) > pp else None
     out["virtual_pipeline"] = vpp
     out["tp_comm_overlap"] = _bool(_lookup(values, "tp_comm_overlap")[1])
     out["overlap_p2p"] = _bool(_lookup(values, "overlap_p2p_comm", "overlap_p2p_communication")[1])

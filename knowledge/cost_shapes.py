@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from bot.configs.pipeline_layout import check_layout, rank_layers
 from bot.errors import AsapError
 from bot.runs.record import RunRecord, TrainingSpec
 from knowledge.cost_model_source import config_model
@@ -119,6 +120,9 @@ class Shape:
     mamba_in_proj: int = 0  # in_proj output width: 2 d_inner + 2 groups x state + heads (z, x, B, C, dt)
     mamba_bc: int = 0  # 2 x groups x state (the B and C channels)
     mamba_state: int = 0  # state size per head channel
+    # --- multi-token prediction (ModelSpec.mtp_layers): ``layers`` counts them; they sit on the last pipeline stage
+    mtp_layers: int = 0  # MTP modules: one decoder layer each, plus another pass of the output layer and loss
+    pipeline_layout: tuple[str, ...] = ()  # Megatron-Core pipeline_model_parallel_layout's virtual stages (unrolled)
 
     @property
     def spec(self) -> RematSpec:
@@ -292,8 +296,12 @@ def resolve_shape(run: RunRecord, settings: TrainingSettings | None = None) -> S
             f"float8 rowwise recipe (torchao, config [float8] recipe_name): per-row scaling costs more than the "
             f"tensorwise recipe; its matmuls are priced at {ROWWISE_FP8_SPEEDUP:.2f}x the bf16 rate, not the fp8 "
             "peak (fitted across published rowwise rows, docs/cost-model.md), and its TP all-gathers run in bf16")
+    mtp = _mtp(m, assumptions)  # likewise
+    layout = _pipeline_layout(m, cfg, mtp, int(behaviour["virtual_stages"]), assumptions)
     return Shape(
-        layers=m.layers,
+        layers=m.layers + mtp,
+        mtp_layers=mtp,
+        pipeline_layout=layout,
         d_model=m.d_model,
         d_ff=d_ff,
         heads=heads,
@@ -348,6 +356,49 @@ def resolve_shape(run: RunRecord, settings: TrainingSettings | None = None) -> S
         **hybrid,
         **behaviour,
     )
+
+
+def _mtp(m: Any, assumptions: list[str]) -> int:
+    """Multi-token-prediction modules (ModelSpec.mtp_layers), priced as Megatron-Core builds them, with the sentence
+    that says so; 0 without."""
+    k = int(m.mtp_layers or 0)
+    if k:
+        kind = "MoE" if m.is_moe else "dense"
+        assumptions.append(
+            f"{k} multi-token-prediction module{'s' if k > 1 else ''}: each priced as one more {kind} decoder layer, "
+            "a 2 x d_model -> d_model projection and another pass of the output layer and loss, all on the last "
+            "pipeline stage (Megatron-Core MultiTokenPredictionBlock; counted in model FLOPs as Megatron counts them)")
+    return k
+
+
+def _pipeline_layout(m: Any, cfg: TrainingSettings | None, mtp: int, virtual: int,
+                     assumptions: list[str]) -> tuple[str, ...]:
+    """The config's pipeline layout (Megatron-Core pipeline_model_parallel_layout) checked against the model, with
+    what each rank holds; () without one. A layout Megatron-Core would refuse is refused by name."""
+    if cfg is None:
+        return ()
+    if cfg.pipeline_layout_problem:
+        assumptions.append(f"{cfg.pipeline_layout_problem}; stages priced as an even split")
+    stages = cfg.pipeline_layout
+    if not stages:
+        return ()
+    problems = check_layout(stages, m.layers, mtp)
+    if problems:
+        raise AsapError(f"pipeline_model_parallel_layout does not fit the model: {'; '.join(problems)} "
+                        "(Megatron-Core validate_layer_layout refuses it)", source=cfg.source,
+                        field="pipeline_model_parallel_layout",
+                        hint="check num_layers / mtp_num_layers against the layout's t and m")
+    if len(stages) % max(virtual, 1):
+        assumptions.append(f"pipeline layout has {len(stages)} stages, not a multiple of {virtual} virtual stages: "
+                           "stages priced as an even split")
+        return ()
+    pipe = len(stages) // max(virtual, 1)
+    ranks = rank_layers(stages, pipe)
+    held = "/".join(str(r.decoder + r.mtp) for r in ranks)
+    assumptions.append(f"pipeline layout from the config ({len(stages)} stages = pipeline {pipe} x {max(virtual, 1)} "
+                       f"virtual): the ranks hold {held} decoder + MTP layers; it prices pipeline {pipe}, other "
+                       "pipeline sizes get an even split")
+    return stages
 
 
 def _hybrid_dims(m: Any, assumptions: list[str]) -> dict[str, Any]:
@@ -411,7 +462,7 @@ def _model_numbers(m: Any, assumptions: list[str], guessed: set[str]) -> dict[st
         # Params given directly: keep the user's total; expert share from the dimensions.
         params_total = float(m.params) if m.params else params_total
     # routed experts only: shared experts and dense_layers' MLPs are dense weights (replicated over the expert axis)
-    routed_layers = m.moe_layers
+    routed_layers = m.moe_layers + m.mtp_moe_layers
     params_expert = float(routed_layers * m.mlp_matrices * m.d_model * d_ff * experts) if experts > 1 else 0.0
     params_expert = min(params_expert, params_total)
     params_active = params_total - params_expert + params_expert * top_k / experts

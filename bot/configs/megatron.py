@@ -92,6 +92,12 @@ SETTINGS: tuple[str, ...] = (
     "bf16",
     "fp16",
     "num_experts",
+    # what each pipeline stage builds (knowledge.cost_settings UNEVEN_PIPELINE_KEYS; bot.configs.pipeline_layout)
+    "pipeline_model_parallel_layout",
+    "account_for_embedding_in_pipeline_split",
+    "account_for_loss_in_pipeline_split",
+    "decoder_first_pipeline_num_layers",
+    "decoder_last_pipeline_num_layers",
 )
 
 

@@ -67,6 +67,7 @@ FLAG_SETTINGS: dict[str, str] = {
     "num_layers_per_virtual_pipeline_stage": "num_layers_per_virtual_pipeline_stage",
     "virtual_pipeline_model_parallel_size": "virtual_pipeline_model_parallel_size",
     "num_virtual_stages_per_pipeline_rank": "virtual_pipeline_model_parallel_size",
+    "pipeline_model_parallel_layout": "pipeline_model_parallel_layout",  # bot.configs.pipeline_layout
     "sequence_parallel": "sequence_parallel", "recompute_granularity": "recompute_granularity",
     "recompute_method": "recompute_method", "recompute_num_layers": "recompute_num_layers",
     "recompute_activations": "recompute_granularity", "recompute_modules": "recompute_modules",
@@ -109,6 +110,7 @@ FLAG_SETTINGS: dict[str, str] = {
     "hybrid_layer_pattern": "hybrid_layer_pattern", "hybrid_override_pattern": "hybrid_layer_pattern",
     "mamba_num_heads": "mamba_num_heads", "mamba_head_dim": "mamba_head_dim", "mamba_state_dim": "mamba_state_dim",
     "mamba_num_groups": "mamba_num_groups",
+    "mtp_num_layers": "mtp_num_layers",  # multi-token prediction (bot.configs.model_dims._megatron)
 }
 
 

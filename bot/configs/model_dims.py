@@ -42,7 +42,7 @@ FIELDS: tuple[str, ...] = ("layers", "d_model", "d_ff", "heads", "kv_heads", "he
                            "experts", "experts_per_token", "seq_len", "tied_embeddings", "sliding_window",
                            "global_every", "shared_experts", "dense_layers", "dense_d_ff", "q_lora_rank",
                            "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim", "layer_pattern",
-                           "mamba_heads", "mamba_head_dim", "mamba_state_dim", "mamba_groups")
+                           "mamba_heads", "mamba_head_dim", "mamba_state_dim", "mamba_groups", "mtp_layers")
 GATED = ("swiglu", "fast-swiglu", "fast_swiglu", "geglu", "fast-geglu", "fast_geglu", "reglu", "fast-reglu")
 MODEL_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
 
@@ -79,6 +79,7 @@ class ModelDims(BaseModel):
     mamba_head_dim: int | None = None
     mamba_state_dim: int | None = None
     mamba_groups: int | None = None
+    mtp_layers: int | None = None  # multi-token-prediction modules (bot.runs.record.ModelSpec.mtp_layers)
     origin: dict[str, str] = Field(default_factory=dict, description="field -> the key / file / default it came from")
     notes: list[str] = Field(default_factory=list, description="defaults taken and values not knowable")
     problems: list[str] = Field(default_factory=list, description="what stops the model being read (e.g. an "
@@ -222,6 +223,8 @@ MEGATRON_NAMES: tuple[str, ...] = (
     # TransformerConfig mamba_* fields; Megatron-Bridge HybridModelProvider)
     "hybrid_layer_pattern", "hybrid_override_pattern", "mamba_num_heads", "mamba_head_dim", "mamba_state_dim",
     "mamba_num_groups",
+    # multi-token prediction (Megatron-LM --mtp-num-layers; TransformerConfig.mtp_num_layers)
+    "mtp_num_layers",
 )
 
 
@@ -258,6 +261,11 @@ def _megatron(config: ShardingConfig) -> ModelDims:
         _megatron_moe_layout(v, d, where)
     _megatron_mla(v, d, where, launch)
     _megatron_hybrid(v, d, where)
+    path, mtp = _find(v, "mtp_num_layers")
+    if _int(mtp) and "layer_pattern" in d.values:
+        d.notes.append(f"{where(path)} {mtp}: a hybrid stack's MTP layers (after '/' in its pattern) are not priced")
+    elif _int(mtp):
+        d.set("mtp_layers", _int(mtp), where(path))
     return d.build()
 
 
@@ -535,7 +543,7 @@ def _megatron_vocab(v: dict[str, Scalar], d: _Dims, where: Any) -> None:
 MAXTEXT_KEYS: dict[str, str] = {
     "layers": "base_num_decoder_layers", "d_model": "base_emb_dim", "heads": "base_num_query_heads",
     "kv_heads": "base_num_kv_heads", "d_ff": "base_mlp_dim", "head_dim": "head_dim", "vocab": "vocab_size",
-    "experts": "num_experts", "experts_per_token": "num_experts_per_tok",
+    "experts": "num_experts", "experts_per_token": "num_experts_per_tok", "mtp_layers": "mtp_num_layers",
 }
 MAXTEXT_MODEL_KEYS = (*MAXTEXT_KEYS.values(), "base_moe_mlp_dim", "mlp_activations", "global_parameter_scale",
                       "decoder_block", "logits_via_embedding", "sliding_window_size")

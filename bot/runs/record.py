@@ -83,6 +83,11 @@ class ModelSpec(BaseModel):
     mamba_state_dim: PositiveInt | None = Field(default=None, description="Mamba-2 state size (Megatron default 128)")
     mamba_groups: PositiveInt | None = Field(
         default=None, description="Mamba-2 B/C groups (Megatron mamba_num_groups, default 8)")
+    mtp_layers: NonNegativeInt | None = Field(
+        default=None, description="multi-token-prediction modules after the main stack (DeepSeek-V3: 1; Megatron "
+        "mtp_num_layers, MaxText mtp_num_layers, Hugging Face num_nextn_predict_layers). Each is one more decoder "
+        "layer of the last layer's kind, a 2 d_model -> d_model projection, and another pass of the shared output "
+        "layer and loss; Megatron places them on the last pipeline stage. Not counted in layers")
 
     @model_validator(mode="after")
     def _layout_fits(self) -> ModelSpec:
@@ -108,6 +113,9 @@ class ModelSpec(BaseModel):
             raise ValueError(f"experts {self.experts} given but layer_pattern has no MoE layer (E)")
         if self.dense_layers:
             raise ValueError("dense_layers does not apply with layer_pattern: its - layers are the dense MLPs")
+        if self.mtp_layers:
+            raise ValueError("mtp_layers does not apply with layer_pattern: a hybrid stack describes its MTP layers "
+                             "after '/' in the pattern")
         if self.layers is None:
             self.layers = counts.layers
 
@@ -216,11 +224,34 @@ class ModelSpec(BaseModel):
         head_dim = self.head_dim or d // h
         return d * head_dim * (2 * h + 2 * (self.kv_heads or h))
 
+    @property
+    def mtp_moe_layers(self) -> int:
+        """MTP modules whose decoder layer has experts: Megatron gives each the last layer's kind (training.py
+        num_floating_point_operations: ``last_layer_is_moe``); a MoE model's leading dense_layers leave its last
+        layer a MoE layer."""
+        return (self.mtp_layers or 0) if self.is_moe else 0
+
+    def mtp_params(self, routed: bool = True) -> float:
+        """Parameters of the MTP modules (Megatron-Core MultiTokenPredictionLayer; DeepSeek-V3 §2.2): per module
+        one decoder layer of the last layer's kind and the eh_proj (2 d_model -> d_model); the embedding and the
+        output layer are shared with the main model, norms left out as elsewhere. ``routed=False`` leaves out
+        their routed experts (counted with the others in :meth:`routed_expert_params`). 0 without MTP."""
+        k = self.mtp_layers or 0
+        attn = self.attention_params()
+        if not (k and self.d_model and self.d_ff and attn is not None):
+            return 0.0
+        width = self.d_ff
+        if self.is_moe:
+            width = self.d_ff * ((self.experts or 1) * routed + (self.shared_experts or 0))
+        return float(k * (attn + self.mlp_matrices * self.d_model * width + 2 * self.d_model * self.d_model))
+
     def routed_expert_params(self) -> float:
-        """Parameters of the routed experts (sharded over the expert axis; 0 for a dense model)."""
+        """Parameters of the routed experts, MTP modules' included (sharded over the expert axis; 0 for a dense
+        model)."""
         if not (self.is_moe and self.d_model and self.d_ff):
             return 0.0
-        return float(self.moe_layers * self.mlp_matrices * self.d_model * self.d_ff * self.experts)  # type: ignore[operator]
+        layers = self.moe_layers + self.mtp_moe_layers
+        return float(layers * self.mlp_matrices * self.d_model * self.d_ff * self.experts)  # type: ignore[operator]
 
     def mlp_params(self) -> float | None:
         """All MLP parameters: dense layers' MLPs, shared experts and routed experts (router weights left out)."""
@@ -241,7 +272,8 @@ class ModelSpec(BaseModel):
         if not (self.layers and attn is not None and mlp is not None):
             return None
         emb = (1 if self.tied_embeddings else 2) * (self.vocab or 0) * (self.d_model or 0)
-        return float(self.attention_layers * attn + self.mamba_layers * self.mamba_params() + mlp + emb)
+        mtp = self.mtp_params(routed=False)  # their routed experts are in mlp
+        return float(self.attention_layers * attn + self.mamba_layers * self.mamba_params() + mlp + emb + mtp)
 
     def active_params(self) -> float | None:
         """Parameters touched per token (MoE: the top-k routed experts' MLPs; shared experts and dense layers in full)."""
