@@ -439,8 +439,8 @@ def _stage_memory(shape: Shape, nd: np.ndarray, nf: np.ndarray, nt: np.ndarray, 
     first, last = state(first_dense, first_exp), state(last_dense, last_exp)
     first["activations"], last["activations"] = first_acts, last_acts
     if shape.framework in RESERVING:
-        for st in (first, last):
-            st["allocator_reserve"] = ALLOCATOR_RESERVE * sum(st.values())
+        for held in (first, last):
+            held["allocator_reserve"] = ALLOCATOR_RESERVE * sum(held.values())
     first_total = sum(first.values())
     last_total = sum(last.values())
     pick_first = first_total >= last_total
@@ -510,7 +510,6 @@ def _split(shape: Shape, net: AxisNetwork, n: np.ndarray) -> _MeshSplit:
 class _Device:
     compute_s: np.ndarray  # slowest stage's compute time per step
     hbm_s: np.ndarray  # its HBM time beyond the compute
-    stage_factor: np.ndarray  # slowest / mean pipeline stage
     model_flops: float
     moe_host_s: np.ndarray  # the fixed per-MoE-layer time inside compute_s (zero for dense models)
     stages: Stages  # which layers each pipeline stage runs (knowledge.cost_stages)
@@ -615,13 +614,12 @@ def _device_time(shape: Shape, chip: Chip, efficiency: float, mm: _MeshSplit) ->
     out_share = share["out"] * f_out ** -1 / slow_dense * dense_flops / max(
         dense_flops + expert_flops + attn_hw + ssm_flops, 1.0)  # the output layer's share of the device time
     st = stages(shape, npp, out_share, compute_s + hbm_s, per_moe_layer)
-    stage_factor = st.factor
-    compute_s = compute_s * stage_factor
-    hbm_s = hbm_s * stage_factor
+    compute_s = compute_s * st.factor
+    hbm_s = hbm_s * st.factor
     moe_host = per_moe_layer * st.slow_moe
     compute_s = compute_s + moe_host
 
-    return _Device(compute_s, hbm_s, stage_factor, model_flops, moe_host, st)
+    return _Device(compute_s, hbm_s, model_flops, moe_host, st)
 
 
 def _hbm_extras(shape: Shape, mm: _MeshSplit, bw: float, core_share: float) -> np.ndarray:
@@ -850,7 +848,7 @@ def evaluate(
     comm_ovl, comm_crit = _collectives(shape, chip, mm, dev.stages)
     nd, nf, nt, ns, ne, npp = mm.nd, mm.nf, mm.nt, mm.ns, mm.ne, mm.npp
     m, mb, tok_mb = mm.m, mm.mb, mm.tok_mb
-    compute_s, hbm_s, stage_factor = dev.compute_s, dev.hbm_s, dev.stage_factor
+    compute_s, hbm_s, stage_factor = dev.compute_s, dev.hbm_s, dev.stages.factor
     local_layers = float(shape.layers) / npp
     v = float(max(shape.virtual_stages, 1))
 
