@@ -408,8 +408,11 @@ def _stage_memory(shape: Shape, nd: np.ndarray, nf: np.ndarray, nt: np.ndarray, 
         zero_shard = w_dense / (nd * ns * ne) + w_exp / (nd * ns)  # over the data-parallel ranks
         opt_shard = zero_shard if shape.distributed_optimizer else w_shard
         held = 0.0 if shape.param_offload else shape.weight_bytes * (zero_shard if zero3 else w_shard)
+        # LoRA: the adapters add their own weights; gradients and optimizer state are theirs alone (trainable_share)
+        trained = shape.trainable_share
+        held = held * (1.0 + trained) if shape.frozen_base else held
         weights = held + np.where(sharded | shape.param_offload, 2.0 * gathered_layer, 0.0)
-        grads = shape.grad_bytes * (zero_shard if shape.zero_stage >= 2 else w_shard)
+        grads = trained * shape.grad_bytes * (zero_shard if shape.zero_stage >= 2 else w_shard)
         if _fsdp_unsharded_with_pp(shape):
             # torchtitan + PP: FSDP2 keeps the stage's bf16 weights gathered for the whole step
             # (reshard_after_forward=False) and accumulates its unsharded gradients in the fp32 reduce dtype
@@ -420,7 +423,7 @@ def _stage_memory(shape: Shape, nd: np.ndarray, nf: np.ndarray, nt: np.ndarray, 
         return {
             "weights": weights,
             "gradients": grads,
-            "optimizer": (0.0 if shape.optimizer_offload else shape.optimizer_bytes) * opt_shard,
+            "optimizer": (0.0 if shape.optimizer_offload else shape.optimizer_bytes) * trained * opt_shard,
         }
 
     stored, transient = activation_bytes_per_token(shape, nt, local_layers)
@@ -547,11 +550,15 @@ def _device_time(shape: Shape, chip: Chip, efficiency: float, mm: _MeshSplit) ->
     dims = _dims(shape)
     re_attn, re_mlp, re_core = recompute_params_per_layer(spec, dims)
     moe_mlp = re_mlp * recompute_routed_share(spec, dims)  # shared experts and dense_layers recompute as dense matmuls
-    dense_flops = 6.0 * dense_params * tokens + 2.0 * L * (re_attn + re_mlp - moe_mlp) * tokens
-    expert_flops = 6.0 * expert_active * tokens + 2.0 * L * moe_mlp * tokens
+    # LoRA: frozen base weights run forward (2) and pass the gradient to their input (2) but compute no weight
+    # gradient (knowledge.cost_peft); the adapters train as usual (6 FLOPs per parameter per token, at the dense rate)
+    per_param = 4.0 if shape.frozen_base else 6.0
+    adapters = 6.0 * shape.lora_active * tokens
+    dense_flops = per_param * dense_params * tokens + 2.0 * L * (re_attn + re_mlp - moe_mlp) * tokens + adapters
+    expert_flops = per_param * expert_active * tokens + 2.0 * L * moe_mlp * tokens
     core_share = spec.core_recompute_share if re_core else 0.0
     attn_hw = attn_flops * (1.0 + core_share / 3.0)
-    model_flops = 6.0 * matmul_params * tokens + attn_flops + ssm_flops
+    model_flops = per_param * matmul_params * tokens + adapters + attn_flops + ssm_flops
     peak = chip.peak_bf16_flops * efficiency
     bw = chip.hbm_bandwidth * efficiency
 
@@ -715,13 +722,16 @@ def _weight_collectives(shape: Shape, mm: _MeshSplit, comm_ovl: dict[str, np.nda
     # micro-batch (see _stage_memory): one all-gather and one reduce-scatter per step.
     fsdp_rounds = np.where(npp > 1, 2.0 / 3.0, m) if _fsdp_unsharded_with_pp(shape) else m
     # torchtitan reduce-scatters in fp32 (reduce_dtype float32): the third gather moves twice the bytes
-    gathers = 2.0 + reduce_bytes(shape) / BF16 if shape.reduce_fp32 else 3.0
+    # LoRA: the gradient reduce-scatter moves only the adapters' gradients (trainable_share of the bytes)
+    trained = shape.trainable_share
+    gathers = 2.0 + trained * (reduce_bytes(shape) / BF16 if shape.reduce_fp32 else 1.0)
     comm_ovl["fsdp"] = fsdp_rounds * gathers * gather_time(gathered, net, FSDP)
 
     # Data: one gradient all-reduce per step of the (FSDP-sharded) bf16 gradient, 2V/W [SB; DESIGN.md].
     # Sequence ranks hold replicated weights (Megatron context parallel), so their gradients are
     # all-reduced too; expert ranks replicate the dense weights, so dense gradients reduce over them.
-    grad_shard = BF16 * (P_ne / (nf * nt * npp) + P_e / (nf * nt * npp * ne))
+    weight_shard = BF16 * (P_ne / (nf * nt * npp) + P_e / (nf * nt * npp * ne))
+    grad_shard = trained * weight_shard
     # MaxText reduces the gradients in grad_dtype (base.yml: float32, as its fp32 weights), torchtitan in fp32
     # (FSDP2 reduce_dtype); the other PyTorch trainers here in bf16 (Megatron's DDP bucket when
     # --grad-reduce-in-bf16 ...).
@@ -736,12 +746,12 @@ def _weight_collectives(shape: Shape, mm: _MeshSplit, comm_ovl: dict[str, np.nda
     if shape.zero_stage == 2:
         comm_ovl["data"] = (m + 1.0) * gather_time(grad_shard, net, DATA)
     if shape.zero_stage >= 3:
-        comm_ovl["data"] = m * 3.0 * gather_time(grad_shard, net, DATA)
+        comm_ovl["data"] = m * (2.0 + trained) * gather_time(weight_shard, net, DATA)
     if shape.framework == "megatron":
         comm_ovl["sequence"] = allreduce_time(grad_shard, net, SEQUENCE)
     else:  # sequence ranks shard the weights too: gather and reduce-scatter them like FSDP (see _stage_memory)
         comm_ovl["sequence"] = fsdp_rounds * gathers * gather_time(gathered / nf, net, SEQUENCE)
-    comm_ovl["expert"] = allreduce_time(BF16 * P_ne / (nf * nt * npp), net, EXPERT)
+    comm_ovl["expert"] = allreduce_time(trained * BF16 * P_ne / (nf * nt * npp), net, EXPERT)
 
 
 def _activation_collectives(shape: Shape, chip: Chip, mm: _MeshSplit, st: Stages, comm_ovl: dict[str, np.ndarray],

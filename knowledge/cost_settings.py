@@ -33,6 +33,9 @@ from bot.configs.model_dims import ModelDims, read_model_dims
 from bot.configs.pipeline_layout import parse_pipeline_layout
 from bot.configs.sharding import ShardingConfig
 from bot.configs.yamlscan import compose
+from knowledge.cost_peft import LIST_NAMES as PEFT_LISTS
+from knowledge.cost_peft import NAMES as PEFT_NAMES
+from knowledge.cost_peft import peft_settings
 
 # Megatron keys that change what a mesh costs beyond its sizes (read by :func:`overlap_settings`): the
 # attention kernel flag as Megatron-LM spells it (``--use-flash-attn``), TP communication overlap
@@ -65,7 +68,7 @@ NAMES: tuple[str, ...] = OVERLAP_NAMES + (
     "grad_reduce_in_bf16", "fp8_param_gather", "fp8_params", "fp8", "fp4", "fp4_param_gather", "fp4_param",
     "use_megatron_fsdp",
     "data_parallel_sharding_strategy",
-)
+) + PEFT_NAMES
 
 # Megatron-FSDP --data-parallel-sharding-strategy -> the ZeRO stage it matches (arguments.py choices; default
 # optim_grads_params): optimizer state, + gradients, + parameters sharded over the data-parallel ranks.
@@ -186,6 +189,11 @@ class TrainingSettings(BaseModel):
     )
     model_dims: ModelDims | None = Field(
         default=None, description="the model the config states (bot.configs.model_dims); run.yaml's model: wins")
+    peft: str | None = Field(default=None, description="'lora' (frozen base, adapters train) or 'none' (every weight "
+                             "trains); None = not stated (knowledge.cost_peft)")
+    lora_rank: int | None = Field(default=None, description="LoRA adapter rank (Megatron-Bridge peft.dim)")
+    lora_targets: tuple[str, ...] | None = Field(default=None, description="adapted linears (peft.target_modules)")
+    peft_problem: str | None = Field(default=None, description="what of the config's PEFT settings is not priced")
 
 
 def dtype_bytes(name: str | None) -> float:
@@ -225,7 +233,7 @@ def all_settings(config: ShardingConfig) -> dict[str, Any]:
     root = compose(config.text, config.source)
     if root is None:
         return dict(config.settings)
-    values = read_settings(root, NAMES)
+    values = read_settings(root, NAMES, lists=PEFT_LISTS)
     merged = dict(config.settings)
     merged.update(values)
     return merged
@@ -303,6 +311,7 @@ def settings_from_config(config: ShardingConfig) -> TrainingSettings:
     out["model_dims"] = _model_dims(config)
     out.update(deepspeed_settings(v, fmt))
     out.update(megatron_fsdp_settings(v, fmt))
+    out.update(peft_settings(v))
     if fmt == "torchtitan":
         from knowledge.cost_settings_titan import torchtitan_settings
 

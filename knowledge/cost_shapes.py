@@ -16,6 +16,7 @@ from bot.configs.pipeline_layout import check_layout, rank_layers
 from bot.errors import AsapError
 from bot.runs.record import RunRecord, TrainingSpec
 from knowledge.cost_model_source import config_model
+from knowledge.cost_peft import ALL_TARGETS, DEFAULT_RANK, adapter_params_per_layer
 from knowledge.cost_remat import RematSpec, megatron_policy, named_policy, runyaml_policy
 from knowledge.cost_settings import TrainingSettings, dtype_bytes, matmul_dtype
 
@@ -123,6 +124,9 @@ class Shape:
     # --- multi-token prediction (ModelSpec.mtp_layers): ``layers`` counts them; they sit on the last pipeline stage
     mtp_layers: int = 0  # MTP modules: one decoder layer each, plus another pass of the output layer and loss
     pipeline_layout: tuple[str, ...] = ()  # Megatron-Core pipeline_model_parallel_layout's virtual stages (unrolled)
+    # --- LoRA fine-tuning (training.peft: lora; knowledge.cost_peft): the base weights are frozen -----------------
+    lora_params: float = 0.0  # adapter parameters that train (0: full training, every weight trains)
+    lora_active: float = 0.0  # adapter parameters a token passes through (routed experts' adapters: top-k of them)
 
     @property
     def spec(self) -> RematSpec:
@@ -135,6 +139,17 @@ class Shape:
     @property
     def is_moe(self) -> bool:
         return self.experts > 1
+
+    @property
+    def frozen_base(self) -> bool:
+        """LoRA: the base weights compute no weight gradient and hold no gradient or optimizer state."""
+        return self.lora_params > 0
+
+    @property
+    def trainable_share(self) -> float:
+        """Trainable parameters per parameter held: 1 for full training, the adapters' share under LoRA (their
+        gradients, optimizer state and gradient traffic scale by it)."""
+        return self.lora_params / max(self.params_total, 1.0) if self.frozen_base else 1.0
 
     @property
     def n_attn(self) -> int:
@@ -298,7 +313,10 @@ def resolve_shape(run: RunRecord, settings: TrainingSettings | None = None) -> S
             "peak (fitted across published rowwise rows, docs/cost-model.md), and its TP all-gathers run in bf16")
     mtp = _mtp(m, assumptions)  # likewise
     layout = _pipeline_layout(m, cfg, mtp, int(behaviour["virtual_stages"]), assumptions)
+    lora = resolve_lora(t, cfg, m, dims, assumptions)
     return Shape(
+        lora_params=lora[0],
+        lora_active=lora[1],
         layers=m.layers + mtp,
         mtp_layers=mtp,
         pipeline_layout=layout,
@@ -842,3 +860,50 @@ def _megatron_sequence_parallel(cfg: TrainingSettings | None, notes: list[str]) 
         "(the band and the memory check also span it off)"
     )
     return True
+
+
+def resolve_lora(t: TrainingSpec, cfg: TrainingSettings | None, m: Any, dims: dict[str, Any],
+                 assumptions: list[str]) -> tuple[float, float]:
+    """(adapter parameters, adapter parameters per token) of a LoRA run, (0, 0) for full training.
+
+    The config's PEFT settings win over run.yaml's (the config is what ran); rank and targets default to
+    Megatron-Bridge's LoRA (dim 32, all four linears), each default named in the assumptions.
+    """
+    stated = cfg.peft if cfg is not None else None
+    if cfg is not None and cfg.peft_problem:
+        assumptions.append(cfg.peft_problem)
+    peft = stated or t.peft
+    if stated and t.peft != "none" and stated != t.peft:
+        assumptions.append(f"run.yaml says peft {t.peft}, the config {stated}: using the config")
+    if peft != "lora":
+        return 0.0, 0.0
+    rank = (cfg.lora_rank if cfg is not None else None) or t.lora_rank
+    targets = (cfg.lora_targets if cfg is not None else None) or (tuple(t.lora_targets) if t.lora_targets else None)
+    defaults = []
+    if rank is None:
+        rank = DEFAULT_RANK
+        defaults.append(f"rank {DEFAULT_RANK}")
+    if targets is None:
+        targets = ALL_TARGETS
+        defaults.append("all four linears")
+    heads, kv, hd = float(dims["heads"]), float(dims["kv_heads"]), float(dims["head_dim"])
+    v = float(dims["mla"].get("v_head_dim") or hd)
+    d_ff = float(dims["d_ff"])
+    per = adapter_params_per_layer(tuple(targets), int(rank), {
+        "d_model": float(m.d_model), "q": heads * hd, "kv": kv * (hd + v), "o": heads * v,
+        "fc1": d_ff * (2.0 if m.mlp_matrices >= 3 else 1.0), "d_ff": d_ff})
+    attn = (per.get("linear_qkv", 0.0) + per.get("linear_proj", 0.0)) * float(m.attention_layers)
+    mlp = per.get("linear_fc1", 0.0) + per.get("linear_fc2", 0.0)
+    experts, top_k = float(dims["experts"]), float(dims["top_k"])
+    moe_layers = float(m.moe_layers) if experts > 1 else 0.0
+    dense_layers = float(m.mlp_layers) - moe_layers
+    total = attn + mlp * (dense_layers + moe_layers * experts)
+    active = attn + mlp * (dense_layers + moe_layers * top_k)
+    assumptions.append(
+        f"LoRA fine-tuning (rank {rank} on {', '.join(targets)}"
+        f"{'; defaults taken: ' + ', '.join(defaults) if defaults else ''}): {total / 1e6:.1f}M adapter parameters "
+        "train; the frozen base weights compute no weight gradient (4 FLOPs per parameter per token instead of 6, as "
+        "Megatron-Bridge counts LoRA model FLOPs) and hold no gradient or optimizer state; the data-parallel gradient "
+        "reduction moves only the adapters. Activations are kept as in full training (an upper bound: a framework may "
+        "skip saving the inputs only a frozen weight's gradient would need)")
+    return total, active

@@ -155,11 +155,16 @@ def model_flops_per_step(record: RunRecord) -> ModelFlops:
     if missing:
         return ModelFlops(None, missing, notes)
     assert model is not None and training is not None and n_active is not None and tokens is not None
-    flops = 6.0 * n_active * tokens
+    # LoRA: the frozen base computes no weight gradients, 4 FLOPs per parameter per token instead of 6 (Megatron-Bridge
+    # flop_utils counts a LoRA step as the frozen model's FLOPs x 2/3; the small adapters are left out as it does)
+    per_param = 4.0 if training.peft == "lora" else 6.0
+    if training.peft == "lora":
+        notes.append("LoRA: model FLOPs count the frozen base at 4 FLOPs per parameter per token (no weight gradients)")
+    flops = per_param * n_active * tokens
     # multi-token prediction: each module runs the shared output layer again (Megatron-LM training.py
     # num_floating_point_operations: logits x (mtp_num_layers + 1)); its decoder layer is in n_active
     mtp = model.mtp_layers or 0
-    flops += 6.0 * mtp * (model.vocab or 0) * (model.d_model or 0) * tokens
+    flops += per_param * mtp * (model.vocab or 0) * (model.d_model or 0) * tokens
     dims = model.attention_head_dims()
     if model.layers and model.heads and dims:
         # 3 x (2·H·qk·S for QK^T + 2·H·v·S for AV): 12·L·H·hd·S when qk = v = head_dim (MLA: qk_nope + rope, v_head_dim);

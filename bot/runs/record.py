@@ -287,6 +287,10 @@ class ModelSpec(BaseModel):
         return total - routed + routed * k / self.experts
 
 
+# The linears of a Megatron-Core transformer layer that LoRA can adapt (Megatron-Bridge LoRA target_modules).
+LoraTarget = Literal["linear_qkv", "linear_proj", "linear_fc1", "linear_fc2"]
+
+
 class TrainingSpec(BaseModel):
     """The training shape. Optional fields unlock MFU, memory and cost predictions."""
 
@@ -301,6 +305,25 @@ class TrainingSpec(BaseModel):
         default=None, description="activation rematerialization policy"
     )
     optimizer: Literal["adamw", "adam", "adafactor", "sgd", "lion"] = Field(default="adamw")
+    peft: Literal["none", "lora"] = Field(
+        default="none", description="parameter-efficient fine-tuning: lora = the base weights are frozen and low-rank "
+        "adapters train (Megatron-Bridge / NeMo peft)"
+    )
+    lora_rank: PositiveInt | None = Field(default=None, description="LoRA adapter rank (Megatron-Bridge LoRA dim; "
+                                          "default 32)")
+    lora_targets: list[LoraTarget] | None = Field(
+        default=None, min_length=1, description="linears that get adapters (Megatron-Bridge LoRA target_modules; "
+        "default all four)"
+    )
+
+    @model_validator(mode="after")
+    def _lora_fields_need_lora(self) -> TrainingSpec:
+        """An adapter rank or target list describes a LoRA run: without ``peft: lora`` it is a contradiction."""
+        for name in ("lora_rank", "lora_targets"):
+            if getattr(self, name) is not None and self.peft != "lora":
+                raise ValueError(f"training.{name} is set but training.peft is {self.peft!r}: set peft: lora, or "
+                                 f"remove {name}")
+        return self
 
     @property
     def tokens_per_step(self) -> int | None:
