@@ -401,6 +401,8 @@ def _stage_memory(shape: Shape, nd: np.ndarray, nf: np.ndarray, nt: np.ndarray, 
     # too (gathered per layer like FSDP); offload_param keeps only the gathered layers in HBM.
     zero3 = shape.zero_stage >= 3
     sharded = (nf * seq_shard > 1) | (zero3 & (nd * ns * ne > 1))
+    # LoRA: the adapters add their own weights; gradients and optimizer state are theirs alone (trainable_share)
+    trained = shape.trainable_share
 
     def state(dense: np.ndarray, w_exp: np.ndarray) -> dict[str, np.ndarray]:
         w_dense = dense / (nf * nt * seq_shard)
@@ -408,8 +410,6 @@ def _stage_memory(shape: Shape, nd: np.ndarray, nf: np.ndarray, nt: np.ndarray, 
         zero_shard = w_dense / (nd * ns * ne) + w_exp / (nd * ns)  # over the data-parallel ranks
         opt_shard = zero_shard if shape.distributed_optimizer else w_shard
         held = 0.0 if shape.param_offload else shape.weight_bytes * (zero_shard if zero3 else w_shard)
-        # LoRA: the adapters add their own weights; gradients and optimizer state are theirs alone (trainable_share)
-        trained = shape.trainable_share
         held = held * (1.0 + trained) if shape.frozen_base else held
         weights = held + np.where(sharded | shape.param_offload, 2.0 * gathered_layer, 0.0)
         grads = trained * shape.grad_bytes * (zero_shard if shape.zero_stage >= 2 else w_shard)

@@ -49,8 +49,7 @@ def _scheme(values: dict[str, Any]) -> str | None:
     """'lora', 'dora', 'none', another scheme name as written, or None when the config says nothing."""
     target = _under_peft(values, "_target_")
     if isinstance(target, str):
-        name = target.rsplit(".", 1)[-1].lower()
-        return name if name else None
+        return target.rsplit(".", 1)[-1].lower() or None
     for key in ("peft", "peft_scheme"):
         path, value = find_by_name(values, key)
         if path is None:

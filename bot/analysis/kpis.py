@@ -157,8 +157,9 @@ def model_flops_per_step(record: RunRecord) -> ModelFlops:
     assert model is not None and training is not None and n_active is not None and tokens is not None
     # LoRA: the frozen base computes no weight gradients, 4 FLOPs per parameter per token instead of 6 (Megatron-Bridge
     # flop_utils counts a LoRA step as the frozen model's FLOPs x 2/3; the small adapters are left out as it does)
-    per_param = 4.0 if training.peft == "lora" else 6.0
+    per_param = 6.0
     if training.peft == "lora":
+        per_param = 4.0
         notes.append("LoRA: model FLOPs count the frozen base at 4 FLOPs per parameter per token (no weight gradients)")
     flops = per_param * n_active * tokens
     # multi-token prediction: each module runs the shared output layer again (Megatron-LM training.py
