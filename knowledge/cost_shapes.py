@@ -16,6 +16,7 @@ from bot.configs.pipeline_layout import check_layout, rank_layers
 from bot.errors import AsapError
 from bot.runs.record import RunRecord, TrainingSpec
 from knowledge.cost_model_source import config_model
+from knowledge.cost_packing import packing_note
 from knowledge.cost_peft import ALL_TARGETS, DEFAULT_RANK, adapter_params_per_layer
 from knowledge.cost_remat import RematSpec, megatron_policy, named_policy, runyaml_policy
 from knowledge.cost_settings import TrainingSettings, dtype_bytes, matmul_dtype
@@ -127,6 +128,8 @@ class Shape:
     # --- LoRA fine-tuning (training.peft: lora; knowledge.cost_peft): the base weights are frozen -----------------
     lora_params: float = 0.0  # adapter parameters that train (0: full training, every weight trains)
     lora_active: float = 0.0  # adapter parameters a token passes through (routed experts' adapters: top-k of them)
+    # --- packed fine-tuning sequences (knowledge.cost_packing): attention within each sample, lengths unknown -----
+    packed: bool = False  # attention priced over the whole sequence (upper bound); the band's low edge takes ~none
 
     @property
     def spec(self) -> RematSpec:
@@ -314,9 +317,11 @@ def resolve_shape(run: RunRecord, settings: TrainingSettings | None = None) -> S
     mtp = _mtp(m, assumptions)  # likewise
     layout = _pipeline_layout(m, cfg, mtp, int(behaviour["virtual_stages"]), assumptions)
     lora = resolve_lora(t, cfg, m, dims, assumptions)
+    packed = _packed(t, cfg, seq_len, assumptions)
     return Shape(
         lora_params=lora[0],
         lora_active=lora[1],
+        packed=packed,
         layers=m.layers + mtp,
         mtp_layers=mtp,
         pipeline_layout=layout,
@@ -860,6 +865,15 @@ def _megatron_sequence_parallel(cfg: TrainingSettings | None, notes: list[str]) 
         "(the band and the memory check also span it off)"
     )
     return True
+
+
+def _packed(t: TrainingSpec, cfg: TrainingSettings | None, seq_len: int, assumptions: list[str]) -> bool:
+    """Whether the run packs fine-tuning samples: the config's setting, else run.yaml's (named when it is on)."""
+    stated = cfg.packed_sequences if cfg is not None else None
+    packed = t.packed_sequences if stated is None else stated
+    if packed:
+        assumptions.append(packing_note(seq_len))
+    return packed
 
 
 def resolve_lora(t: TrainingSpec, cfg: TrainingSettings | None, m: Any, dims: dict[str, Any],

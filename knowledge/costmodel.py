@@ -16,6 +16,7 @@ it moves the modelled terms by the modelled ratios, i.e. it is relative to what 
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
@@ -194,6 +195,7 @@ def predict(
     # the offload time rests on an assumed host link and CPU (knowledge.cost_offload): the band spans it
     band_low = step - (exposed - ks * float(terms.exposed_low_s[0])) - offload * (1.0 - 1.0 / OFFLOAD_RANGE)
     band_high = step + (ks * float(terms.exposed_high_s[0]) - exposed) + offload * (OFFLOAD_RANGE - 1.0)
+    band_low = band_low - cs * _packed_attention_s(run, shape, chip, mesh, terms)
 
     assumptions = _assumptions(shape, terms, chip, mesh)
     u = _step_uncertainty(run, shape, mesh, chip, calibration, assumptions)
@@ -219,6 +221,19 @@ def predict(
         memory_low_bytes=mem_low,
         memory_high_bytes=mem_high,
     )
+
+
+def _packed_attention_s(run: RunRecord, shape: Shape, chip: Chip, mesh: Mesh, terms: Terms) -> float:
+    """Device seconds the attention core could take less when samples are packed (0 when they are not).
+
+    Packed samples attend only within themselves and their lengths are not in the config (knowledge.cost_packing):
+    the point prices attention over the whole sequence; the band's low edge prices it over a single key per query.
+    """
+    if not shape.packed or not shape.n_attn:
+        return 0.0
+    short = _evaluate_one(run, replace(shape, attention_keys=1.0), chip, mesh)
+    full = float(terms.compute_s[0] + terms.hbm_s[0])
+    return max(full - float(short.compute_s[0] + short.hbm_s[0]), 0.0)
 
 
 def _assumptions(shape: Shape, terms: Terms, chip: Chip, mesh: Mesh) -> list[str]:

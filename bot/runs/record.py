@@ -316,6 +316,11 @@ class TrainingSpec(BaseModel):
         "default all four)"
     )
 
+    packed_sequences: bool = Field(
+        default=False, description="fine-tuning samples packed into each sequence, attending only within themselves "
+        "(Megatron-Bridge packed_sequence_specs); attention is then priced as an upper bound"
+    )
+
     @model_validator(mode="after")
     def _lora_fields_need_lora(self) -> TrainingSpec:
         """An adapter rank or target list describes a LoRA run: without ``peft: lora`` it is a contradiction."""
