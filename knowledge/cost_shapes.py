@@ -731,9 +731,7 @@ def _model_state(run: RunRecord, cfg: TrainingSettings | None, notes: list[str])
         out["sequence_parallel"] = _megatron_sequence_parallel(cfg, notes) if megatron else True
         out["fused_cross_entropy"] = bool(cfg.fused_cross_entropy) if megatron else False
     elif megatron:
-        dist = cfg.distributed_optimizer if cfg is not None else None
-        if dist is None:  # legacy: a run tag
-            dist = bool(tags & {"distributed-optimizer", "use-distributed-optimizer", "zero1", "zero-1"})
+        dist = _megatron_distributed_optimizer(cfg, tags, notes)
         out["distributed_optimizer"] = dist
         if dist:
             notes.append("Megatron distributed optimizer: optimizer state sharded over the data (x context) ranks")
@@ -840,6 +838,29 @@ def _deepspeed_state(run: RunRecord, cfg: TrainingSettings, notes: list[str]) ->
                      "their host-link fetches are priced (knowledge.cost_offload, assumptions below)")
     return {**state, "distributed_optimizer": stage >= 1, "zero_stage": stage, "optimizer_offload": offload,
             "param_offload": params_off}
+
+
+def _megatron_distributed_optimizer(cfg: TrainingSettings | None, tags: set[str], notes: list[str]) -> bool:
+    """Megatron's distributed optimizer as the point estimate prices it.
+
+    Stated (``use_distributed_optimizer``, NeMo's ``optim.name: distributed_fused_adam``): as stated. A run tag
+    (legacy). A Megatron-LM launch command: argparse's default, off. A Megatron-format YAML (NeMo, Megatron-Bridge)
+    that leaves it out: the convention of the recipes that format is written for, on (Megatron-Bridge's recipes
+    build ``DistributedDataParallelConfig(use_distributed_optimizer=True)``; NeMo-Framework-Launcher's GPT-3 configs
+    set ``optim.name: distributed_fused_adam``). It stays an unknown setting
+    (:func:`knowledge.cost_settings.unknown_settings`): the band and the memory check span both options.
+    """
+    if cfg is not None and cfg.distributed_optimizer is not None:
+        return bool(cfg.distributed_optimizer)
+    if tags & {"distributed-optimizer", "use-distributed-optimizer", "zero1", "zero-1"}:
+        return True
+    if cfg is None or cfg.launch_defaults:
+        return False
+    notes.append(
+        "distributed optimizer not stated: priced on, as Megatron-Bridge / NeMo recipes set it (the band and the "
+        "memory check also span it off)"
+    )
+    return True
 
 
 def _megatron_sequence_parallel(cfg: TrainingSettings | None, notes: list[str]) -> bool:

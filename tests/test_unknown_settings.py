@@ -227,6 +227,35 @@ def test_a_megatron_launch_without_the_flag_is_priced_without_sequence_paralleli
     assert _megatron_sequence_parallel(settings, notes) is False and notes == []
 
 
+def test_unstated_distributed_optimizer_in_a_megatron_yaml_is_priced_as_the_recipes_run_it() -> None:
+    """Megatron-Bridge 25.11's published LLAMA3_8B row on 8 GB200s (DP 8, MBS 2, 8,192 tokens, FP8-CS; 31,508
+    tokens/s/GPU, examples/eval) ran; its case leaves the distributed optimizer unstated, as the table does. Megatron-
+    Bridge's recipes build DistributedDataParallelConfig(use_distributed_optimizer=True), so the point estimate shards
+    the Adam state over the 8 ranks and the run fits in 186 GB; priced off (Megatron-LM's argparse default) the
+    unsharded 12 B per parameter put the point at ~205 GiB, out of memory. The band still spans the off option."""
+    from knowledge.cost_settings import settings_for_run
+    from knowledge.cost_shapes import _megatron_distributed_optimizer
+
+    eval_dir = Path(__file__).resolve().parents[1] / "examples" / "eval"
+    run = LocalRunStore(eval_dir).get("mbridge-25.11-gb200-llama3-8b-8gpu")
+    settings = settings_for_run(run)
+    assert settings is not None and settings.distributed_optimizer is None
+    mesh = Mesh(ici={"data": 8})
+    point = _predict(run, settings, mesh)
+    off = _predict(run, settings.model_copy(update={"distributed_optimizer": False}), mesh)
+    assert point.fits_memory and not off.fits_memory  # type: ignore[attr-defined]
+    assert any("distributed optimizer not stated: priced on" in a for a in point.assumptions)  # type: ignore[attr-defined]
+    assert "distributed_optimizer" in {u.name for u in unknown_settings(settings, "megatron", None)}
+    # a Megatron-LM launch that omits --use-distributed-optimizer states it off (argparse's default)
+    from bot.configs.detect import load_config
+    from knowledge.cost_settings import settings_from_config
+
+    script = Path(__file__).parent / "data" / "real" / "megatron" / "train_gpt3_175b_distributed.sh"
+    notes: list[str] = []
+    assert _megatron_distributed_optimizer(settings_from_config(load_config(script)), set(), notes) is False
+    assert notes == []
+
+
 def test_unstated_megatron_micro_batch_is_split_as_megatron_splits_it() -> None:
     """Megatron-LM README's weak-scaling table (examples/eval/megatron-core-h100-weak-scaling-*) states no
     micro-batch size. Megatron always splits a rank's batch into micro-batches of --micro-batch-size (it requires
