@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from knowledge.cost_act_offload import kept_layers, offload_copy_seconds
 from knowledge.cost_network import (
     AxisNetwork,
     allreduce_time,
@@ -437,8 +438,11 @@ def _stage_memory(shape: Shape, nd: np.ndarray, nf: np.ndarray, nt: np.ndarray, 
     logits = per_logit * tok_mb * V / nt / float(shape.vocab_tiling)
     # the MTP modules' losses are computed in forward beside the main one: their logits live until backward too
     logits = logits * (1.0 + shape.mtp_layers)
-    first_acts = stored * tok_mb * st.first * in_flight + _workspace(shape, transient * tok_mb, np.where(pp, 0.0, logits))
-    last_acts = stored * tok_mb * st.last + _workspace(shape, transient * tok_mb, logits)
+    # activation offloading (knowledge.cost_act_offload): the offloaded layers' saved activations are in host memory
+    k = shape.activation_offload_layers
+    first_acts = stored * tok_mb * kept_layers(st.first, k) * in_flight + _workspace(
+        shape, transient * tok_mb, np.where(pp, 0.0, logits))
+    last_acts = stored * tok_mb * kept_layers(st.last, k) + _workspace(shape, transient * tok_mb, logits)
     first, last = state(first_dense, first_exp), state(last_dense, last_exp)
     first["activations"], last["activations"] = first_acts, last_acts
     if shape.framework in RESERVING:
@@ -874,6 +878,10 @@ def evaluate(
     share = np.divide(point_ovl, ovl, out=np.zeros_like(ovl), where=ovl > 0)
     exposed = {k: comm_ovl[k] * share + comm_crit[k] for k in AXIS_KEYS}
     offload = offload_seconds(shape, chip, mm.chips, m, device, overlap_miss)  # DeepSpeed ZeRO offload
+    if shape.activation_offload_layers:  # Megatron activation offloading: copies beyond what compute covers
+        stored, _ = activation_bytes_per_token(shape, nt, dev.stages.slow)
+        offload = offload + offload_copy_seconds(stored * tok_mb, dev.stages.slow, shape.activation_offload_layers,
+                                                 m, chip.host_link_bandwidth, device)
 
     # Pipeline bubble: (p-1)/(v·m) of the slowest stage's busy time [PTD eq. 1; §2.2.2 interleaved: /v].
     bubble_frac = (npp - 1.0) / (v * m)

@@ -33,6 +33,8 @@ from bot.configs.model_dims import ModelDims, read_model_dims
 from bot.configs.pipeline_layout import parse_pipeline_layout
 from bot.configs.sharding import ShardingConfig
 from bot.configs.yamlscan import compose
+from knowledge.cost_act_offload import NAMES as ACT_OFFLOAD_NAMES
+from knowledge.cost_act_offload import offload_settings
 from knowledge.cost_packing import NAMES as PACKING_NAMES
 from knowledge.cost_packing import packing_settings
 from knowledge.cost_peft import LIST_NAMES as PEFT_LISTS
@@ -70,7 +72,7 @@ NAMES: tuple[str, ...] = OVERLAP_NAMES + (
     "grad_reduce_in_bf16", "fp8_param_gather", "fp8_params", "fp8", "fp4", "fp4_param_gather", "fp4_param",
     "use_megatron_fsdp",
     "data_parallel_sharding_strategy",
-) + PEFT_NAMES + PACKING_NAMES
+) + PEFT_NAMES + PACKING_NAMES + ACT_OFFLOAD_NAMES
 
 # Megatron-FSDP --data-parallel-sharding-strategy -> the ZeRO stage it matches (arguments.py choices; default
 # optim_grads_params): optimizer state, + gradients, + parameters sharded over the data-parallel ranks.
@@ -198,6 +200,8 @@ class TrainingSettings(BaseModel):
     peft_problem: str | None = Field(default=None, description="what of the config's PEFT settings is not priced")
     packed_sequences: bool | None = Field(default=None, description="fine-tuning samples packed into each sequence "
                                           "(knowledge.cost_packing); None = not stated")
+    activation_offload_layers: int | None = Field(default=None, description="layers whose saved activations go to "
+                                                  "host memory (Megatron cpu_offloading_num_layers); None = not stated")
 
 
 def dtype_bytes(name: str | None) -> float:
@@ -317,6 +321,7 @@ def settings_from_config(config: ShardingConfig) -> TrainingSettings:
     out.update(megatron_fsdp_settings(v, fmt))
     out.update(peft_settings(v))
     out.update(packing_settings(v))
+    out.update(offload_settings(v))
     if fmt == "torchtitan":
         from knowledge.cost_settings_titan import torchtitan_settings
 

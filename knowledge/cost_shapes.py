@@ -130,6 +130,8 @@ class Shape:
     lora_active: float = 0.0  # adapter parameters a token passes through (routed experts' adapters: top-k of them)
     # --- packed fine-tuning sequences (knowledge.cost_packing): attention within each sample, lengths unknown -----
     packed: bool = False  # attention priced over the whole sequence (upper bound); the band's low edge takes ~none
+    # --- activation offloading (knowledge.cost_act_offload): saved activations of that many layers per stage in host
+    activation_offload_layers: int = 0
 
     @property
     def spec(self) -> RematSpec:
@@ -322,6 +324,7 @@ def resolve_shape(run: RunRecord, settings: TrainingSettings | None = None) -> S
         lora_params=lora[0],
         lora_active=lora[1],
         packed=packed,
+        activation_offload_layers=_offload_layers(t, cfg),
         layers=m.layers + mtp,
         mtp_layers=mtp,
         pipeline_layout=layout,
@@ -886,6 +889,12 @@ def _megatron_sequence_parallel(cfg: TrainingSettings | None, notes: list[str]) 
         "(the band and the memory check also span it off)"
     )
     return True
+
+
+def _offload_layers(t: TrainingSpec, cfg: TrainingSettings | None) -> int:
+    """Layers per stage whose activations are offloaded: the config's setting, else run.yaml's."""
+    stated = cfg.activation_offload_layers if cfg is not None else None
+    return int(t.activation_offload_layers if stated is None else stated)
 
 
 def _packed(t: TrainingSpec, cfg: TrainingSettings | None, seq_len: int, assumptions: list[str]) -> bool:

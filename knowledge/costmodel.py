@@ -25,6 +25,7 @@ from bot.analysis.report import AnalysisReport
 from bot.configs.mesh import AXES, Mesh
 from bot.errors import AsapError
 from bot.runs.record import RunRecord
+from knowledge.cost_act_offload import offload_note
 from knowledge.cost_core import (
     AXIS_KEYS,
     BF16,
@@ -241,6 +242,8 @@ def _assumptions(shape: Shape, terms: Terms, chip: Chip, mesh: Mesh) -> list[str
     assumptions = list(shape.assumptions)
     assumptions.extend(terms.notes)
     assumptions.extend(offload_notes(shape, chip))
+    if shape.activation_offload_layers:
+        assumptions.append(offload_note(shape.activation_offload_layers, chip.host_link_bandwidth))
     if shape.reduce_fp32:
         reduced = "fp32 (torchtitan's FSDP2 reduce_dtype float32)"
     elif reduce_bytes(shape) == 4.0:

@@ -316,6 +316,10 @@ class TrainingSpec(BaseModel):
         "default all four)"
     )
 
+    activation_offload_layers: NonNegativeInt = Field(
+        default=0, description="layers per pipeline stage whose saved activations are offloaded to host memory "
+        "(Megatron cpu_offloading with cpu_offloading_num_layers); a config that states it wins"
+    )
     packed_sequences: bool = Field(
         default=False, description="fine-tuning samples packed into each sequence, attending only within themselves "
         "(Megatron-Bridge packed_sequence_specs); attention is then priced as an upper bound"

@@ -1,0 +1,58 @@
+"""Megatron activation offloading is read and priced: the offloaded layers' saved activations leave HBM
+(knowledge/cost_act_offload.py).
+
+Megatron-Bridge's performance recipes for Llama 3 70B with Megatron FSDP on 64 GPUs, MBS 2, 8,192 tokens
+(scripts/performance/configs/llama/llama3_workload_base_configs.py @ 00b7660be0 and 21d102f5e, Apache-2.0) offload the
+activations of 40 of the 80 layers on GB200 (186 GB) and 20 on GB300 (288 GB). Both rows ran (25.11 table: 4,312 and
+4,520 tokens/s/GPU). Without offloading the stored activations alone are ~300 GiB per GPU.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from bot.configs.detect import load_config
+from knowledge.cost_settings import settings_from_config
+from tests.published_cases import predict_case
+
+GB200 = "mbridge-25.11-gb200-llama3-70b-64gpu"
+GB300 = "mbridge-25.11-gb300-llama3-70b-64gpu"
+
+
+def _settings(tmp_path: Path, extra: str):  # type: ignore[no-untyped-def]
+    path = tmp_path / "megatron.yaml"
+    path.write_text("model:\n  tensor_model_parallel_size: 1\n  seq_length: 8192\n" + extra)
+    return settings_from_config(load_config(path))
+
+
+def test_megatron_cpu_offloading_settings_are_read(tmp_path: Path) -> None:
+    on = "  cpu_offloading: true\n  cpu_offloading_num_layers: 40\n"
+    assert _settings(tmp_path, on).activation_offload_layers == 40
+    assert _settings(tmp_path, on + "  cpu_offloading_activations: false\n").activation_offload_layers == 0
+    assert _settings(tmp_path, "  cpu_offloading: false\n  cpu_offloading_num_layers: 40\n").activation_offload_layers == 0
+    assert _settings(tmp_path, "").activation_offload_layers is None
+
+
+def test_the_recipes_offload_is_what_brings_the_70b_fsdp_rows_near_their_hbm() -> None:
+    for case, layers, hbm_gib in ((GB200, 40, 173.2), (GB300, 20, 268.2)):
+        with_offload = predict_case(case)
+        without = predict_case(case, activation_offload_layers=0)
+        # without offloading both are far beyond HBM; with the recipe's layers they land within 5% of it (the
+        # recipes chose the fewest layers that fit, so the run used nearly all of HBM)
+        assert without.memory_per_chip_bytes / 2**30 > 1.15 * hbm_gib
+        assert abs(with_offload.memory_per_chip_bytes / 2**30 / hbm_gib - 1.0) < 0.08
+        kept = (80 - layers) / 80
+        ratio = with_offload.memory_breakdown_bytes["activations"] / without.memory_breakdown_bytes["activations"]
+        assert abs(ratio - kept) < 0.03
+        assert any(f"saved activations of {layers} layer(s)" in a and "450 GB/s" in a
+                   for a in with_offload.assumptions)
+
+
+def test_copies_over_nvlink_c2c_hide_behind_compute_but_not_over_a_narrow_link() -> None:
+    fast = predict_case(GB200)
+    assert fast.step_time_ms == predict_case(GB200, activation_offload_layers=0).step_time_ms
+    from knowledge.cost_act_offload import offload_copy_seconds
+
+    # the same copies over a PCIe-class link (50 GB/s) outlast a short compute window and are exposed
+    assert offload_copy_seconds(3.0e9, 80.0, 40, 64, 5.0e10, 1.0) > 0.0
+    assert offload_copy_seconds(3.0e9, 80.0, 40, 64, None, 1.0) == 0.0
