@@ -1,0 +1,374 @@
+"""Write the Megatron-Bridge 26.08 NeMo Container pre-training rows (DGX-GB300 and DGX-GB200, MXFP8) into the eval
+corpus.
+
+Run: ``.venv/bin/python scripts/eval_cases_mbridge_2608.py [examples/eval]`` (writes the case folders named below in
+place; nothing else is touched).
+
+Why: 26.08 re-measured the MoE models the corpus already prices (DeepSeek-V3, GPT-OSS 120B, Qwen3 30B-A3B and
+235B-A22B, Nemotron 3 Nano) on Blackwell NVL72 systems with MXFP8. The new recipes change more than speed: HybridEP
+dispatch, expert all-to-all overlap, BF16 gradient reduction and FP8 parameter gathers on every row. The rows give two
+new tables (one per container and system, as the corpus does): five rows on DGX-GB300 and four on DGX-GB200.
+
+Source: NVIDIA-NeMo/Megatron-Bridge ``docs/performance-summary.md`` @ 4ab94dfad366 ("docs: update performance summary
+for 26.08 (#5496)", 2026-08-11; the 26.08 section is the same at 067f987df03b), Apache-2.0, section "26.08 NeMo
+Container" > "Pre-Training Performance". The table gives the system, GPUs, precision, batch and parallel sizes.
+The settings it leaves out come from the flat performance recipes at the same commit
+(``src/megatron/bridge/perf_recipes/<model>/<system>/*.py``, ``<model>/common.py`` and ``_common.py``), and from the
+library recipes they start from (``src/megatron/bridge/recipes/...``). Each row is matched to the recipe function
+whose parallel sizes, batch and precision are the row's. Each setting in a case's ``megatron.yaml`` names the file
+and function that sets it. Model dimensions are the ones the corpus already records for these models (the
+Megatron-Bridge 25.11 / 26.04.01 cases), given again here word for word.
+
+Left out, with the reason (architectures ASAP does not price):
+
+* DeepSeekV4 Flash: the DeepSeek-V4 stack (``src/megatron/bridge/models/deepseek/deepseek_v4_bridge.py``) has
+  hyper-connections (HyperConnectionModule), compressed sparse / heavily compressed attention layers with a CSA
+  indexer, and hash-routed MoE layers. ASAP's model shape has none of these.
+* Nemotron_3_5_Lightning: the Nemotron 3 Nano stack plus two repeated hybrid multi-token-prediction blocks
+  (``nemotron_3_5_lightning_pretrain_config``: mtp_num_layers 2, mtp_hybrid_override_pattern "*E",
+  mtp_use_repeated_layer). ASAP names the MTP layers of a hybrid pattern but does not price them, so the row's
+  extra output-layer passes and MTP blocks would be missing.
+* Nemotron_3_Super and Nemotron_3_Ultra: hybrid Mamba-2 / LatentMoE stacks (experts run in a projected latent
+  width: ``moe_latent_size``, fc1/fc2_latent_proj in ``nemotron_h_bridge.py``; "120B-A12B LatentMoE" and
+  "550B-A55B LatentMoE" in their recipes). They also carry repeated hybrid MTP blocks, and their dimensions exist
+  only in Hugging Face configs the repository does not hold. ASAP's MoE shape has no latent width. The Ultra rows
+  also run Megatron-FSDP (HSDP).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+REPO = "NVIDIA-NeMo/Megatron-Bridge"
+COMMIT = "4ab94dfad36641cabdeb96452b21bf676aac4772"
+C = COMMIT[:9]
+URL = f"https://github.com/{REPO}/blob/{COMMIT}/docs/performance-summary.md"
+COLUMNS = ("System | #-GPUs | Precision | GBS | MBS | Sequence Length | TP | PP | CP | VP | EP | "
+           "Tokens / sec / GPU | Model TFLOP / sec / GPU")
+FOOTNOTE = ("footnote: 'In MoE training benchmarks, we force-balance the token distribution among experts and all "
+            "benchmarks are token-dropless.'")
+
+# The rows exactly as the summary prints them (26.08 NeMo Container, Pre-Training Performance), with their line in
+# docs/performance-summary.md @ COMMIT.
+ROWS: dict[str, list[tuple[int, str]]] = {
+    "DeepSeekV3": [
+        (45, "| DGX-GB300 | 256 | MXFP8 | 4096 | 1 | 4096 | 1 | 2 | 1 | 8 | 32 | 6288 | 1635 |"),
+        (46, "| DGX-GB200 | 256 | MXFP8 | 4096 | 1 | 4096 | 1 | 4 | 1 | 4 | 64 | 4912 | 1276 |"),
+    ],
+    "GPT OSS 120B": [
+        (59, "| DGX-GB300 | 64 | MXFP8 | 1280 | 4 | 4096 | 1 | 1 | 1 | n/a | 16 | 33024 | 1077 |"),
+        (60, "| DGX-GB200 | 64 | MXFP8 | 1280 | 4 | 4096 | 1 | 1 | 1 | n/a | 64 | 28672 | 934 |"),
+    ],
+    "Qwen3_30B_a3B": [
+        (66, "| DGX-GB300 | 8 | MXFP8 | 512 | 8 | 4096 | 1 | 1 | 1 | n/a | 8 | 44544 | 1029 |"),
+        (67, "| DGX-GB200 | 8 | MXFP8 | 512 | 4 | 4096 | 1 | 1 | 1 | n/a | 8 | 39936 | 923 |"),
+    ],
+    "Qwen3_235B_a22B": [
+        (73, "| DGX-GB300 | 256 | MXFP8 | 8192 | 2 | 4096 | 1 | 4 | 1 | 12 | 32 | 8816 | 1306 |"),
+        (74, "| DGX-GB200 | 256 | MXFP8 | 8192 | 1 | 4096 | 1 | 8 | 1 | 3 | 32 | 7280 | 1077 |"),
+    ],
+    "Nemotron_3_Nano": [
+        (80, "| DGX-GB300 | 8 | MXFP8 | 512 | 4 | 8192 | 1 | 1 | 1 | n/a | 8 | 39936 | 901 |"),
+    ],
+}
+CHIP = {"DGX-GB300": "gb300", "DGX-GB200": "gb200"}
+SLUG = {"DeepSeekV3": "deepseek-v3", "GPT OSS 120B": "gpt-oss-120b", "Qwen3_30B_a3B": "qwen3-30b-a3b",
+        "Qwen3_235B_a22B": "qwen3-235b-a22b", "Nemotron_3_Nano": "nemotron-3-nano"}
+
+# run.yaml model blocks, as the corpus's cases for the same models record them (mbridge-25.11-gb300-deepseek-v3-*,
+# mbridge-26.04.01-h100-gpt-oss-120b-64gpu, mbridge-25.11-gb300-qwen3-*, mbridge-26.04.01-gb300-nemotron-3-nano-8gpu).
+MODELS: dict[str, dict[str, Any]] = {
+    "deepseek-v3": dict(name="deepseek-v3", vocab=129280, layers=61, d_model=7168, d_ff=2048, heads=128, experts=256,
+                        experts_per_token=8, shared_experts=1, dense_layers=3, dense_d_ff=18432, mlp_matrices=3,
+                        q_lora_rank=1536, kv_lora_rank=512, qk_nope_head_dim=128, qk_rope_head_dim=64,
+                        v_head_dim=128),
+    "gpt-oss-120b": dict(name="gpt-oss-120b", layers=36, d_model=2880, d_ff=2880, heads=64, kv_heads=8, head_dim=64,
+                         vocab=201088, mlp_matrices=3, experts=128, experts_per_token=4, sliding_window=128,
+                         global_every=2),
+    "qwen3-30b-a3b": dict(name="qwen3-30b-a3b", vocab=151936, layers=48, d_model=2048, d_ff=768, heads=32, kv_heads=4,
+                          head_dim=128, experts=128, experts_per_token=8, mlp_matrices=3),
+    "qwen3-235b-a22b": dict(name="qwen3-235b-a22b", vocab=151936, layers=94, d_model=4096, d_ff=1536, heads=64,
+                            kv_heads=4, head_dim=128, experts=128, experts_per_token=8, mlp_matrices=3),
+    "nemotron-3-nano": dict(
+        name="nemotron-3-nano-30b-a3b", layer_pattern="MEMEM*EMEMEM*EMEMEM*EMEMEM*EMEMEM*EMEMEMEM*EMEMEMEME",
+        d_model=2688, d_ff=1856, heads=32, kv_heads=2, head_dim=128, vocab=131072, mlp_matrices=2, experts=128,
+        experts_per_token=6, shared_experts=2, mamba_heads=64, mamba_head_dim=64, mamba_state_dim=128,
+        mamba_groups=8),
+}
+QWEN3_DIMS = (
+    "model dimensions are Qwen3's published config.json (hidden 2048 / 4096, 48 / 94 layers, 32 / 64 query heads, 4 KV "
+    "heads of 128, 128 experts of moe_intermediate_size 768 / 1536, top-8, vocabulary 151936), not stated in the "
+    "table; every layer is MoE with no shared expert, which ASAP's MoE shape represents as is")
+MODEL_ASSUMED: dict[str, list[str]] = {
+    "deepseek-v3": [
+        "model dimensions are DeepSeek-V3's own config (deepseek-ai/DeepSeek-V3 @ 9b4e9788e4a3 inference/configs/"
+        "config_671B.json: dim 7168, 61 layers of which the first 3 dense with inter_dim 18432, 128 heads, MLA "
+        "q_lora_rank 1536 / kv_lora_rank 512 / qk_nope 128 / qk_rope 64 / v 128, 256 routed experts of moe_inter_dim "
+        "2048 top-8 plus 1 shared, vocabulary 129280), not stated in the table; with one MTP module (mtp_num_layers 1 "
+        f"in the library recipe at {C}): the row does not say w/o MTP",
+    ],
+    "gpt-oss-120b": [
+        "model dimensions are the Hugging Face config of openai/gpt-oss-120b, not stated in the table",
+        "GPT-OSS's attention: the Hugging Face config (openai/gpt-oss-120b) alternates sliding_attention "
+        "(sliding_window 128) and full_attention layers, recorded as model.sliding_window 128, global_every 2; its "
+        "attention sinks are not modelled",
+        "every layer is a MoE layer with no shared expert (GPT-OSS)",
+    ],
+    "qwen3-30b-a3b": [QWEN3_DIMS],
+    "qwen3-235b-a22b": [QWEN3_DIMS],
+    "nemotron-3-nano": [
+        "model dimensions are the Megatron-Bridge recipe's HybridModelProvider for Nemotron 3 Nano "
+        f"(src/megatron/bridge/recipes/nemotronh/h100/nemotron_3_nano.py @ {C}): pattern "
+        "MEMEM*EMEMEM*EMEMEM*EMEMEM*EMEMEM*EMEMEMEM*EMEMEMEME (23 Mamba-2, 23 MoE, 6 attention layers), not stated in "
+        "the table",
+        "the shared expert of width 3712 (moe_shared_expert_intermediate_size) written as shared_experts 2 of the "
+        "routed width 1856: the same weights and FLOPs",
+        "squared-ReLU experts (not gated): mlp_matrices 2",
+    ],
+}
+
+P = "src/megatron/bridge/perf_recipes"
+BENCH = f"{P}/_common.py::_benchmark_common"
+MXFP8 = "src/megatron/bridge/training/mixed_precision.py::bf16_with_mxfp8_mixed (_perf_precision('fp8_mx'))"
+DSV3_LIB = "src/megatron/bridge/recipes/deepseek/h100/deepseek_v3.py::deepseek_v3_pretrain_1024gpu_h100_bf16_config"
+DSV3_MX = f"{P}/deepseek/common.py::_enable_deepseek_full_iteration_mxfp8"
+GPTOSS_LIB = "src/megatron/bridge/recipes/gpt_oss/h100/gpt_oss.py::gpt_oss_120b_pretrain_64gpu_h100_bf16_config"
+GPTOSS_MX = f"{P}/gpt_oss/common.py::_apply_gpt_oss_120b_full_iter_fp8mx_configs"
+QWEN_MX = f"{P}/qwen/common.py::_enable_hybridep_full_iteration_mxfp8"
+QWEN30_LIB = "src/megatron/bridge/recipes/qwen/h100/qwen3_moe.py::qwen3_30b_a3b_pretrain_8gpu_h100_bf16_config"
+QWEN235_LIB = "src/megatron/bridge/recipes/qwen/h100/qwen3_moe.py::qwen3_235b_a22b_pretrain_256gpu_h100_bf16_config"
+NANO_LIB = "src/megatron/bridge/recipes/nemotronh/h100/nemotron_3_nano.py::nemotron_3_nano_pretrain_8gpu_h100_bf16_config"
+NANO_PERF = f"{P}/nemotronh/common.py::_apply_nemotron_3_nano_perf_defaults"
+
+# One setting: (ConfigContainer section, key, value, where the recipe sets it).
+Setting = tuple[str, str, Any, str]
+
+
+def _common(lib: str) -> list[Setting]:
+    """What every 26.08 MXFP8 recipe sets: the distributed optimizer (its library recipe), gradients reduced in BF16
+    (_benchmark_common), FP8 parameter gathers (bf16_with_mxfp8_mixed)."""
+    return [("ddp", "use_distributed_optimizer", True, lib),
+            ("ddp", "grad_reduce_in_fp32", False, BENCH),
+            ("mixed_precision", "fp8_param_gather", True, MXFP8)]
+
+
+def _dsv3(fn: str, modules: list[str], layout: str, layout_src: str) -> list[Setting]:
+    return [
+        ("model", "sequence_parallel", False, fn),
+        ("model", "recompute_granularity", "selective", f"{P}/deepseek/common.py::_deepseek_v3_common"),
+        ("model", "recompute_modules", modules, fn),
+        ("model", "moe_token_dispatcher_type", "flex", DSV3_MX),
+        ("model", "moe_flex_dispatcher_backend", "hybridep", DSV3_MX),
+        ("model", "mtp_num_layers", 1, DSV3_LIB),
+        ("model", "pipeline_model_parallel_layout", layout, layout_src),
+        ("comm_overlap", "overlap_moe_expert_parallel_comm", True, DSV3_MX),
+        ("optimizer", "main_grads_dtype", "bf16", DSV3_LIB),
+        ("optimizer", "main_params_dtype", "fp32", DSV3_LIB),
+        ("optimizer", "exp_avg_dtype", "bf16", DSV3_LIB),
+        ("optimizer", "exp_avg_sq_dtype", "bf16", DSV3_LIB),
+    ] + _common(DSV3_LIB)
+
+
+def _gpt_oss(fn: str, remat: list[Setting]) -> list[Setting]:
+    return [("model", "sequence_parallel", False, fn), *remat,
+            ("model", "moe_token_dispatcher_type", "flex", GPTOSS_MX),
+            ("model", "moe_flex_dispatcher_backend", "hybridep", GPTOSS_MX),
+            ("comm_overlap", "overlap_moe_expert_parallel_comm", True, GPTOSS_MX)] + _common(GPTOSS_LIB)
+
+
+def _qwen(fn: str, lib: str, uneven: bool) -> list[Setting]:
+    out: list[Setting] = [("model", "sequence_parallel", False, fn), ("model", "recompute_granularity", None, fn),
+                          ("model", "moe_token_dispatcher_type", "flex", fn),
+                          ("model", "moe_flex_dispatcher_backend", "hybridep", fn)]
+    if uneven:  # 94 layers + embedding + loss = 96 slots over the pipeline x virtual stages
+        out += [("model", "account_for_embedding_in_pipeline_split", True, lib),
+                ("model", "account_for_loss_in_pipeline_split", True, lib)]
+    return out + [("comm_overlap", "overlap_moe_expert_parallel_comm", True, QWEN_MX)] + _common(lib)
+
+
+def _nano(fn: str) -> list[Setting]:
+    return [("model", "sequence_parallel", False, fn), ("model", "recompute_granularity", None, NANO_PERF),
+            ("model", "moe_token_dispatcher_type", "flex", NANO_LIB),
+            ("model", "moe_flex_dispatcher_backend", "hybridep", fn),
+            ("comm_overlap", "overlap_moe_expert_parallel_comm", False, NANO_LIB)] + _common(NANO_LIB)
+
+
+DSV3_GB300 = f"{P}/deepseek/gb300/deepseek_v3.py::deepseek_v3_pretrain_256gpu_gb300_fp8mx_config"
+DSV3_GB200 = f"{P}/deepseek/gb200/deepseek_v3.py::deepseek_v3_pretrain_256gpu_gb200_fp8mx_config"
+GPTOSS_GB300 = f"{P}/gpt_oss/gb300/gpt_oss.py::gpt_oss_120b_pretrain_64gpu_gb300_fp8mx_config"
+GPTOSS_GB200 = f"{P}/gpt_oss/gb200/gpt_oss.py::gpt_oss_120b_pretrain_64gpu_gb200_fp8mx_config"
+QWEN30_GB300 = f"{P}/qwen/gb300/qwen3_moe.py::qwen3_30b_a3b_pretrain_8gpu_gb300_fp8mx_config"
+QWEN30_GB200 = f"{P}/qwen/gb200/qwen3_moe.py::qwen3_30b_a3b_pretrain_8gpu_gb200_fp8mx_config"
+QWEN235_GB300 = f"{P}/qwen/gb300/qwen3_moe.py::qwen3_235b_a22b_pretrain_256gpu_gb300_fp8mx_config"
+QWEN235_GB200 = f"{P}/qwen/gb200/qwen3_moe.py::qwen3_235b_a22b_pretrain_256gpu_gb200_fp8mx_config"
+NANO_GB300 = f"{P}/nemotronh/gb300/nemotronh.py::nemotron_3_nano_pretrain_8gpu_gb300_fp8mx_config"
+
+# Per row: the recipe function whose sizes, batch and precision are the row's; the settings ASAP reads that the
+# recipe sets; and what the recipe does beyond them that ASAP does not model.
+DSV3_UNMODELLED = ("full-iteration CUDA graphs with MoE paged stashing (moe_expert_rank_capacity_factor 1.5), "
+                   "delayed weight-gradient compute (delay_wgrad_compute) and the fused grouped MLP "
+                   f"({DSV3_MX.split('::')[1]}) are not modelled")
+QWEN_UNMODELLED = ("full-iteration CUDA graphs with MoE paged stashing (moe_expert_rank_capacity_factor 1.5), FP8 "
+                   "dot-product attention and delayed weight-gradient compute (_enable_hybridep_full_iteration_mxfp8) "
+                   "are not modelled; its tp_comm_overlap True does nothing at TP 1 (Megatron-Bridge comm_overlap.py "
+                   "turns it off below TP 2), so it is not written")
+GPTOSS_UNMODELLED = ("full-iteration CUDA graphs with MoE paged stashing (moe_expert_rank_capacity_factor 1.5), FP8 "
+                     "dot-product attention, FP8 output projection and delayed weight-gradient compute "
+                     "(_apply_gpt_oss_120b_full_iter_fp8mx_configs) are not modelled")
+RECIPES: dict[tuple[str, str], tuple[str, list[Setting], list[str]]] = {
+    ("DeepSeekV3", "DGX-GB300"): (DSV3_GB300, _dsv3(DSV3_GB300, [], "Et*4|(t*4|)*14tmL", DSV3_GB300), [
+        "recompute_granularity selective with recompute_modules [] (the recipe's pair): nothing is recomputed",
+        "FP8 dot-product attention and the FP8 output projection "
+        "(_enable_deepseek_full_iteration_mxfp8(fp8_dot_product_attention=True, fp8_output_proj=True)) are not "
+        "modelled", DSV3_UNMODELLED]),
+    ("DeepSeekV3", "DGX-GB200"): (DSV3_GB200, _dsv3(
+        DSV3_GB200, ["mla_up_proj"], "Et*4|(t*4|)*14tmL",
+        "src/megatron/bridge/recipes/deepseek/h100/deepseek_v3.py::_get_deepseek_v3_pipeline_layout (PP 4, VP 4, "
+        "one MTP layer), set by set_deepseek_v3_pipeline_model_parallel_layout(cfg.model)"), [
+        "the FP8 output projection (_enable_deepseek_full_iteration_mxfp8(fp8_output_proj=True)) is not modelled",
+        DSV3_UNMODELLED]),
+    ("GPT OSS 120B", "DGX-GB300"): (GPTOSS_GB300, _gpt_oss(GPTOSS_GB300, [
+        ("model", "recompute_granularity", None, GPTOSS_LIB)]), [GPTOSS_UNMODELLED]),
+    ("GPT OSS 120B", "DGX-GB200"): (GPTOSS_GB200, _gpt_oss(GPTOSS_GB200, [
+        ("model", "recompute_granularity", "selective", GPTOSS_GB200),
+        ("model", "recompute_modules", [], GPTOSS_GB200)]), [
+        "recompute_granularity selective with recompute_modules [] (set after _apply_gpt_oss_120b_full_iter_fp8mx_"
+        "configs): nothing is recomputed", GPTOSS_UNMODELLED]),
+    ("Qwen3_30B_a3B", "DGX-GB300"): (QWEN30_GB300, _qwen(QWEN30_GB300, QWEN30_LIB, False), [QWEN_UNMODELLED]),
+    ("Qwen3_30B_a3B", "DGX-GB200"): (QWEN30_GB200, _qwen(QWEN30_GB200, QWEN30_LIB, False), [QWEN_UNMODELLED]),
+    ("Qwen3_235B_a22B", "DGX-GB300"): (QWEN235_GB300, _qwen(QWEN235_GB300, QWEN235_LIB, True), [
+        "account_for_embedding_in_pipeline_split and account_for_loss_in_pipeline_split (library recipe): 94 layers "
+        "+ embedding + loss = 96 slots, 2 per each of the 4 x 12 pipeline stages", QWEN_UNMODELLED]),
+    ("Qwen3_235B_a22B", "DGX-GB200"): (QWEN235_GB200, _qwen(QWEN235_GB200, QWEN235_LIB, True), [
+        "account_for_embedding_in_pipeline_split and account_for_loss_in_pipeline_split (library recipe): 94 layers "
+        "+ embedding + loss = 96 slots, 4 per each of the 8 x 3 pipeline stages", QWEN_UNMODELLED]),
+    ("Nemotron_3_Nano", "DGX-GB300"): (NANO_GB300, _nano(NANO_GB300), [
+        "CUDA graphs (TE, over the attention / Mamba / router scopes in the recipe) are not modelled; its "
+        "tp_comm_overlap True does nothing at TP 1 (Megatron-Bridge comm_overlap.py turns it off below TP 2), so it "
+        "is not written"]),
+}
+
+COMMON_ASSUMED = [
+    f"settings the table does not state are the performance recipe's at {C} (the commit that published the table): "
+    "the recipe function whose parallel sizes, batch and precision are the row's. Each setting in megatron.yaml "
+    "names the file and function that sets it",
+    "MXFP8 recorded as dtype fp8 (the chip's fp8 peak)",
+    "fp8_param_gather as bf16_with_mxfp8_mixed sets it. With MXFP8, Megatron-Core gathers parameters through the "
+    "gradient buffer (reuse_grad_buf_for_mxfp8_param_ag, also set there). ASAP prices the weights at 1 byte each, "
+    "and how much that layout really holds per weight is not determined here",
+    "the footnote: MoE benchmarks force-balance the token distribution among experts and are token-dropless, as ASAP "
+    "prices routed tokens (evenly spread)",
+]
+
+
+def _row(line: str) -> dict[str, str]:
+    cells = [c.strip() for c in line.strip().strip("|").split("|")]
+    return dict(zip([c.strip() for c in COLUMNS.split("|")], cells, strict=True))
+
+
+def _slices(gpus: int) -> int:
+    """NVLink domains the run spans: Megatron-Bridge's launcher (scripts/performance/utils/executors.py @ COMMIT)
+    asks Slurm for segments of at most 18 four-GPU trays, the largest dividing the tray count."""
+    trays = gpus // 4
+    segment = trays if trays <= 18 else next(s for s in range(18, 0, -1) if trays % s == 0)
+    return trays // segment
+
+
+def _segment_note(system: str, gpus: int) -> str:
+    slices = _slices(gpus)
+    trays = gpus // 4
+    how = (f"{trays} trays fit one segment, one NVLink domain of {gpus} GPUs" if slices == 1 else
+           f"{trays} trays run as {slices} segments of {trays // slices} trays, {slices} NVLink domains of "
+           f"{gpus // slices} GPUs")
+    return (f"{system[4:]} NVL72: 4 GPUs per compute tray, one NVLink domain per rack (DGX GB200 user guide). "
+            f"Megatron-Bridge's launcher (scripts/performance/utils/executors.py at {C}) asks Slurm for segments of "
+            f"at most 18 trays, the largest dividing the tray count: {how} (num_slices {slices}); megatron.yaml's "
+            "trainer block counts one node per NVLink domain")
+
+
+def _config(model: str, lineno: int, row: dict[str, str], gpus: int) -> tuple[str, list[str]]:
+    """The megatron.yaml the case runs, and the recipe notes its expected.yaml adds."""
+    fn, settings, notes = RECIPES[(model, row["System"])]
+    tp, pp, cp, ep = (int(row[k]) for k in ("TP", "PP", "CP", "EP"))
+    mbs, gbs = int(row["MBS"]), int(row["GBS"])
+    dp = gpus // (tp * pp * cp)
+    sizes: dict[str, Any] = {"tensor_model_parallel_size": tp, "pipeline_model_parallel_size": pp,
+                             "context_parallel_size": cp, "expert_model_parallel_size": ep}
+    if row["VP"] != "n/a":
+        sizes["virtual_pipeline_model_parallel_size"] = int(row["VP"])
+    doc: dict[str, Any] = {"trainer": {"devices": gpus // _slices(gpus), "num_nodes": _slices(gpus)},
+                           "model": {**sizes, "seq_length": int(row["Sequence Length"])},
+                           "train": {"micro_batch_size": mbs, "global_batch_size": gbs}}
+    cites: list[str] = []
+    for section, key, value, src in settings:
+        doc.setdefault(section, {})[key] = value
+        cites.append(f"#   {section}.{key}: {src}")
+    header = (f"# Megatron-Bridge docs/performance-summary.md line {lineno} @ {C}, 26.08 NeMo container, Pre-Training "
+              f"Performance, model {model}, {row['System']} {row['Precision']} row ({URL})\n"
+              f"# TP={tp} PP={pp} CP={cp} VP={row['VP']} EP={ep} GBS={gbs} MBS={mbs} GA={gbs // (mbs * dp)}; data "
+              f"parallel = {gpus}/(TP*PP*CP) = {dp}\n"
+              f"# parallel sizes and batch from the row; the other settings from the performance recipe {fn} @ {C} "
+              "(the table does not state them), each set where named:\n" + "\n".join(cites) + "\n")
+    assumed = [f"{', '.join(k for _, k, _, _ in settings)} as the performance recipe {fn.split('::')[1]} at {C} "
+               "sets them (directly or through the helpers and library recipe named in megatron.yaml)", *notes]
+    return header + yaml.safe_dump(doc, sort_keys=False, width=120), assumed
+
+
+def write_case(root: Path, model: str, lineno: int, line: str) -> str:
+    """Write one case folder; returns its id."""
+    from bot.configs.detect import load_config
+
+    row = _row(line)
+    chip, gpus = CHIP[row["System"]], int(row["#-GPUs"])
+    slug, slices = SLUG[model], _slices(gpus)
+    cid = f"mbridge-26.08-{chip}-{slug}-{gpus}gpu-{row['Precision'].lower()}"
+    folder = root / cid
+    folder.mkdir(parents=True, exist_ok=True)
+    text, recipe_assumed = _config(model, lineno, row, gpus)
+    (folder / "megatron.yaml").write_text(text)
+    run = {
+        "id": cid, "name": f"Megatron-Bridge 26.08 {model} pre-training on {gpus} {chip.upper()} ({row['Precision']})",
+        "description": f"Megatron-Bridge performance summary, 26.08 NeMo container, {model}, {row['System']} "
+                       f"{row['Precision']} row. No profile.",
+        "framework": "megatron", "chip": chip, "num_chips": gpus, "num_slices": slices, "model": dict(MODELS[slug]),
+        "training": {"global_batch": int(row["GBS"]), "seq_len": int(row["Sequence Length"]),
+                     "micro_batch": int(row["MBS"]), "dtype": "fp8"},
+        "tags": ["published", "config-only", "megatron-bridge", "moe"] + (["hybrid"] if "layer_pattern" in
+                                                                          MODELS[slug] else []),
+        "config": "megatron.yaml", "profile": [],
+    }
+    (folder / "run.yaml").write_text(yaml.safe_dump(run, sort_keys=False, width=120))
+    mesh = load_config(folder / "megatron.yaml").mesh(gpus, slices).normalized().model_dump(exclude_defaults=True)
+    exp = {
+        "schema_version": 1, "kind": "config_only",
+        "source": f"{REPO} docs/performance-summary.md @ {COMMIT[:10]}, '26.08 NeMo Container' > 'Pre-Training "
+                  f"Performance' > 'Model: {model}', line {lineno}, row {row['System']} {row['Precision']}",
+        "url": URL, "table": f"mbridge-26.08-{row['System'].lower()}", "row": model,
+        "stated": [f"26.08 NeMo Container, Pre-Training Performance, Model: {model}, row: {line}",
+                   f"columns: {COLUMNS}", FOOTNOTE],
+        "assumed": MODEL_ASSUMED[slug] + recipe_assumed + COMMON_ASSUMED + [_segment_note(row["System"], gpus)],
+        "adopted_mesh": mesh,
+        "measured": [{"tokens_per_second_per_chip": float(row["Tokens / sec / GPU"]),
+                      "tflops_per_chip": float(row["Model TFLOP / sec / GPU"]),
+                      "source": f"{row['System']} row {model} {row['Precision']}: {row['Tokens / sec / GPU']} "
+                                f"tokens/sec/GPU, {row['Model TFLOP / sec / GPU']} model TFLOP/sec/GPU"}],
+    }
+    (folder / "expected.yaml").write_text(yaml.safe_dump(exp, sort_keys=False, width=120))
+    return cid
+
+
+def main(argv: list[str]) -> int:
+    root = Path(argv[1]) if len(argv) > 1 else Path(__file__).resolve().parents[1] / "examples" / "eval"
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    for model, lines in ROWS.items():
+        for lineno, line in lines:
+            print(write_case(root, model, lineno, line))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv))
