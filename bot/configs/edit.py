@@ -187,7 +187,8 @@ def apply_settings(config: ShardingConfig, values: dict[str, object]) -> str:
         return _primary(config, apply_settings_files(config, values))
     root = compose(config.text, config.source)
     names = {path.rsplit(".", 1)[-1] for path in values}
-    hits = list(walk(root, names))
+    dashed = config.format == "megatron"  # Megatron's functional-test YAML writes its keys as --flag-names
+    hits = list(walk(root, names, normalize=dashed))
     splices: list[Splice] = []
     new_entries: list[tuple[str, str]] = []
     for path, value in values.items():
@@ -214,11 +215,13 @@ def apply_settings(config: ShardingConfig, values: dict[str, object]) -> str:
             new_entries.append((name, _setting_text(value, "")))
     if new_entries:
         anchor_key = max(config.keys, key=lambda k: k.start)
-        anchor = next(h for h in walk(root, [anchor_key.key]) if h.dotted == anchor_key.path)
+        anchor = next(h for h in walk(root, [anchor_key.key], normalize=dashed) if h.dotted == anchor_key.path)
+        if anchor.key_node.value.split(".")[-1].startswith("--"):  # new keys in the file's own spelling
+            new_entries = [("--" + n.replace("_", "-"), v) for n, v in new_entries]
         splices.append(insert_after_entry(config.text, anchor.key_node, anchor.value_node, is_flow_node(anchor.parent),
                                           new_entries))  # type: ignore[arg-type]
     new_text = apply_splices(config.text, splices)
-    _verify_settings(config, new_text, values, read_settings)
+    _verify_settings(config, new_text, values, lambda r, n: read_settings(r, n, normalize=dashed))
     return new_text
 
 
@@ -248,7 +251,10 @@ def _verify_settings(config: ShardingConfig, new_text: str, values: dict[str, ob
 
 def apply_changes(config: ShardingConfig, mesh: Mesh, values: dict[str, object]) -> str:
     """Mesh and settings together: :func:`apply_mesh`, then :func:`apply_settings` on the result (a DeepSpeed
-    JSON's ZeRO stage first: :func:`edit_texts`)."""
+    JSON's ZeRO stage first: :func:`edit_texts`). A Megatron pipeline-size change carries its followers
+    (:func:`bot.configs.megatron.pipeline_followers`)."""
+    if config.format == "megatron":
+        values = {**megatron.pipeline_followers(config, mesh), **values}
     if _mesh_deciding(config, values):
         return _primary(config, edit_texts(config, mesh, values))
     text = apply_mesh(config, mesh)
@@ -338,6 +344,8 @@ def edit_texts(config: ShardingConfig, mesh: Mesh, settings: dict[str, object]) 
     sharded over every GPU, the fsdp axis), is written first, so the mesh is planned from the stage the file will
     state; the edited file must then still state that stage (a mesh that needs another stage is refused).
     """
+    if config.format == "megatron":  # the virtual-stage count and layout follow the pipeline size (stated ones win)
+        settings = {**megatron.pipeline_followers(config, mesh), **settings}
     first = _mesh_deciding(config, settings)
     texts = _stage_texts(config, first) if first else {}
     texts = {**texts, **apply_mesh_files(reparse(config, texts) if texts else config, mesh)}

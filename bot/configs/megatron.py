@@ -282,6 +282,68 @@ def plan(config: ShardingConfig, root: Node, target: Mesh) -> list[Splice]:
     return splices
 
 
+def pipeline_followers(config: ShardingConfig, target: Mesh) -> dict[str, object]:
+    """Settings whose valid values depend on the pipeline size, as they must read for ``target``'s ({} if unchanged).
+
+    Megatron derives the virtual-stage count from ``pipeline_model_parallel_layout`` (stages / pipeline size) and
+    Megatron-Core asserts a stated ``virtual_pipeline_model_parallel_size`` equals it; without pipelining there are no
+    stages to lay out (arguments.py refuses interleaving below pipeline 2 or 3). So a new pipeline size rewrites the
+    virtual-stage count, drops both at pipeline 1, and a layout whose stage count the new size does not divide is
+    refused (ConfigError: the candidate is not expressible). A launch script's flags cannot be set to null: there
+    the change is refused with the flags to remove by hand.
+    """
+    want = target.sizes()["pipeline"]
+    if want == sizes(config)["pipeline_model_parallel_size"]:
+        return {}
+    from bot.configs.pipeline_layout import parse_pipeline_layout
+
+    layout, vpp = config.setting("pipeline_model_parallel_layout"), config.setting("virtual_pipeline_model_parallel_size")
+    uneven = [k for k in ("decoder_first_pipeline_num_layers", "decoder_last_pipeline_num_layers",
+                          "num_layers_in_first_pipeline_stage", "num_layers_in_last_pipeline_stage")
+              if config.setting(k) is not None]
+    out: dict[str, object] = {}
+    if isinstance(layout, str) and layout.strip():
+        stages = len(parse_pipeline_layout(layout))
+        if want > 1 and stages % want:
+            raise ConfigError(f"pipeline_model_parallel_layout lays out {stages} stages, which pipeline={want} does "
+                              "not divide (Megatron asserts it)", source=config.source,
+                              field="pipeline_model_parallel_layout", hint=f"write a layout for {want} x v stages")
+        if want == 1:
+            out["pipeline_model_parallel_layout"] = None
+        if vpp is not None:
+            out["virtual_pipeline_model_parallel_size"] = stages // want if want > 1 and stages // want > 1 else None
+    elif isinstance(vpp, int) and not isinstance(vpp, bool) and vpp > 1 and want == 1:
+        out["virtual_pipeline_model_parallel_size"] = None
+    out.update(_layers_per_virtual_stage(config, want))
+    if want == 1:
+        out.update({k: None for k in uneven})
+    if out and config.insert_style == "flag":
+        raise ConfigError(f"pipeline={want} needs {', '.join(out)} changed with it, which a launch line's flags "
+                          "cannot carry as null", source=config.source, field=next(iter(out)),
+                          hint="remove or rewrite those flags by hand with the new pipeline size")
+    return out
+
+
+def _layers_per_virtual_stage(config: ShardingConfig, want: int) -> dict[str, object]:
+    """Megatron-LM's ``--num-layers-per-virtual-pipeline-stage`` under a new pipeline size: dropped at pipeline 1; a
+    per-stage layer count it does not divide is refused, as arguments.py asserts."""
+    per = config.setting("num_layers_per_virtual_pipeline_stage")
+    if not isinstance(per, int) or isinstance(per, bool) or per < 1:
+        return {}
+    if want == 1:
+        return {"num_layers_per_virtual_pipeline_stage": None}
+    layers = config.setting("num_layers")
+    if isinstance(layers, int) and not isinstance(layers, bool):
+        slots = layers + sum(1 for k in ("account_for_embedding_in_pipeline_split",
+                                         "account_for_loss_in_pipeline_split") if config.setting(k) is True)
+        if slots % want or (slots // want) % per:
+            raise ConfigError(f"num_layers_per_virtual_pipeline_stage={per} does not divide the {slots} / {want} "
+                              f"layers per stage at pipeline={want} (Megatron asserts it)", source=config.source,
+                              field="num_layers_per_virtual_pipeline_stage",
+                              hint="pick a layers-per-virtual-stage count that divides the new stage size")
+    return {}
+
+
 def _insert(config: ShardingConfig, root: Node | None, entries: list[tuple[str, int]]) -> Splice:
     """New sizes: ``--flag N`` at the launch line's end, else a YAML line after the last size key, written in
     the file's own spelling (``--tensor-model-parallel-size:``, ``trainer.strategy.x:`` or plain)."""
