@@ -53,7 +53,7 @@ def config_model(run: RunRecord, settings: Any) -> ConfigModel:
             continue
         if mine is None:
             filled[field] = theirs
-        elif mine != theirs:
+        elif mine != theirs and field not in dims.defaulted:  # a framework default is not a statement
             notes.append(f"run.yaml says {field} {mine}, the config {theirs} ({dims.origin.get(field, name)}): "
                          "using run.yaml")
     if not filled:

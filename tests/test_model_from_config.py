@@ -196,3 +196,23 @@ def test_megatron_window_flags_are_read(tmp_path: Path) -> None:
                   "--num-attention-heads 64 --window-size '(128,0)' --window-attn-skip-freq 2 --seq-length 4096\n")
     dims = read_model_dims(load_config(sh, root=tmp_path))
     assert (dims.sliding_window, dims.global_every) == (128, 2)
+
+
+def test_a_framework_default_does_not_contradict_run_yaml() -> None:
+    """Megatron-Bridge 26.08's Qwen3 30B-A3B case (examples/eval) states no activation in its megatron.yaml: the
+    recipe's model provider sets the gated SwiGLU MLP in code. run.yaml says 3 matrices. Megatron's GeLU default (2)
+    only fills a gap; it is not the config saying 2, so no disagreement is named. A config that does say it is."""
+    case = Path(__file__).resolve().parents[1] / "examples" / "eval" / "mbridge-26.08-gb300-qwen3-30b-a3b-8gpu-mxfp8"
+    from bot.runs.store import LocalRunStore
+    from knowledge.cost_settings import settings_for_run
+
+    run = LocalRunStore(case.parent).get(case.name)
+    settings = settings_for_run(run)
+    assert settings is not None and settings.model_dims is not None
+    assert "mlp_matrices" in settings.model_dims.defaulted
+    cm = config_model(run.record, settings)
+    assert not any("mlp_matrices" in n for n in cm.notes)
+    stated = settings_from_config(parse_config(
+        (case / "megatron.yaml").read_text().replace("model:\n", "model:\n  gated_linear_unit: false\n", 1),
+        str(case / "megatron.yaml")))
+    assert any("run.yaml says mlp_matrices 3, the config 2" in n for n in config_model(run.record, stated).notes)

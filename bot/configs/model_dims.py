@@ -84,6 +84,8 @@ class ModelDims(BaseModel):
     notes: list[str] = Field(default_factory=list, description="defaults taken and values not knowable")
     problems: list[str] = Field(default_factory=list, description="what stops the model being read (e.g. an "
                                 "unknown MaxText model_name)")
+    defaulted: tuple[str, ...] = Field(default=(), description="fields the config leaves unstated, filled with the "
+                                       "framework's default: they fill gaps but never contradict run.yaml")
 
     def stated(self) -> dict[str, int | str]:
         """Every field the config gives (run.yaml ``model:`` names, plus seq_len)."""
@@ -105,6 +107,7 @@ class _Dims:
         self.origin: dict[str, str] = {}
         self.notes: list[str] = []
         self.problems: list[str] = []
+        self.defaulted: list[str] = []
 
     def set(self, field: str, value: int | None, where: str) -> None:
         if value is not None and value > 0:
@@ -122,9 +125,14 @@ class _Dims:
             self.values[field] = bool(value)
             self.origin[field] = where
 
+    def default(self, field: str, value: int, where: str) -> None:
+        """A field the config leaves unstated, at the framework's default: it fills a gap but states nothing."""
+        self.set(field, value, where)
+        self.defaulted.append(field)
+
     def build(self) -> ModelDims:
         return ModelDims(source=self.source, origin=self.origin, notes=self.notes, problems=self.problems,
-                         **self.values)
+                         defaulted=tuple(self.defaulted), **self.values)
 
 
 def read_model_dims(config: ShardingConfig) -> ModelDims | None:
@@ -460,7 +468,7 @@ def _megatron_gated(v: dict[str, Scalar], d: _Dims, where: Any, launch: bool) ->
                        "gated or plain MLP unknown")
         return None
     what = "no --swiglu flag" if launch else "no activation / swiglu key"
-    d.set("mlp_matrices", 2, f"Megatron default GeLU MLP ({what})")
+    d.default("mlp_matrices", 2, f"Megatron default GeLU MLP ({what})")
     d.notes.append(f"MLP activation not stated ({what}): Megatron's default GeLU, 2 weight matrices per MLP")
     return False
 
