@@ -541,7 +541,8 @@ def _deepspeed_unknowns(settings: TrainingSettings) -> list[UnknownSetting]:
 REMAT_KEY = {"megatron": "recompute_granularity"}
 
 
-def unknown_settings(settings: TrainingSettings | None, framework: str, runyaml_remat: str | None) -> list[UnknownSetting]:
+def unknown_settings(settings: TrainingSettings | None, framework: str, runyaml_remat: str | None,
+                     runyaml_offload: int = 0) -> list[UnknownSetting]:
     """The memory-moving settings this run leaves unstated (module section docstring).
 
     Stated means: the config sets it, run.yaml sets it (``training.remat``), or the framework documents a
@@ -550,7 +551,9 @@ def unknown_settings(settings: TrainingSettings | None, framework: str, runyaml_
     Megatron-Core (Transformer Engine fused attention); sequence parallelism is how MaxText/GSPMD shard
     activations anyway. For other trainers (plain JAX, PyTorch) the attention kernel is unknown unless stated. Megatron's distributed optimizer and sequence parallelism differ between
     Megatron-LM (off unless flagged) and the NeMo / Megatron-Bridge recipes (on), and activation recompute
-    between Megatron-LM (off) and recipes (selective or full): unstated, they are unknown.
+    between Megatron-LM (off) and recipes (selective or full): unstated, they are unknown. With activation offloading
+    on (the config's ``cpu_offloading``, or run.yaml's ``training.activation_offload_layers``: ``runyaml_offload``)
+    recompute is known to be off: Megatron-Core refuses the two together.
     """
     s = settings or TrainingSettings()
     out: list[UnknownSetting] = _deepspeed_unknowns(s)  # DeepSpeed's stage lives in its JSON, not in argparse
@@ -566,7 +569,8 @@ def unknown_settings(settings: TrainingSettings | None, framework: str, runyaml_
             name="flash_attention", lean={"flash_attention": True}, hungry={"flash_attention": False},
             fix="use a fused/flash attention kernel (e.g. attention: flash)", words="a flash attention kernel",
         ))
-    remat_stated = s.remat_key is not None or runyaml_remat is not None or framework == "maxtext"
+    offloading = bool(s.activation_offload_layers if s.activation_offload_layers is not None else runyaml_offload)
+    remat_stated = s.remat_key is not None or runyaml_remat is not None or framework == "maxtext" or offloading
     if not remat_stated:
         key = REMAT_KEY.get(framework, "remat_policy")
         if framework == "megatron" or s.format == "megatron":

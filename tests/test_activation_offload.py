@@ -56,3 +56,24 @@ def test_copies_over_nvlink_c2c_hide_behind_compute_but_not_over_a_narrow_link()
     # the same copies over a PCIe-class link (50 GB/s) outlast a short compute window and are exposed
     assert offload_copy_seconds(3.0e9, 80.0, 40, 64, 5.0e10, 1.0) > 0.0
     assert offload_copy_seconds(3.0e9, 80.0, 40, 64, None, 1.0) == 0.0
+
+
+def test_the_critic_refuses_what_megatron_core_refuses_beside_activation_offloading() -> None:
+    """Megatron-Core's TransformerConfig (transformer_config.py @ d98e8a64dd) raises ValueError for cpu_offloading with
+    pipeline parallelism and with activation recomputation. The GB200 row offloads 40 layers on FSDP 64."""
+    from bot.configs.mesh import Mesh
+    from bot.proposals.critic import check_divisibility, offload_problems
+    from bot.runs.store import LocalRunStore
+    from knowledge.cost_settings import TrainingSettings, unknown_settings
+    from tests.published_cases import EVAL
+
+    record = LocalRunStore(EVAL).get(GB200).record
+    assert offload_problems(record, Mesh(ici={"fsdp": 64}), None) == []
+    piped = check_divisibility(record, Mesh(ici={"fsdp": 32, "pipeline": 2}), None)
+    assert not piped.passed and "refuses CPU offloading with pipeline parallelism" in piped.reason
+    recompute = TrainingSettings(format="megatron", remat_policy="full", remat_key="recompute_granularity")
+    assert any("recomputation" in p for p in offload_problems(record, Mesh(ici={"fsdp": 64}), recompute))
+    # so recompute is not an unknown that could make a candidate fit: with offloading on it is off
+    names = {u.name for u in unknown_settings(TrainingSettings(format="megatron"), "megatron", None, 40)}
+    assert "remat" not in names and "remat" in {u.name for u in unknown_settings(
+        TrainingSettings(format="megatron"), "megatron", None, 0)}

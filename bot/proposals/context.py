@@ -233,7 +233,8 @@ def prepare(run: Run, report: AnalysisReport, *, history: FailureHistory | None 
     measured_ms = report.kpis.step_time_ms or (record.measured.step_time_ms if record.measured else None)
     from knowledge.cost_settings import unknown_settings, with_options
 
-    unknowns = unknown_settings(settings0, record.framework, record.training.remat if record.training else None)
+    unknowns = unknown_settings(settings0, record.framework, record.training.remat if record.training else None,
+                               record.training.activation_offload_layers if record.training else 0)
     calibration = None
     base_pred = None
     if known:

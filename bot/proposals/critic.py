@@ -124,6 +124,31 @@ def batch_split_problems(record: RunRecord, mesh: Mesh, settings: Any | None) ->
     return out
 
 
+def offload_problems(record: RunRecord, mesh: Mesh, settings: Any | None) -> list[str]:
+    """Megatron activation offloading (``cpu_offloading``) with what Megatron-Core refuses beside it.
+
+    megatron/core/transformer/transformer_config.py (Megatron-LM @ d98e8a64dd, ``__post_init__``) raises ValueError
+    for cpu_offloading with pipeline parallelism ("Currently there is no support for Pipeline parallelism with CPU
+    offloading"), with activation recomputation, and for ``cpu_offloading_num_layers >= num_layers``.
+    """
+    stated = getattr(settings, "activation_offload_layers", None) if settings is not None else None
+    layers = stated if stated is not None else (record.training.activation_offload_layers if record.training else 0)
+    if not layers:
+        return []
+    out: list[str] = []
+    if mesh.size("pipeline") > 1:
+        out.append(f"pipeline={mesh.size('pipeline')} with activation offloading (cpu_offloading_num_layers={layers}): "
+                   "Megatron-Core refuses CPU offloading with pipeline parallelism")
+    remat = getattr(settings, "remat_policy", None) if settings is not None else None
+    if remat not in (None, "none", "null"):
+        out.append(f"activation recomputation ({remat}) with activation offloading: Megatron-Core refuses the pair")
+    total = record.model.layers if record.model else None
+    if total and layers >= total:
+        out.append(f"cpu_offloading_num_layers={layers} is not below the model's {total} layers (Megatron-Core "
+                   "refuses it)")
+    return out
+
+
 def _uneven_pipeline_allowed(record: RunRecord, mesh: Mesh, settings: Any | None) -> str | None:
     """Why pipeline stages that do not divide the layers may still start, or None when the framework refuses."""
     pp = mesh.size("pipeline")
@@ -148,7 +173,8 @@ def _uneven_pipeline_allowed(record: RunRecord, mesh: Mesh, settings: Any | None
 def check_divisibility(record: RunRecord, mesh: Mesh, settings: Any | None = None) -> Check:
     from knowledge.meshsearch import divisibility_problems
 
-    problems = divisibility_problems(record, mesh) + batch_split_problems(record, mesh, settings)
+    problems = (divisibility_problems(record, mesh) + batch_split_problems(record, mesh, settings)
+                + offload_problems(record, mesh, settings))
     uneven = [p for p in problems if p.startswith("pipeline=") and "does not divide layers" in p]
     why = _uneven_pipeline_allowed(record, mesh, settings) if uneven else None
     if why is not None:

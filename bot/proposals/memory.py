@@ -47,7 +47,8 @@ def memory_options(
     from knowledge import costmodel
     from knowledge.cost_settings import unknown_settings, with_options
 
-    unknowns = unknown_settings(settings, record.framework, record.training.remat if record.training else None)
+    unknowns = unknown_settings(settings, record.framework, record.training.remat if record.training else None,
+                               record.training.activation_offload_layers if record.training else 0)
     if not unknowns:
         return None
     try:
