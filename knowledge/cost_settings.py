@@ -98,6 +98,7 @@ KEYS: dict[str, dict[str, tuple[str, ...]]] = {
                    "ici_mesh": ("gradient_accumulation_steps", "microbatches", "num_microbatches", "grad_accum_steps"),
                    "megatron": ()},
     "tp_comm_overlap": {"megatron": ("tp_comm_overlap",)},
+    "ep_comm_overlap": {"megatron": ("overlap_moe_expert_parallel_comm",)},
     "sequence_parallel": {"megatron": ("sequence_parallel",)},
 }
 

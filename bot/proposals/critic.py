@@ -149,6 +149,24 @@ def offload_problems(record: RunRecord, mesh: Mesh, settings: Any | None) -> lis
     return out
 
 
+def ep_overlap_problems(mesh: Mesh, settings: Any | None) -> list[str]:
+    """Megatron's expert all-to-all overlap (``overlap_moe_expert_parallel_comm``) on a mesh Megatron-Core refuses it
+    on (transformer_config.py @ d98e8a64dd): no expert parallelism, or pipelining without interleaved stages."""
+    if settings is None or not getattr(settings, "ep_comm_overlap", False):
+        return []
+    out: list[str] = []
+    if mesh.size("expert") <= 1:
+        out.append("overlap_moe_expert_parallel_comm without expert parallelism: Megatron-Core refuses it")
+    pp = mesh.size("pipeline")
+    if pp > 1:
+        layout = getattr(settings, "pipeline_layout", None) or ()
+        virtual = len(layout) // pp if layout else (getattr(settings, "virtual_pipeline", None) or 1)
+        if virtual <= 1:
+            out.append(f"pipeline={pp} without interleaved (virtual) stages under overlap_moe_expert_parallel_comm: "
+                       "Megatron-Core requires virtual_pipeline_model_parallel_size with it")
+    return out
+
+
 def _uneven_pipeline_allowed(record: RunRecord, mesh: Mesh, settings: Any | None) -> str | None:
     """Why pipeline stages that do not divide the layers may still start, or None when the framework refuses."""
     pp = mesh.size("pipeline")
@@ -174,7 +192,7 @@ def check_divisibility(record: RunRecord, mesh: Mesh, settings: Any | None = Non
     from knowledge.meshsearch import divisibility_problems
 
     problems = (divisibility_problems(record, mesh) + batch_split_problems(record, mesh, settings)
-                + offload_problems(record, mesh, settings))
+                + offload_problems(record, mesh, settings) + ep_overlap_problems(mesh, settings))
     uneven = [p for p in problems if p.startswith("pipeline=") and "does not divide layers" in p]
     why = _uneven_pipeline_allowed(record, mesh, settings) if uneven else None
     if why is not None:

@@ -126,6 +126,8 @@ def expand(
         return _batch_changes(move, settings, config, global_batch)
     if move.change == "tp_overlap":
         return _tp_overlap_changes(settings, config, framework)
+    if move.change == "ep_overlap":
+        return _ep_overlap_changes(settings, config)
     return _remat_changes(move, settings, config, framework, runyaml_remat)
 
 
@@ -296,6 +298,49 @@ def _megatron_tp_overlap(base: TrainingSettings, config: ShardingConfig) -> list
                            config_values=values, needs_axis="tensor")]
 
 
+MEGATRON_EP_OVERLAP_TRADEOFFS = (
+    "overlaps one micro-batch's expert all-to-all with another's compute (Megatron-Core's 1F1B A2A overlap): only "
+    "the exposed all-to-all time is saved; Megatron-Core asserts expert parallelism, the alltoall / flex dispatcher, "
+    "no full recompute or 'moe' in recompute_modules, at most one MTP layer and, with pipelining, interleaved stages; "
+    "Megatron-Bridge's skill card measured -15% step time on Qwen3 30B-A3B, HybridEP on 16 H100s",
+)
+
+
+def ep_overlap_blockers(base: TrainingSettings, stated: dict[str, Any], mtp_layers: int) -> list[str]:
+    """What makes Megatron-Core refuse ``overlap_moe_expert_parallel_comm`` on this config, mesh aside
+    (megatron/core/transformer/transformer_config.py @ d98e8a64dd asserts each)."""
+    out: list[str] = []
+    dispatcher = str(stated.get("moe_token_dispatcher_type") or "allgather").strip().lower()
+    if dispatcher not in ("alltoall", "flex"):
+        out.append(f"moe_token_dispatcher_type {dispatcher} (needs alltoall or flex)")
+    if (base.remat_policy or "").lower() == "full" or base.recompute_method or base.recompute_num_layers:
+        out.append("full recomputation / a recompute_method")
+    if "moe" in [m.strip() for m in (base.recompute_modules or "").split(",")]:
+        out.append("'moe' in recompute_modules")
+    if mtp_layers > 1:
+        out.append(f"{mtp_layers} MTP layers (at most 1)")
+    return out
+
+
+def _ep_overlap_changes(settings: TrainingSettings | None, config: ShardingConfig | None) -> list[SettingsChange]:
+    """Megatron-Core's expert-parallel all-to-all overlap; [] when it is on, the config is not Megatron's, or
+    Megatron-Core would refuse it with the config's other settings."""
+    base = settings or TrainingSettings()
+    if config is None or config.format != "megatron" or base.ep_comm_overlap:
+        return []
+    stated = {k.rsplit(".", 1)[-1]: v for k, v in all_settings(config).items()}
+    mtp = (base.model_dims.mtp_layers or 0) if base.model_dims is not None else 0
+    if ep_overlap_blockers(base, stated, mtp):
+        return []
+    key = key_for(base, "ep_comm_overlap", config)
+    if key is None:
+        return []
+    words = f"{key} off -> on (the expert all-to-alls of one micro-batch run under another's compute)"
+    return [SettingsChange(values=(("ep_comm_overlap", True),), words=(words,),
+                           tradeoffs=MEGATRON_EP_OVERLAP_TRADEOFFS, kind="ep-overlap", config_values={key: True},
+                           needs_axis="expert")]
+
+
 def titan_words(config: ShardingConfig | None, values: dict[str, Any]) -> str:
     """What a torchtitan change writes besides its first key (``; selective_ac_option = "op"``), or why the TOML
     cannot carry it (the recorded launch command sets it); '' for other formats."""
@@ -338,7 +383,7 @@ def apply(settings: TrainingSettings | None, change: SettingsChange, *, framewor
             update["zero_stage"] = int(value)
         elif logical == "global_batch":  # a rebatched mesh pins the run's global batch (bot.proposals.rebatch)
             update["global_batch"] = int(value)
-        elif logical in ("tp_comm_overlap", "sequence_parallel", "loss_compiled"):
+        elif logical in ("tp_comm_overlap", "sequence_parallel", "loss_compiled", "ep_comm_overlap"):
             update[logical] = bool(value)
         elif logical == "remat":
             update["remat_policy"] = str(value)
