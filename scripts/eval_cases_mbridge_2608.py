@@ -41,7 +41,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import yaml
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # scripts/mbridge_cases.py
+import mbridge_cases  # noqa: E402
 
 REPO = "NVIDIA-NeMo/Megatron-Bridge"
 COMMIT = "4ab94dfad36641cabdeb96452b21bf676aac4772"
@@ -315,7 +316,7 @@ def _config(model: str, lineno: int, row: dict[str, str], gpus: int) -> tuple[st
               "(the table does not state them), each set where named:\n" + "\n".join(cites) + "\n")
     assumed = [f"{', '.join(k for _, k, _, _ in settings)} as the performance recipe {fn.split('::')[1]} at {C} "
                "sets them (directly or through the helpers and library recipe named in megatron.yaml)", *notes]
-    return header + yaml.safe_dump(doc, sort_keys=False, width=120), assumed
+    return header + mbridge_cases.dump(doc), assumed
 
 
 def write_case(root: Path, model: str, lineno: int, line: str) -> str:
@@ -341,7 +342,7 @@ def write_case(root: Path, model: str, lineno: int, line: str) -> str:
                                                                           MODELS[slug] else []),
         "config": "megatron.yaml", "profile": [],
     }
-    (folder / "run.yaml").write_text(yaml.safe_dump(run, sort_keys=False, width=120))
+    (folder / "run.yaml").write_text(mbridge_cases.dump(run))
     mesh = load_config(folder / "megatron.yaml").mesh(gpus, slices).normalized().model_dump(exclude_defaults=True)
     exp = {
         "schema_version": 1, "kind": "config_only",
@@ -352,22 +353,15 @@ def write_case(root: Path, model: str, lineno: int, line: str) -> str:
                    f"columns: {COLUMNS}", FOOTNOTE],
         "assumed": MODEL_ASSUMED[slug] + recipe_assumed + COMMON_ASSUMED + [_segment_note(row["System"], gpus)],
         "adopted_mesh": mesh,
-        "measured": [{"tokens_per_second_per_chip": float(row["Tokens / sec / GPU"]),
-                      "tflops_per_chip": float(row["Model TFLOP / sec / GPU"]),
-                      "source": f"{row['System']} row {model} {row['Precision']}: {row['Tokens / sec / GPU']} "
-                                f"tokens/sec/GPU, {row['Model TFLOP / sec / GPU']} model TFLOP/sec/GPU"}],
+        "measured": mbridge_cases.measured(row, f"{row['System']} row {model} {row['Precision']}"),
     }
-    (folder / "expected.yaml").write_text(yaml.safe_dump(exp, sort_keys=False, width=120))
+    (folder / "expected.yaml").write_text(mbridge_cases.dump(exp))
     return cid
 
 
 def main(argv: list[str]) -> int:
-    root = Path(argv[1]) if len(argv) > 1 else Path(__file__).resolve().parents[1] / "examples" / "eval"
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-    for model, lines in ROWS.items():
-        for lineno, line in lines:
-            print(write_case(root, model, lineno, line))
-    return 0
+    return mbridge_cases.run(argv, lambda root: (write_case(root, model, lineno, line)
+                                                 for model, lines in ROWS.items() for lineno, line in lines))
 
 
 if __name__ == "__main__":

@@ -22,7 +22,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import yaml
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # scripts/mbridge_cases.py
+import mbridge_cases  # noqa: E402
 
 REPO = "NVIDIA-NeMo/Megatron-Bridge"
 COMMIT = "63b08b397a3ee37edf439c7be0b24d7439d8cf23"
@@ -99,7 +100,7 @@ def _config(task: str, row: dict[str, str], chip: str, gpus: int) -> str:
     header = (f"# Megatron-Bridge docs/performance-summary.md @ {COMMIT[:9]}, 26.06 NeMo container, {SECTION[task]}, "
               f"LLAMA3_70B, {row['System']} {row['Precision']} row ({URL})\n# parallel sizes and batch from the row; "
               f"the other settings from the performance recipe scripts/performance/configs/llama/ @ {COMMIT[:9]}\n")
-    return header + yaml.safe_dump(doc, sort_keys=False, width=120)
+    return header + mbridge_cases.dump(doc)
 
 
 def write_case(root: Path, task: str, line: str) -> str:
@@ -128,7 +129,7 @@ def write_case(root: Path, task: str, line: str) -> str:
         "tags": ["published", "config-only", "megatron-bridge", "fine-tuning"] + (["lora"] if task == "lora" else []),
         "config": "megatron.yaml", "profile": [],
     }
-    (folder / "run.yaml").write_text(yaml.safe_dump(run, sort_keys=False, width=120))
+    (folder / "run.yaml").write_text(mbridge_cases.dump(run))
     mesh = load_config(folder / "megatron.yaml").mesh(gpus, slices).normalized().model_dump(exclude_defaults=True)
     dtype_note = ("FP8 (current scaling, the recipe's fp8_cs) recorded as dtype fp8" if precision == "FP8"
                   else "MXFP8 recorded as dtype fp8 (the chip's fp8 peak)")
@@ -142,23 +143,15 @@ def write_case(root: Path, task: str, line: str) -> str:
         "stated": [f"26.06 NeMo Container, {SECTION[task]}, Model: LLAMA3_70B, row: {line}", f"columns: {COLUMNS}"],
         "assumed": ASSUMED + lora_note + [dtype_note],
         "adopted_mesh": mesh,
-        "measured": [{"tokens_per_second_per_chip": float(row["Tokens / sec / GPU"]),
-                      "tflops_per_chip": float(row["Model TFLOP / sec / GPU"]),
-                      "source": f"{SECTION[task]} LLAMA3_70B, {row['System']} {precision} row: "
-                                f"{row['Tokens / sec / GPU']} tokens/sec/GPU, {row['Model TFLOP / sec / GPU']} model "
-                                "TFLOP/sec/GPU"}],
+        "measured": mbridge_cases.measured(row, f"{SECTION[task]} LLAMA3_70B, {row['System']} {precision} row"),
     }
-    (folder / "expected.yaml").write_text(yaml.safe_dump(exp, sort_keys=False, width=120))
+    (folder / "expected.yaml").write_text(mbridge_cases.dump(exp))
     return cid
 
 
 def main(argv: list[str]) -> int:
-    root = Path(argv[1]) if len(argv) > 1 else Path(__file__).resolve().parents[1] / "examples" / "eval"
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-    for task, lines in ROWS.items():
-        for line in lines:
-            print(write_case(root, task, line))
-    return 0
+    return mbridge_cases.run(argv, lambda root: (write_case(root, task, line)
+                                                 for task, lines in ROWS.items() for line in lines))
 
 
 if __name__ == "__main__":

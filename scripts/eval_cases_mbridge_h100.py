@@ -26,7 +26,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import yaml
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # scripts/mbridge_cases.py
+import mbridge_cases  # noqa: E402
 
 REPO = "NVIDIA-NeMo/Megatron-Bridge"
 ARCHIVE_COMMIT = "067f987df03b8355b03192d88d70f1709fedf51a"
@@ -163,7 +164,7 @@ def _config(version: str, row: dict[str, Any], n: dict[str, int], model: str) ->
         assumed.append(f"{keys} as the performance recipe {name} at {RECIPE_COMMIT_2511[:12]} sets it (the recipe "
                        "at this commit is assumed to be the one the 25.11 row ran)")
     doc = {"trainer": {"devices": 8, "num_nodes": n["gpus"] // 8}, "model": model_keys}
-    return "megatron.yaml", header + comment + yaml.safe_dump(doc, sort_keys=False, width=120), assumed
+    return "megatron.yaml", header + comment + mbridge_cases.dump(doc), assumed
 
 
 def _adopted(folder: Path, config_name: str, gpus: int) -> dict[str, dict[str, int]]:
@@ -200,7 +201,7 @@ def write_case(root: Path, version: str, line: str) -> str:
         "tags": ["published", "config-only", "megatron-bridge"] + (["moe"] if "experts" in MODELS[model] else []),
         "config": config_name, "profile": [],
     }
-    (folder / "run.yaml").write_text(yaml.safe_dump(run, sort_keys=False, width=120))
+    (folder / "run.yaml").write_text(mbridge_cases.dump(run))
     assumed = list(COMMON_ASSUMED) + config_assumed + MOE_ASSUMED.get(model, []) + ([fix_note] if fix_note else [])
     if version == "25.09":
         assumed.append(PRECISION_2509)
@@ -215,7 +216,6 @@ def write_case(root: Path, version: str, line: str) -> str:
     else:
         assumed.append("settings the table does not state (recompute, distributed optimizer, sequence parallel, "
                        "overlap) are left unstated: the performance recipes set them in code")
-    tps, tflops = float(row["Tokens / sec / GPU"]), float(row["Model TFLOP / sec / GPU"])
     exp = {
         "schema_version": 1, "kind": "config_only",
         "source": f"{REPO} docs/performance-summary-archive.md @ {ARCHIVE_COMMIT[:10]}, '{version} NeMo Container' > "
@@ -225,21 +225,15 @@ def write_case(root: Path, version: str, line: str) -> str:
                    f"columns: {COLUMNS[version]}"],
         "assumed": assumed,
         "adopted_mesh": _adopted(folder, config_name, n["gpus"]),
-        "measured": [{"tokens_per_second_per_chip": tps, "tflops_per_chip": tflops,
-                      "source": f"DGX-H100 row {row['Model']}: {row['Tokens / sec / GPU']} tokens/sec/GPU, "
-                                f"{row['Model TFLOP / sec / GPU']} model TFLOP/sec/GPU"}],
+        "measured": mbridge_cases.measured(row, f"DGX-H100 row {row['Model']}"),
     }
-    (folder / "expected.yaml").write_text(yaml.safe_dump(exp, sort_keys=False, width=120))
+    (folder / "expected.yaml").write_text(mbridge_cases.dump(exp))
     return cid
 
 
 def main(argv: list[str]) -> int:
-    root = Path(argv[1]) if len(argv) > 1 else Path(__file__).resolve().parents[1] / "examples" / "eval"
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-    for version, lines in ROWS.items():
-        for line in lines:
-            print(write_case(root, version, line))
-    return 0
+    return mbridge_cases.run(argv, lambda root: (write_case(root, version, line)
+                                                 for version, lines in ROWS.items() for line in lines))
 
 
 if __name__ == "__main__":

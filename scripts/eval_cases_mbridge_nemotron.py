@@ -24,7 +24,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import yaml
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # scripts/mbridge_cases.py
+import mbridge_cases  # noqa: E402
 
 REPO = "NVIDIA-NeMo/Megatron-Bridge"
 ARCHIVE_COMMIT = "067f987df03b8355b03192d88d70f1709fedf51a"
@@ -103,7 +104,7 @@ def _config(row: dict[str, str], chip: str, gpus: int) -> tuple[str, list[str]]:
               f"{row['System']} row ({URL})\n# parallel sizes and batch from the row; the other settings from the "
               f"performance recipe scripts/performance/configs/nemotronh/ @ {RECIPE_COMMIT}\n")
     doc = {"trainer": {"devices": min(gpus, 8), "num_nodes": nodes}, "model": keys}
-    return header + yaml.safe_dump(doc, sort_keys=False, width=120), assumed
+    return header + mbridge_cases.dump(doc), assumed
 
 
 def write_case(root: Path, line: str) -> str:
@@ -129,7 +130,7 @@ def write_case(root: Path, line: str) -> str:
         "tags": ["published", "config-only", "megatron-bridge", "moe", "hybrid"],
         "config": "megatron.yaml", "profile": [],
     }
-    (folder / "run.yaml").write_text(yaml.safe_dump(run, sort_keys=False, width=120))
+    (folder / "run.yaml").write_text(mbridge_cases.dump(run))
     mesh = load_config(folder / "megatron.yaml").mesh(gpus, slices).normalized().model_dump(exclude_defaults=True)
     dtype_note = ("FP8 (current scaling in the H100 recipe) recorded as dtype fp8" if precision == "FP8"
                   else "MXFP8 recorded as dtype fp8 (the chip's fp8 peak)")
@@ -142,21 +143,14 @@ def write_case(root: Path, line: str) -> str:
                    f"columns: {COLUMNS}"],
         "assumed": ASSUMED + assumed + [dtype_note],
         "adopted_mesh": mesh,
-        "measured": [{"tokens_per_second_per_chip": float(row["Tokens / sec / GPU"]),
-                      "tflops_per_chip": float(row["Model TFLOP / sec / GPU"]),
-                      "source": f"{row['System']} row Nemotron_3_Nano: {row['Tokens / sec / GPU']} tokens/sec/GPU, "
-                                f"{row['Model TFLOP / sec / GPU']} model TFLOP/sec/GPU"}],
+        "measured": mbridge_cases.measured(row, f"{row['System']} row Nemotron_3_Nano"),
     }
-    (folder / "expected.yaml").write_text(yaml.safe_dump(exp, sort_keys=False, width=120))
+    (folder / "expected.yaml").write_text(mbridge_cases.dump(exp))
     return cid
 
 
 def main(argv: list[str]) -> int:
-    root = Path(argv[1]) if len(argv) > 1 else Path(__file__).resolve().parents[1] / "examples" / "eval"
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-    for line in ROWS:
-        print(write_case(root, line))
-    return 0
+    return mbridge_cases.run(argv, lambda root: (write_case(root, line) for line in ROWS))
 
 
 if __name__ == "__main__":

@@ -44,3 +44,13 @@ def assert_script_writes(name: str, cases: list[str], out: Path) -> None:
     for case in cases:
         for f in (EVAL / case).iterdir():
             assert (out / case / f.name).read_text() == f.read_text(), f"{case}/{f.name}"
+
+
+def megatron_yaml_settings(tmp_path: Path, extra: str):  # type: ignore[no-untyped-def]
+    """The training settings ASAP reads from a small Megatron-format YAML (TP 2, 4,096 tokens) plus ``extra`` YAML."""
+    from bot.configs.detect import load_config
+    from knowledge.cost_settings import settings_from_config
+
+    path = tmp_path / "megatron.yaml"
+    path.write_text("model:\n  tensor_model_parallel_size: 2\n  seq_length: 4096\n" + extra)
+    return settings_from_config(load_config(path))

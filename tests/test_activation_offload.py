@@ -11,26 +11,18 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from bot.configs.detect import load_config
-from knowledge.cost_settings import settings_from_config
-from tests.published_cases import predict_case
+from tests.published_cases import megatron_yaml_settings, predict_case
 
 GB200 = "mbridge-25.11-gb200-llama3-70b-64gpu"
 GB300 = "mbridge-25.11-gb300-llama3-70b-64gpu"
 
 
-def _settings(tmp_path: Path, extra: str):  # type: ignore[no-untyped-def]
-    path = tmp_path / "megatron.yaml"
-    path.write_text("model:\n  tensor_model_parallel_size: 1\n  seq_length: 8192\n" + extra)
-    return settings_from_config(load_config(path))
-
-
 def test_megatron_cpu_offloading_settings_are_read(tmp_path: Path) -> None:
     on = "  cpu_offloading: true\n  cpu_offloading_num_layers: 40\n"
-    assert _settings(tmp_path, on).activation_offload_layers == 40
-    assert _settings(tmp_path, on + "  cpu_offloading_activations: false\n").activation_offload_layers == 0
-    assert _settings(tmp_path, "  cpu_offloading: false\n  cpu_offloading_num_layers: 40\n").activation_offload_layers == 0
-    assert _settings(tmp_path, "").activation_offload_layers is None
+    assert megatron_yaml_settings(tmp_path, on).activation_offload_layers == 40
+    assert megatron_yaml_settings(tmp_path, on + "  cpu_offloading_activations: false\n").activation_offload_layers == 0
+    assert megatron_yaml_settings(tmp_path, "  cpu_offloading: false\n  cpu_offloading_num_layers: 40\n").activation_offload_layers == 0
+    assert megatron_yaml_settings(tmp_path, "").activation_offload_layers is None
 
 
 def test_the_recipes_offload_is_what_brings_the_70b_fsdp_rows_near_their_hbm() -> None:

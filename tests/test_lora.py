@@ -18,11 +18,9 @@ import pytest
 import yaml
 
 from bot.analysis.kpis import model_flops_per_step
-from bot.configs.detect import load_config
 from bot.errors import AsapError
 from bot.runs.store import LocalRunStore
-from knowledge.cost_settings import settings_from_config
-from tests.published_cases import EVAL, assert_script_writes, predict_case
+from tests.published_cases import EVAL, assert_script_writes, megatron_yaml_settings, predict_case
 
 H100_LORA = "mbridge-26.06-h100-llama3-70b-lora-8gpu-fp8"
 WRITTEN = [f"mbridge-26.06-{c}-llama3-70b-{task}-{n}gpu-{p}" for task, n in (("sft", 32), ("lora", 8))
@@ -66,29 +64,23 @@ def test_model_flops_count_lora_as_megatron_bridge_does() -> None:
     assert model_flops_per_step(full).per_step / model_flops_per_step(record).per_step > 1.4
 
 
-def _settings(tmp_path: Path, peft_yaml: str):  # type: ignore[no-untyped-def]
-    path = tmp_path / "megatron.yaml"
-    path.write_text("model:\n  tensor_model_parallel_size: 2\n  seq_length: 4096\n" + peft_yaml)
-    return settings_from_config(load_config(path))
-
-
 def test_the_megatron_bridge_peft_block_is_read(tmp_path: Path) -> None:
-    s = _settings(tmp_path, "peft:\n  _target_: megatron.bridge.peft.lora.LoRA\n  dim: 8\n  alpha: 16\n"
+    s = megatron_yaml_settings(tmp_path, "peft:\n  _target_: megatron.bridge.peft.lora.LoRA\n  dim: 8\n  alpha: 16\n"
                             "  target_modules: ['*.linear_qkv', linear_fc1]\n")
     assert (s.peft, s.lora_rank, s.lora_targets, s.peft_problem) == ("lora", 8, ("linear_qkv", "linear_fc1"), None)
     # a dim elsewhere in the file is not the adapter rank
-    s = _settings(tmp_path, "dim: 4096\npeft: lora\n")
+    s = megatron_yaml_settings(tmp_path, "dim: 4096\npeft: lora\n")
     assert (s.peft, s.lora_rank) == ("lora", None)
-    assert _settings(tmp_path, "peft: null\n").peft == "none"
-    assert _settings(tmp_path, "").peft is None
+    assert megatron_yaml_settings(tmp_path, "peft: null\n").peft == "none"
+    assert megatron_yaml_settings(tmp_path, "").peft is None
 
 
 def test_schemes_and_targets_asap_does_not_price_are_named(tmp_path: Path) -> None:
-    s = _settings(tmp_path, "peft_scheme: dora\n")
+    s = megatron_yaml_settings(tmp_path, "peft_scheme: dora\n")
     assert s.peft == "lora" and "'dora' priced as LoRA" in (s.peft_problem or "")
-    s = _settings(tmp_path, "peft_scheme: ia3\n")
+    s = megatron_yaml_settings(tmp_path, "peft_scheme: ia3\n")
     assert s.peft == "none" and "'ia3' is not priced" in (s.peft_problem or "")
-    s = _settings(tmp_path, "peft:\n  _target_: megatron.bridge.peft.lora.LoRA\n  target_modules: [linear_q_proj]\n")
+    s = megatron_yaml_settings(tmp_path, "peft:\n  _target_: megatron.bridge.peft.lora.LoRA\n  target_modules: [linear_q_proj]\n")
     assert s.lora_targets is None and "linear_q_proj not recognised" in (s.peft_problem or "")
 
 

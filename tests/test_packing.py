@@ -14,29 +14,21 @@ from pathlib import Path
 
 import yaml
 
-from bot.configs.detect import load_config
 from bot.runs.store import LocalRunStore
 from knowledge import costmodel
-from knowledge.cost_settings import settings_from_config
-from tests.published_cases import EVAL, predict_case
+from tests.published_cases import EVAL, megatron_yaml_settings, predict_case
 
 H100_LORA = "mbridge-26.06-h100-llama3-70b-lora-8gpu-fp8"
 
 
-def _settings(tmp_path: Path, extra: str):  # type: ignore[no-untyped-def]
-    path = tmp_path / "megatron.yaml"
-    path.write_text("model:\n  tensor_model_parallel_size: 2\n  seq_length: 4096\n" + extra)
-    return settings_from_config(load_config(path))
-
-
 def test_the_packing_settings_of_megatron_bridge_and_nemo_are_read(tmp_path: Path) -> None:
     specs = "dataset:\n  packed_sequence_specs:\n    packed_sequence_size: 4096\n"
-    assert _settings(tmp_path, specs).packed_sequences is True
-    assert _settings(tmp_path, "dataset:\n  packed_sequence_specs: null\n").packed_sequences is False
-    assert _settings(tmp_path, "dataset:\n  enable_offline_packing: false\n"
+    assert megatron_yaml_settings(tmp_path, specs).packed_sequences is True
+    assert megatron_yaml_settings(tmp_path, "dataset:\n  packed_sequence_specs: null\n").packed_sequences is False
+    assert megatron_yaml_settings(tmp_path, "dataset:\n  enable_offline_packing: false\n"
                                "  offline_packing_specs:\n    packed_sequence_size: 4096\n").packed_sequences is False
-    assert _settings(tmp_path, "data:\n  train_ds:\n    packed_sequence: true\n").packed_sequences is True
-    assert _settings(tmp_path, "").packed_sequences is None
+    assert megatron_yaml_settings(tmp_path, "data:\n  train_ds:\n    packed_sequence: true\n").packed_sequences is True
+    assert megatron_yaml_settings(tmp_path, "").packed_sequences is None
 
 
 def test_the_published_lora_row_keeps_its_point_and_its_band_reaches_down_by_the_attention() -> None:

@@ -1,0 +1,42 @@
+"""What the Megatron-Bridge case-writing scripts share: the YAML dump, the measured block, and the command line.
+
+``scripts/eval_cases_mbridge_{h100,nemotron,finetune,2608}.py`` each turn rows of a Megatron-Bridge performance table
+into eval case folders (``examples/eval/<case>/``). Their rows, recipes and assumptions differ; how a case file is
+written, how a row's two figures become the ``measured`` entry, and how the script is run do not.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def dump(doc: Any) -> str:
+    """A case file's YAML, as every committed case is written (key order kept, 120 columns)."""
+    return yaml.safe_dump(doc, sort_keys=False, width=120)
+
+
+def write(folder: Path, name: str, doc: Any) -> None:
+    (folder / name).write_text(dump(doc))
+
+
+def measured(row: dict[str, str], label: str) -> list[dict[str, Any]]:
+    """The ``measured`` entry of a row: its tokens/s/GPU and model TFLOP/s/GPU, with the row named by ``label``."""
+    tps, tflops = row["Tokens / sec / GPU"], row["Model TFLOP / sec / GPU"]
+    return [{"tokens_per_second_per_chip": float(tps), "tflops_per_chip": float(tflops),
+             "source": f"{label}: {tps} tokens/sec/GPU, {tflops} model TFLOP/sec/GPU"}]
+
+
+def run(argv: list[str], write_all: Callable[[Path], Iterable[str]]) -> int:
+    """``script.py [cases dir]``: write every case (default ``examples/eval``) and print the ids written."""
+    root = Path(argv[1]) if len(argv) > 1 else ROOT / "examples" / "eval"
+    sys.path.insert(0, str(ROOT))
+    for cid in write_all(root):
+        print(cid)
+    return 0
