@@ -18,18 +18,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from bot.configs.common import find_by_name
+import numpy as np
+
+from bot.configs.common import as_bool, find_by_name, positive_int
 
 # Config keys read (bot.configs.common.settings by name): Megatron-Core TransformerConfig / Megatron-Bridge model.
 NAMES: tuple[str, ...] = ("cpu_offloading", "cpu_offloading_num_layers", "cpu_offloading_activations")
-
-
-def _flag(value: Any) -> bool | None:
-    if value is None:
-        return None
-    if isinstance(value, str):
-        return value.strip().lower() in ("true", "1", "yes", "on")
-    return bool(value)
 
 
 def offload_settings(values: dict[str, Any]) -> dict[str, Any]:
@@ -41,13 +35,15 @@ def offload_settings(values: dict[str, Any]) -> dict[str, Any]:
     path, on = find_by_name(values, "cpu_offloading")
     if path is None:
         return {}
-    if not _flag(on) or _flag(find_by_name(values, "cpu_offloading_activations")[1]) is False:
+    if not as_bool(on) or as_bool(find_by_name(values, "cpu_offloading_activations")[1]) is False:
         return {"activation_offload_layers": 0}
-    _, layers = find_by_name(values, "cpu_offloading_num_layers")
-    try:
-        return {"activation_offload_layers": max(int(layers), 0)}
-    except (TypeError, ValueError):
-        return {"activation_offload_layers": 0}
+    return {"activation_offload_layers": positive_int(find_by_name(values, "cpu_offloading_num_layers")[1]) or 0}
+
+
+def offload_layers(settings: Any, runyaml_layers: int) -> int:
+    """Layers per stage whose activations are offloaded: the config's setting (it is what ran), else run.yaml's."""
+    stated = getattr(settings, "activation_offload_layers", None) if settings is not None else None
+    return int(runyaml_layers if stated is None else stated)
 
 
 def offload_note(layers: int, link: float | None) -> str:
@@ -62,8 +58,6 @@ def offload_note(layers: int, link: float | None) -> str:
 def kept_layers(layers: Any, offloaded: int) -> Any:
     """Layers of a stage whose saved activations stay in HBM (``layers`` may be a numpy array): all but the
     offloaded ones, and never fewer than one."""
-    import numpy as np
-
     return layers - np.minimum(float(offloaded), np.maximum(layers - 1.0, 0.0))
 
 
@@ -71,8 +65,6 @@ def offload_copy_seconds(bytes_per_layer_mb: Any, layers: Any, offloaded: int, m
                          link: float | None, device_s: Any) -> Any:
     """Seconds per step the copies of offloaded activations add: out and back per micro-batch over the host link,
     less what the step's compute covers (0 without a host-link figure or with nothing offloaded)."""
-    import numpy as np
-
     if not offloaded or not link:
         return np.zeros_like(np.asarray(device_s, dtype=float))
     moved = layers - kept_layers(layers, offloaded)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from bot.configs.common import find_by_name
+from bot.configs.common import as_bool, find_by_name, positive_int
 
 # Config keys read (bot.configs.common.settings by name): Megatron-Bridge ConfigContainer
 # ``dataset.packed_sequence_specs`` (``packed_sequence_size``; null when not packing) and the newer
@@ -24,36 +24,24 @@ NAMES: tuple[str, ...] = ("packed_sequence_specs", "packed_sequence_size", "enab
                           "offline_packing_specs", "packed_sequence")
 
 
-def _stated(values: dict[str, Any], key: str) -> tuple[bool, Any]:
-    path, value = find_by_name(values, key)
-    return path is not None, value
-
-
-def _truthy(value: Any) -> bool:
-    if isinstance(value, str):
-        return value.strip().lower() in ("true", "1", "yes", "on")
-    return bool(value)
-
-
 def packing_settings(values: dict[str, Any]) -> dict[str, Any]:
     """``{"packed_sequences": bool}`` when the config says whether it packs samples, else ``{}`` (not stated).
 
     A packed-sequence size (``packed_sequence_size``, or a non-null ``packed_sequence_specs``) means packing unless
     offline packing is explicitly off; ``packed_sequence`` (NeMo 1) is read as written.
     """
-    has_flag, flag = _stated(values, "enable_offline_packing")
-    if has_flag and not _truthy(flag):
-        return {"packed_sequences": False}
-    has_size, size = _stated(values, "packed_sequence_size")
-    has_specs, specs = _stated(values, "packed_sequence_specs")
-    has_offline, offline = _stated(values, "offline_packing_specs")
-    if (has_size and size not in (None, 0, "null")) or (has_flag and _truthy(flag)):
+    offline_flag = as_bool(find_by_name(values, "enable_offline_packing")[1])
+    if offline_flag is not None:
+        return {"packed_sequences": offline_flag}
+    size_path, size = find_by_name(values, "packed_sequence_size")
+    if size_path is not None and positive_int(size):
         return {"packed_sequences": True}
-    if has_specs or has_offline:
-        return {"packed_sequences": specs not in (None, "null", "") or offline not in (None, "null", "")}
-    has_nemo, nemo = _stated(values, "packed_sequence")
-    if has_nemo:
-        return {"packed_sequences": _truthy(nemo)}
+    specs = [find_by_name(values, k) for k in ("packed_sequence_specs", "offline_packing_specs")]
+    if any(path is not None for path, _ in specs):
+        return {"packed_sequences": any(value not in (None, "null", "") for _, value in specs)}
+    nemo_path, nemo = find_by_name(values, "packed_sequence")
+    if nemo_path is not None:
+        return {"packed_sequences": bool(as_bool(nemo))}
     return {}
 
 

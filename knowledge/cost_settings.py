@@ -34,7 +34,7 @@ from bot.configs.pipeline_layout import parse_pipeline_layout
 from bot.configs.sharding import ShardingConfig
 from bot.configs.yamlscan import compose
 from knowledge.cost_act_offload import NAMES as ACT_OFFLOAD_NAMES
-from knowledge.cost_act_offload import offload_settings
+from knowledge.cost_act_offload import offload_layers, offload_settings
 from knowledge.cost_packing import NAMES as PACKING_NAMES
 from knowledge.cost_packing import packing_settings
 from knowledge.cost_peft import LIST_NAMES as PEFT_LISTS
@@ -570,7 +570,7 @@ def unknown_settings(settings: TrainingSettings | None, framework: str, runyaml_
             name="flash_attention", lean={"flash_attention": True}, hungry={"flash_attention": False},
             fix="use a fused/flash attention kernel (e.g. attention: flash)", words="a flash attention kernel",
         ))
-    offloading = bool(s.activation_offload_layers if s.activation_offload_layers is not None else runyaml_offload)
+    offloading = bool(offload_layers(s, runyaml_offload))
     remat_stated = s.remat_key is not None or runyaml_remat is not None or framework == "maxtext" or offloading
     if not remat_stated:
         key = REMAT_KEY.get(framework, "remat_policy")

@@ -15,6 +15,7 @@ from typing import Any
 from bot.configs.pipeline_layout import check_layout, rank_layers
 from bot.errors import AsapError
 from bot.runs.record import RunRecord, TrainingSpec
+from knowledge.cost_act_offload import offload_layers
 from knowledge.cost_model_source import config_model
 from knowledge.cost_packing import packing_note
 from knowledge.cost_peft import ALL_TARGETS, DEFAULT_RANK, adapter_params_per_layer
@@ -324,7 +325,7 @@ def resolve_shape(run: RunRecord, settings: TrainingSettings | None = None) -> S
         lora_params=lora[0],
         lora_active=lora[1],
         packed=packed,
-        activation_offload_layers=_offload_layers(t, cfg),
+        activation_offload_layers=offload_layers(cfg, t.activation_offload_layers),
         layers=m.layers + mtp,
         mtp_layers=mtp,
         pipeline_layout=layout,
@@ -889,12 +890,6 @@ def _megatron_sequence_parallel(cfg: TrainingSettings | None, notes: list[str]) 
         "(the band and the memory check also span it off)"
     )
     return True
-
-
-def _offload_layers(t: TrainingSpec, cfg: TrainingSettings | None) -> int:
-    """Layers per stage whose activations are offloaded: the config's setting, else run.yaml's."""
-    stated = cfg.activation_offload_layers if cfg is not None else None
-    return int(t.activation_offload_layers if stated is None else stated)
 
 
 def _packed(t: TrainingSpec, cfg: TrainingSettings | None, seq_len: int, assumptions: list[str]) -> bool:

@@ -131,8 +131,9 @@ def offload_problems(record: RunRecord, mesh: Mesh, settings: Any | None) -> lis
     for cpu_offloading with pipeline parallelism ("Currently there is no support for Pipeline parallelism with CPU
     offloading"), with activation recomputation, and for ``cpu_offloading_num_layers >= num_layers``.
     """
-    stated = getattr(settings, "activation_offload_layers", None) if settings is not None else None
-    layers = stated if stated is not None else (record.training.activation_offload_layers if record.training else 0)
+    from knowledge.cost_act_offload import offload_layers
+
+    layers = offload_layers(settings, record.training.activation_offload_layers if record.training else 0)
     if not layers:
         return []
     out: list[str] = []
