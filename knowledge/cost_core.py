@@ -635,13 +635,15 @@ def _device_time(shape: Shape, chip: Chip, efficiency: float, mm: _MeshSplit) ->
 
 def _hbm_extras(shape: Shape, mm: _MeshSplit, bw: float, core_share: float) -> np.ndarray:
     """HBM time outside the matmuls: elementwise work, and the attention scores without a flash kernel."""
-    L, D, F = float(shape.layers), float(shape.d_model), float(shape.d_ff)
+    L, D = float(shape.layers), float(shape.d_model)
     S, B = float(shape.seq_len), float(shape.global_batch)
     nt, ns, npp, dp = mm.nt, mm.ns, mm.npp, mm.dp
     spec = shape.spec
     # Elementwise work (norms, residual adds, activation functions, dropout, bias) streams HBM: ~EW_BYTES x
     # width bytes per token per layer, on the d_model-sized tensors (replicated over tensor ranks unless
-    # Megatron sequence parallelism / GSPMD shards them [KOR §4.2]) and the d_ff/t-sized MLP activations.
+    # Megatron sequence parallelism / GSPMD shards them [KOR §4.2]) and the MLP activations over tensor ranks: a MoE
+    # token passes through top_k experts (and any shared ones), so its activation function runs over d_ff x top_k
+    # (_mlp_width), not one expert's d_ff.
     # Its share of the step falls as 1/d_model against the matmuls (d_model^2): why measured efficiency rises
     # with hidden size in published scaling tables. Re-run in backward under full recompute.
     emb_div = nt if shape.sequence_parallel else np.ones_like(nt)
@@ -649,7 +651,7 @@ def _hbm_extras(shape: Shape, mm: _MeshSplit, bw: float, core_share: float) -> n
     ew_passes = ew * (1.0 + spec.elementwise_recompute / 3.0)
     # (a hybrid stack's layer holds one norm + residual block, an MLP only on its - / E layers, and Mamba's
     # gating, convolution and norm over d_inner on its M layers)
-    width = shape.block_share * D / emb_div + 0.5 * F / nt * (shape.n_mlp / max(L, 1.0))
+    width = shape.block_share * D / emb_div + 0.5 * _mlp_width(shape) / nt
     if shape.mamba_layers:
         width = width + 0.5 * float(shape.mamba_inner) / nt * (shape.mamba_layers / max(L, 1.0))
     ew_bytes = ew_passes * (L / npp) * (B * S / (dp * ns)) * width

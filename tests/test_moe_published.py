@@ -16,6 +16,8 @@ from published_cases import predict_case as _predict
 from bot.proposals.eval_figures import _metrics
 from bot.proposals.evaluate import MeasuredOutcome
 from bot.runs.store import LocalRunStore
+from knowledge.cost_core import EW_BYTES, chip_efficiency
+from knowledge.hardware import get_chip
 
 EVAL = Path(__file__).resolve().parents[1] / "examples" / "eval"
 Q235 = "mbridge-26.04.01-h100-qwen3-235b-a22b-256gpu"
@@ -116,3 +118,18 @@ def test_a_moe_run_is_told_its_per_layer_overhead_and_offered_larger_micro_batch
     ps = propose(run, report, knowledge=False)
     raised = [p for p in ps.proposals if any(k.endswith("micro_batch_size") and v > 1 for k, v in p.settings.items())]
     assert raised, [p.mesh.short() for p in ps.proposals]
+
+
+def test_the_activations_of_every_routed_expert_a_token_visits_are_priced() -> None:
+    """GPT-OSS 120B (top-4 of 128 experts, 2,880 wide) on 64 GB200, 26.08: each token runs the activation function
+    over four experts' 2 x 2,880 outputs, not one expert's. The HBM term holds at least that elementwise traffic
+    (EW_BYTES per token per layer per unit of MLP width, on half the passes) for 1,280 x 4,096 / 64 tokens per GPU
+    over 36 layers."""
+    case = "mbridge-26.08-gb200-gpt-oss-120b-64gpu-mxfp8"
+    chip = get_chip("gb200")
+    tokens_per_gpu = 1280 * 4096 / 64
+    expert_bytes = 0.5 * EW_BYTES * 4 * 2880 * 36 * tokens_per_gpu
+    expert_ms = expert_bytes / (chip.hbm_bandwidth * chip_efficiency(chip)) * 1e3
+    assert _predict(case).breakdown_ms["hbm"] > expert_ms
+    record = LocalRunStore(EVAL).get(case).record
+    assert record.model is not None and record.model.experts_per_token == 4
