@@ -262,6 +262,18 @@ SHAPE_TILE = 256.0
 # lower it; that is not modelled.
 MOE_LAYER_HOST_S = 3.5e-3
 
+# The same fixed time under a whole-iteration CUDA graph with MoE paged stashing (knowledge.cost_cuda_graph): no host
+# launches and no token-count sync, the GPU work of routing and permutation left. Fitted across the two
+# Megatron-Bridge 26.08 tables (GB200 and GB300, MXFP8), whose eight MoE rows all run that way (docs/cost-model.md,
+# "Whole-iteration CUDA graphs").
+MOE_LAYER_GRAPHED_S = 1.0e-3
+
+
+def moe_layer_s(shape: Shape) -> float:
+    """Fixed seconds per MoE layer per micro-batch for this run: graphed or not."""
+    return MOE_LAYER_GRAPHED_S if shape.full_iteration_graph else MOE_LAYER_HOST_S
+
+
 # Share of MOE_LAYER_HOST_S that a re-run MoE forward repeats: its forward half (routing, the token-count exchange
 # and the dispatch's permutation run in forward; backward repeats the kernels but not the routing). Not fitted.
 MOE_RERUN_HOST_SHARE = 0.5
@@ -618,7 +630,7 @@ def _device_time(shape: Shape, chip: Chip, efficiency: float, mm: _MeshSplit) ->
     # (only the layers with experts: a model's leading dense_layers have no router)
     # A re-run MoE forward (RematSpec.reruns_moe_layer) repeats its forward share (MOE_RERUN_HOST_SHARE) of that time.
     rerun = 1.0 + (MOE_RERUN_HOST_SHARE if spec.reruns_moe_layer else 0.0)
-    per_moe_layer = rerun * MOE_LAYER_HOST_S * mm.m if shape.is_moe else np.zeros_like(compute_s)
+    per_moe_layer = rerun * moe_layer_s(shape) * mm.m if shape.is_moe else np.zeros_like(compute_s)
     # Pipeline stages: the slowest stage sets the step. Megatron puts the output layer + loss on the last
     # stage (the embedding lookup on the first costs little time but its weights live there) [PTD §2.2;
     # Megatron-Core pipeline layout]; frameworks that keep them outside the pipeline spread them evenly.

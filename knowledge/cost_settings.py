@@ -35,6 +35,9 @@ from bot.configs.sharding import ShardingConfig
 from bot.configs.yamlscan import compose
 from knowledge.cost_act_offload import NAMES as ACT_OFFLOAD_NAMES
 from knowledge.cost_act_offload import offload_layers, offload_settings
+from knowledge.cost_cuda_graph import LIST_NAMES as GRAPH_LISTS
+from knowledge.cost_cuda_graph import NAMES as GRAPH_NAMES
+from knowledge.cost_cuda_graph import graph_settings
 from knowledge.cost_packing import NAMES as PACKING_NAMES
 from knowledge.cost_packing import packing_settings
 from knowledge.cost_peft import LIST_NAMES as PEFT_LISTS
@@ -72,7 +75,7 @@ NAMES: tuple[str, ...] = OVERLAP_NAMES + (
     "grad_reduce_in_bf16", "fp8_param_gather", "fp8_params", "fp8", "fp4", "fp4_param_gather", "fp4_param",
     "use_megatron_fsdp",
     "data_parallel_sharding_strategy",
-) + PEFT_NAMES + PACKING_NAMES + ACT_OFFLOAD_NAMES
+) + PEFT_NAMES + PACKING_NAMES + ACT_OFFLOAD_NAMES + GRAPH_NAMES
 
 # Megatron-FSDP --data-parallel-sharding-strategy -> the ZeRO stage it matches (arguments.py choices; default
 # optim_grads_params): optimizer state, + gradients, + parameters sharded over the data-parallel ranks.
@@ -203,6 +206,8 @@ class TrainingSettings(BaseModel):
                                           "(knowledge.cost_packing); None = not stated")
     activation_offload_layers: int | None = Field(default=None, description="layers whose saved activations go to "
                                                   "host memory (Megatron cpu_offloading_num_layers); None = not stated")
+    full_iteration_graph: bool | None = Field(default=None, description="Megatron-Core captures the whole training "
+                                              "step in one CUDA graph (knowledge.cost_cuda_graph); None = not stated")
 
 
 def dtype_bytes(name: str | None) -> float:
@@ -242,7 +247,7 @@ def all_settings(config: ShardingConfig) -> dict[str, Any]:
     root = compose(config.text, config.source)
     if root is None:
         return dict(config.settings)
-    values = read_settings(root, NAMES, lists=PEFT_LISTS)
+    values = read_settings(root, NAMES, lists=PEFT_LISTS + GRAPH_LISTS)
     merged = dict(config.settings)
     merged.update(values)
     return merged
@@ -323,6 +328,7 @@ def settings_from_config(config: ShardingConfig) -> TrainingSettings:
     out.update(peft_settings(v))
     out.update(packing_settings(v))
     out.update(offload_settings(v))
+    out.update(graph_settings(v))
     if fmt == "torchtitan":
         from knowledge.cost_settings_titan import torchtitan_settings
 

@@ -86,6 +86,7 @@ class Shape:
     optimizer_bytes: float = 12.0  # bytes per parameter of the optimizer state (before sharding)
     optimizer_offload: bool = False  # optimizer state in host memory (MaxText optimizer_memory_host_offload)
     ep_comm_overlap: bool = False  # Megatron-Core overlap_moe_expert_parallel_comm: expert A2A off the critical path
+    full_iteration_graph: bool = False  # Megatron-Core whole-step CUDA graph: MoE layers without host launches / syncs
     attention_keys: float = 0.0  # keys per query averaged over layers (the window on local layers); 0 = seq_len
     ep_node_dedup: bool = False  # the dispatcher sends a token once per destination node (DeepEP / HybridEP, flex)
     zero_stage: int = 0  # DeepSpeed ZeRO over the data ranks: 1 optimizer, 2 + gradients, 3 + parameters [ZeRO §5]
@@ -629,6 +630,7 @@ def _mesh_behaviour(run: RunRecord, cfg: TrainingSettings | None, notes: list[st
     balance = getattr(cfg, "cp_load_balance", None) if cfg is not None else None
     ep_overlap = getattr(cfg, "ep_comm_overlap", None) if cfg is not None else None
     dedup = bool(getattr(cfg, "ep_node_dedup", None)) if cfg is not None else False
+    graph = bool(getattr(cfg, "full_iteration_graph", None)) if cfg is not None else False
     if dedup:
         notes.append("MoE dispatch once per destination node (config: flex token dispatcher / DeepEP): a token crosses "
                      "the node network once per node holding its experts, then NVLink [DeepSeek-V3 §3.2.2]")
@@ -669,6 +671,7 @@ def _mesh_behaviour(run: RunRecord, cfg: TrainingSettings | None, notes: list[st
         "tp_comm_overlap": bool(tp_overlap),
         "ep_comm_overlap": bool(ep_overlap),
         "ep_node_dedup": dedup,
+        "full_iteration_graph": graph,
         "cp_load_balanced": True if balance is None else bool(balance),
     }
 

@@ -30,14 +30,15 @@ from knowledge.cost_core import (
     AXIS_KEYS,
     BF16,
     DEFAULT_OVERLAP_MISS,
-    MOE_LAYER_HOST_S,
     XLA_FUSING,
     Terms,
     chip_efficiency,
     evaluate,
     logit_bytes,
+    moe_layer_s,
     reduce_bytes,
 )
+from knowledge.cost_cuda_graph import graph_note
 from knowledge.cost_offload import OFFLOAD_RANGE, offload_notes
 from knowledge.cost_settings import TrainingSettings
 from knowledge.cost_shapes import Shape, missing_for_prediction, resolve_shape
@@ -204,7 +205,10 @@ def predict(
     high = band_high * (1 + u) * 1e3
     step_ms = step * 1e3
     half_width = (high - low) / 2.0 / step_ms if step_ms > 0 else u
-    breakdown = _breakdown(terms, mesh, cs, exposed_axes, bubble, offload, fixed_s, assumptions)
+    breakdown = _breakdown(terms, mesh, cs, exposed_axes, bubble, offload, fixed_s, moe_layer_s(shape) * 1e3,
+                           assumptions)
+    if shape.is_moe and shape.full_iteration_graph:
+        assumptions.append(graph_note(moe_layer_s(shape) * 1e3))
     memory, mem_low, mem_high, fits = _memory(shape, terms, chip, mesh, calibration, assumptions)
     return Prediction(
         mesh=mesh,
@@ -298,7 +302,7 @@ def _step_uncertainty(run: RunRecord, shape: Shape, mesh: Mesh, chip: Chip, cali
 
 
 def _breakdown(terms: Terms, mesh: Mesh, cs: float, exposed_axes: dict[str, float], bubble: float, offload: float,
-               fixed_s: float, assumptions: list[str]) -> dict[str, float]:
+               fixed_s: float, moe_ms: float, assumptions: list[str]) -> dict[str, float]:
     """The predicted step split into its terms, in milliseconds."""
     moe_host = float(terms.moe_host_s[0]) if terms.moe_host_s is not None else 0.0
     breakdown = {
@@ -308,7 +312,7 @@ def _breakdown(terms: Terms, mesh: Mesh, cs: float, exposed_axes: dict[str, floa
     if moe_host > 0:
         breakdown["moe_layer_overhead"] = cs * moe_host * 1e3
         assumptions.append(
-            f"MoE layers: {MOE_LAYER_HOST_S * 1e3:g} ms per layer per micro-batch beyond their FLOPs (routing, the "
+            f"MoE layers: {moe_ms:g} ms per layer per micro-batch beyond their FLOPs (routing, the "
             f"token-count exchange, permutation, small kernels; fitted across the published MoE rows): "
             f"{cs * moe_host * 1e3:.0f} ms of this step"
         )

@@ -157,6 +157,11 @@ def _common(lib: str) -> list[Setting]:
             ("mixed_precision", "fp8_param_gather", True, MXFP8)]
 
 
+def _full_graph(src: str) -> list[Setting]:
+    """The whole-iteration CUDA graph with MoE paged stashing that the MoE rows' recipes turn on (``src``)."""
+    return [("model", "cuda_graph_impl", "full_iteration", src), ("model", "cuda_graph_scope", [], src)]
+
+
 def _dsv3(fn: str, modules: list[str], layout: str, layout_src: str) -> list[Setting]:
     return [
         ("model", "sequence_parallel", False, fn),
@@ -167,6 +172,7 @@ def _dsv3(fn: str, modules: list[str], layout: str, layout_src: str) -> list[Set
         ("model", "mtp_num_layers", 1, DSV3_LIB),
         ("model", "pipeline_model_parallel_layout", layout, layout_src),
         ("comm_overlap", "overlap_moe_expert_parallel_comm", True, DSV3_MX),
+        *_full_graph(DSV3_MX),
         ("optimizer", "main_grads_dtype", "bf16", DSV3_LIB),
         ("optimizer", "main_params_dtype", "fp32", DSV3_LIB),
         ("optimizer", "exp_avg_dtype", "bf16", DSV3_LIB),
@@ -178,7 +184,8 @@ def _gpt_oss(fn: str, remat: list[Setting]) -> list[Setting]:
     return [("model", "sequence_parallel", False, fn), *remat,
             ("model", "moe_token_dispatcher_type", "flex", GPTOSS_MX),
             ("model", "moe_flex_dispatcher_backend", "hybridep", GPTOSS_MX),
-            ("comm_overlap", "overlap_moe_expert_parallel_comm", True, GPTOSS_MX)] + _common(GPTOSS_LIB)
+            ("comm_overlap", "overlap_moe_expert_parallel_comm", True, GPTOSS_MX),
+            *_full_graph(GPTOSS_MX)] + _common(GPTOSS_LIB)
 
 
 def _qwen(fn: str, lib: str, uneven: bool) -> list[Setting]:
@@ -188,7 +195,7 @@ def _qwen(fn: str, lib: str, uneven: bool) -> list[Setting]:
     if uneven:  # 94 layers + embedding + loss = 96 slots over the pipeline x virtual stages
         out += [("model", "account_for_embedding_in_pipeline_split", True, lib),
                 ("model", "account_for_loss_in_pipeline_split", True, lib)]
-    return out + [("comm_overlap", "overlap_moe_expert_parallel_comm", True, QWEN_MX)] + _common(lib)
+    return out + [("comm_overlap", "overlap_moe_expert_parallel_comm", True, QWEN_MX), *_full_graph(QWEN_MX)] + _common(lib)
 
 
 def _nano(fn: str) -> list[Setting]:
@@ -210,15 +217,18 @@ NANO_GB300 = f"{P}/nemotronh/gb300/nemotronh.py::nemotron_3_nano_pretrain_8gpu_g
 
 # Per row: the recipe function whose sizes, batch and precision are the row's; the settings ASAP reads that the
 # recipe sets; and what the recipe does beyond them that ASAP does not model.
-DSV3_UNMODELLED = ("full-iteration CUDA graphs with MoE paged stashing (moe_expert_rank_capacity_factor 1.5), "
-                   "delayed weight-gradient compute (delay_wgrad_compute) and the fused grouped MLP "
+DSV3_UNMODELLED = ("the full-iteration CUDA graph is read (cuda_graph_impl); its MoE paged stashing "
+                   "(moe_expert_rank_capacity_factor 1.5), delayed weight-gradient compute (delay_wgrad_compute) and "
+                   "the fused grouped MLP "
                    f"({DSV3_MX.split('::')[1]}) are not modelled")
-QWEN_UNMODELLED = ("full-iteration CUDA graphs with MoE paged stashing (moe_expert_rank_capacity_factor 1.5), FP8 "
-                   "dot-product attention and delayed weight-gradient compute (_enable_hybridep_full_iteration_mxfp8) "
+QWEN_UNMODELLED = ("the full-iteration CUDA graph is read (cuda_graph_impl); its MoE paged stashing "
+                   "(moe_expert_rank_capacity_factor 1.5), FP8 dot-product attention and delayed weight-gradient "
+                   "compute (_enable_hybridep_full_iteration_mxfp8) "
                    "are not modelled; its tp_comm_overlap True does nothing at TP 1 (Megatron-Bridge comm_overlap.py "
                    "turns it off below TP 2), so it is not written")
-GPTOSS_UNMODELLED = ("full-iteration CUDA graphs with MoE paged stashing (moe_expert_rank_capacity_factor 1.5), FP8 "
-                     "dot-product attention, FP8 output projection and delayed weight-gradient compute "
+GPTOSS_UNMODELLED = ("the full-iteration CUDA graph is read (cuda_graph_impl); its MoE paged stashing "
+                     "(moe_expert_rank_capacity_factor 1.5), FP8 dot-product attention, FP8 output projection and "
+                     "delayed weight-gradient compute "
                      "(_apply_gpt_oss_120b_full_iter_fp8mx_configs) are not modelled")
 RECIPES: dict[tuple[str, str], tuple[str, list[Setting], list[str]]] = {
     ("DeepSeekV3", "DGX-GB300"): (DSV3_GB300, _dsv3(DSV3_GB300, [], "Et*4|(t*4|)*14tmL", DSV3_GB300), [

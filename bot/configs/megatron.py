@@ -98,6 +98,11 @@ SETTINGS: tuple[str, ...] = (
     "account_for_loss_in_pipeline_split",
     "decoder_first_pipeline_num_layers",
     "decoder_last_pipeline_num_layers",
+    # CUDA graphs (knowledge.cost_cuda_graph)
+    "cuda_graph_impl",
+    "cuda_graph_scope",  # a list: read as comma-separated text
+    "enable_cuda_graph",
+    "external_cuda_graph",
 )
 
 
@@ -108,7 +113,7 @@ def read(root: Node, text: str, source: str) -> ShardingConfig:
     for name, hit in sorted(found.items(), key=lambda kv: kv[1].key_node.start_mark.index):
         value = size_value(hit, source, allow_rest=False)
         keys.append(config_key(hit, group="world", axis=AXIS_OF[name], value=value, text=text))
-    got = settings(root, SETTINGS, normalize=True, lists=("recompute_modules",))
+    got = settings(root, SETTINGS, normalize=True, lists=("recompute_modules", "cuda_graph_scope"))
     if any(k.endswith("recompute_activations") and v is True for k, v in got.items()):
         got.setdefault("recompute_granularity", "selective")
     cfg = ShardingConfig(format="megatron", source=source, text=text, keys=keys, settings=got)

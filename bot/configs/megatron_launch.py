@@ -111,6 +111,10 @@ FLAG_SETTINGS: dict[str, str] = {
     "mamba_num_heads": "mamba_num_heads", "mamba_head_dim": "mamba_head_dim", "mamba_state_dim": "mamba_state_dim",
     "mamba_num_groups": "mamba_num_groups",
     "mtp_num_layers": "mtp_num_layers",  # multi-token prediction (bot.configs.model_dims._megatron)
+    # CUDA graphs (knowledge.cost_cuda_graph): --cuda-graph-impl, --cuda-graph-scope (several words), the deprecated
+    # --enable-cuda-graph (local) and --external-cuda-graph (transformer_engine)
+    "cuda_graph_impl": "cuda_graph_impl", "cuda_graph_scope": "cuda_graph_scope",
+    "enable_cuda_graph": "enable_cuda_graph", "external_cuda_graph": "external_cuda_graph",
 }
 
 
@@ -165,11 +169,11 @@ _BOOL_FLAGS = {"sequence_parallel", "use_distributed_optimizer", "use_flash_attn
                "swiglu", "group_query_attention", "untie_embeddings_and_output_weights", "deepspeed",
                "no_pipeline_parallel", "deepspeed_activation_checkpointing", "grad_reduce_in_bf16",
                "fp8_param_gather", "cross_entropy_loss_fusion", "use_megatron_fsdp", "overlap_moe_expert_parallel_comm",
-               "moe_enable_deepep", "tp_comm_overlap"}
+               "moe_enable_deepep", "tp_comm_overlap", "enable_cuda_graph", "external_cuda_graph"}
 
 
 # Megatron-LM flags that take several values (argparse nargs="*"): --recompute-modules core_attn moe_act ...
-_LIST_FLAGS = frozenset({"recompute_modules"})
+_LIST_FLAGS = frozenset({"recompute_modules", "cuda_graph_scope"})
 
 
 def _megatron_list_flag(norm: str, written: str, vals: list[Val], cmd: Command, settings: dict[str, Scalar],
