@@ -56,6 +56,6 @@ def graph_settings(values: dict[str, Any]) -> dict[str, Any]:
 
 def graph_note(moe_layer_ms: float) -> str:
     """What a whole-iteration-graphed MoE run's prediction assumes (one line of the answer)."""
-    return (f"whole-iteration CUDA graph (config: cuda_graph_impl full_iteration): each MoE layer's fixed time beyond "
+    return (f"whole-iteration CUDA graph (config: a full_iteration CUDA graph): each MoE layer's fixed time beyond "
             f"its FLOPs is priced at {moe_layer_ms:g} ms per micro-batch, the GPU work of routing and permutation "
             "without the host launches and token-count sync the graph removes")
