@@ -39,6 +39,8 @@ def test_the_whole_step_graph_is_read_from_bridge_yaml(tmp_path: Path) -> None:
     ("--enable-cuda-graph --cuda-graph-scope full_iteration", True),  # deprecated: means local (arguments.py)
     ("--cuda-graph-impl transformer_engine --cuda-graph-scope attn moe_router moe_preprocess", False),
     ("--external-cuda-graph", False),
+    ("--cuda-graph-impl local --cuda-graph-scope full", False),  # per-layer graphs
+    ("--cuda-graph-impl local --cuda-graph-scope full_iteration_inference", False),  # an inference server's graph
     ("", None),
 ])
 def test_the_whole_step_graph_is_read_from_megatron_lm_flags(tmp_path: Path, flags: str, full: bool | None) -> None:
