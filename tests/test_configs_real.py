@@ -430,3 +430,33 @@ def test_recorded_megatron_command_overrides_a_nemo_yaml(tmp_path: Path) -> None
     assert any("on the recorded command overrides 1" in n for n in c.reading)
     with pytest.raises(ConfigError, match="cannot edit in place"):
         apply_mesh(c, Mesh(ici={"tensor": 4, "data": 2}, dcn={"data": 16}))
+
+
+@pytest.mark.parametrize(("extra", "error"), [
+    # Megatron-Bridge 26.08's Qwen3 235B-A22B on GB200: 94 layers + embedding + loss = 96 slots over PP 8 x VP 3
+    ("  account_for_embedding_in_pipeline_split: true\n  account_for_loss_in_pipeline_split: true\n", None),
+    ("", "num_layers=94 is not divisible by pipeline_model_parallel_size=8"),
+    ("  account_for_embedding_in_pipeline_split: true\n", "94 + 1 (embedding / loss counted as layers) = 95"),
+    # explicit first / last stages: 94 - 10 - 12 = 72 layers over the other 6 stages, 12 each; 72 / 6 / 3 is whole
+    ("  decoder_first_pipeline_num_layers: 10\n  decoder_last_pipeline_num_layers: 12\n", None),
+    ("  decoder_first_pipeline_num_layers: 10\n  decoder_last_pipeline_num_layers: 11\n", "leaves 73 for the other 6"),
+])
+def test_megatron_splits_layers_over_stages_with_the_embedding_loss_and_edge_stages(
+        tmp_path: Path, extra: str, error: str | None) -> None:
+    y = tmp_path / "megatron.yaml"
+    y.write_text("trainer:\n  devices: 64\n  num_nodes: 4\nmodel:\n  num_layers: 94\n  pipeline_model_parallel_size: 8\n"
+                 "  expert_model_parallel_size: 32\n  virtual_pipeline_model_parallel_size: 3\n" + extra
+                 + "train:\n  micro_batch_size: 1\n  global_batch_size: 8192\n")
+    found = [p.message for p in startup_problems(load_config(y, root=tmp_path), 256, 4) if p.error]
+    if error is None:
+        assert found == []
+    else:
+        assert len(found) == 1 and error in found[0] and "Megatron refuses to start" in found[0]
+
+
+def test_megatron_lm_launch_flags_count_the_embedding_and_loss_as_pipeline_layers(tmp_path: Path) -> None:
+    sh = tmp_path / "train.sh"
+    sh.write_text("torchrun --nproc_per_node 8 --nnodes 4 pretrain_gpt.py --num-layers 94 "
+                  "--pipeline-model-parallel-size 8 --expert-model-parallel-size 4 --num-experts 128 "
+                  "--account-for-embedding-in-pipeline-split --account-for-loss-in-pipeline-split\n")
+    assert [p for p in startup_problems(load_config(sh, root=tmp_path), 32, 4) if p.rule == "layers"] == []

@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from bot.configs.common import as_bool
 from bot.configs.sharding import ShardingConfig
 from bot.errors import ConfigError
 
@@ -98,18 +99,8 @@ def _megatron_rules(cfg: ShardingConfig, sizes: dict[str, int], model: Any) -> l
         out.append(Problem(True, "query_groups", f"num_query_groups={groups} is not divisible by "
                            f"tensor_model_parallel_size={tp}: Megatron refuses to start"))
     layers = _pos(st("num_layers")) or _from_model(model, "layers")
-    per_vstage = _pos(st("num_layers_per_virtual_pipeline_stage"))
-    vpp = _pos(st("virtual_pipeline_model_parallel_size"))
-    if layers and pp > 1 and layers % pp:
-        out.append(Problem(True, "layers", f"num_layers={layers} is not divisible by pipeline_model_parallel_size="
-                           f"{pp}: Megatron refuses to start (unless uneven first/last stages are configured)"))
-    elif layers and per_vstage and (layers // pp) % per_vstage:
-        out.append(Problem(True, "virtual_pipeline", f"num_layers / pipeline_model_parallel_size = {layers // pp} "
-                           f"is not divisible by num_layers_per_virtual_pipeline_stage={per_vstage}: Megatron "
-                           "refuses to start"))
-    elif layers and vpp and vpp > 1 and (layers // pp) % vpp:
-        out.append(Problem(True, "virtual_pipeline", f"num_layers / pp = {layers // pp} is not divisible by "
-                           f"virtual_pipeline_model_parallel_size={vpp}: Megatron refuses to start"))
+    if layers and pp > 1:
+        out.extend(_stage_layers(st, layers, pp))
     experts = _pos(st("num_moe_experts")) or _from_model(model, "experts")
     if ep > 1 and experts and experts % ep:
         out.append(Problem(True, "experts", f"num_moe_experts={experts} is not divisible by "
@@ -119,6 +110,44 @@ def _megatron_rules(cfg: ShardingConfig, sizes: dict[str, int], model: Any) -> l
         out.append(Problem(True, "context", f"seq_length={seq} is not divisible by 2 x context_parallel_size={cp}: "
                            "Megatron's load-balanced context parallelism refuses it"))
     return out
+
+
+def _stage_layers(st: Any, layers: int, pp: int) -> list[Problem]:
+    """Megatron-Core's split of the decoder layers over pipeline (and virtual) stages (TransformerConfig checks).
+
+    A ``pipeline_model_parallel_layout`` places every layer itself (``bot.configs.pipeline_layout`` reads it);
+    explicit first / last stage sizes leave the rest to split evenly over the other stages; the embedding and the
+    loss counted as layers (``account_for_*_in_pipeline_split``) join the layers being split.
+    """
+    if st("pipeline_model_parallel_layout"):
+        return []
+    first = _pos(st("decoder_first_pipeline_num_layers")) or _pos(st("num_layers_in_first_pipeline_stage"))
+    last = _pos(st("decoder_last_pipeline_num_layers")) or _pos(st("num_layers_in_last_pipeline_stage"))
+    if first or last:
+        stages = pp - (1 if first else 0) - (1 if last else 0)
+        rest = layers - (first or 0) - (last or 0)
+        if rest < 0 or (stages == 0 and rest) or (stages > 0 and rest % stages):
+            return [Problem(True, "layers", f"num_layers={layers} less the first / last stages' {first or 0} / "
+                            f"{last or 0} leaves {rest} for the other {stages} stage(s) of "
+                            f"pipeline_model_parallel_size={pp}: Megatron refuses to start")]
+        return []
+    extra = sum(1 for k in ("account_for_embedding_in_pipeline_split", "account_for_loss_in_pipeline_split")
+                if as_bool(st(k)))
+    slots = layers + extra
+    what = f"num_layers={layers}" + (f" + {extra} (embedding / loss counted as layers) = {slots}" if extra else "")
+    per_vstage = _pos(st("num_layers_per_virtual_pipeline_stage"))
+    vpp = _pos(st("virtual_pipeline_model_parallel_size"))
+    if slots % pp:
+        return [Problem(True, "layers", f"{what} is not divisible by pipeline_model_parallel_size={pp}: Megatron "
+                        "refuses to start" + ("" if extra else " (unless uneven first/last stages are configured)"))]
+    if per_vstage and (slots // pp) % per_vstage:
+        return [Problem(True, "virtual_pipeline", f"{what} over pipeline_model_parallel_size={pp} is {slots // pp} "
+                        f"per stage, not divisible by num_layers_per_virtual_pipeline_stage={per_vstage}: Megatron "
+                        "refuses to start")]
+    if vpp and vpp > 1 and (slots // pp) % vpp:
+        return [Problem(True, "virtual_pipeline", f"{what} over pp={pp} is {slots // pp} per stage, not divisible "
+                        f"by virtual_pipeline_model_parallel_size={vpp}: Megatron refuses to start")]
+    return []
 
 
 def _maxtext_rules(cfg: ShardingConfig, sizes: dict[str, int], num_chips: int, model: Any) -> list[Problem]:

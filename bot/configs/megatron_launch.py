@@ -111,6 +111,11 @@ FLAG_SETTINGS: dict[str, str] = {
     "mamba_num_heads": "mamba_num_heads", "mamba_head_dim": "mamba_head_dim", "mamba_state_dim": "mamba_state_dim",
     "mamba_num_groups": "mamba_num_groups",
     "mtp_num_layers": "mtp_num_layers",  # multi-token prediction (bot.configs.model_dims._megatron)
+    # uneven pipeline stages (bot.configs.checks._stage_layers, knowledge.cost_settings UNEVEN_PIPELINE_KEYS)
+    "account_for_embedding_in_pipeline_split": "account_for_embedding_in_pipeline_split",
+    "account_for_loss_in_pipeline_split": "account_for_loss_in_pipeline_split",
+    "decoder_first_pipeline_num_layers": "decoder_first_pipeline_num_layers",
+    "decoder_last_pipeline_num_layers": "decoder_last_pipeline_num_layers",
     # CUDA graphs (knowledge.cost_cuda_graph): --cuda-graph-impl, --cuda-graph-scope (several words), the deprecated
     # --enable-cuda-graph (local) and --external-cuda-graph (transformer_engine)
     "cuda_graph_impl": "cuda_graph_impl", "cuda_graph_scope": "cuda_graph_scope",
@@ -169,7 +174,8 @@ _BOOL_FLAGS = {"sequence_parallel", "use_distributed_optimizer", "use_flash_attn
                "swiglu", "group_query_attention", "untie_embeddings_and_output_weights", "deepspeed",
                "no_pipeline_parallel", "deepspeed_activation_checkpointing", "grad_reduce_in_bf16",
                "fp8_param_gather", "cross_entropy_loss_fusion", "use_megatron_fsdp", "overlap_moe_expert_parallel_comm",
-               "moe_enable_deepep", "tp_comm_overlap", "enable_cuda_graph", "external_cuda_graph"}
+               "moe_enable_deepep", "tp_comm_overlap", "enable_cuda_graph", "external_cuda_graph",
+               "account_for_embedding_in_pipeline_split", "account_for_loss_in_pipeline_split"}
 
 
 # Megatron-LM flags that take several values (argparse nargs="*"): --recompute-modules core_attn moe_act ...
