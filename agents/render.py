@@ -40,6 +40,8 @@ def render_first(ws: Workspace) -> str:
         if k.get("model_source") not in (None, "run.yaml") and k.get("mfu_percent") is not None:
             kp.append(f"MFU's model dimensions from {k['model_source']}")
         lines.append("KPIs: " + ", ".join(kp))
+        if p := r.get("predicted"):
+            lines.append(fmt.predicted_step(p))
         lines.append("Evidence:")
         for e in diag.get("evidence") or []:
             lines.append(f"  - {e.get('statement')}")

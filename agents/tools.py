@@ -267,6 +267,10 @@ def _summarize_report(r: dict[str, Any]) -> dict[str, Any]:
                  if k.get(key) is not None},
         "top_ops": [{"name": o.get("name"), "time_percent": o.get("time_percent"), "bound_by": o.get("bound_by")}
                     for o in (r.get("top_ops") or [])[:5]],
+        **({"predicted": {key: r["predicted"].get(key) for key in ("step_time_ms", "step_time_low_ms",
+                                                                   "step_time_high_ms", "calibrated", "mfu_percent",
+                                                                   "memory_per_chip_bytes", "fits_memory")}}
+           if r.get("predicted") else {}),
     }
 
 

@@ -32,3 +32,17 @@ def ms(x: float | None) -> str:
 def signed_pct(v: float | None) -> str:
     """A change in percent with its sign ("-44.7%")."""
     return MISSING if v is None else f"{v:+.1f}%"
+
+
+def predicted_step(p: Any) -> str:
+    """A pre-flight report's ``predicted`` block in one line, labelled as a prediction (plain text: each channel
+    escapes it for its own markup)."""
+    how = "calibrated on the measurement" if p.get("calibrated") else "uncalibrated"
+    parts = [f"step {ms(p.get('step_time_ms'))} (band {ms(p.get('step_time_low_ms'))} to "
+             f"{ms(p.get('step_time_high_ms'))})"]
+    if p.get("mfu_percent") is not None:
+        parts.append(f"MFU {value(p['mfu_percent'], '%')}")
+    if p.get("memory_per_chip_bytes") is not None:
+        parts.append(f"memory {gb(p['memory_per_chip_bytes'])} of {gb(p.get('memory_capacity_bytes'))} per chip"
+                     + ("" if p.get("fits_memory", True) else " (does not fit)"))
+    return f"Predicted (no profile, {how}): " + ", ".join(parts)

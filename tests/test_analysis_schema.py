@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from test_analysis_support import collective, matmul, profiled, record, run_analysis
 
-from bot.analysis.report import AnalysisReport, Diagnosis, Evidence, Kpis, RunSummary, TopOp
+from bot.analysis.report import AnalysisReport, Diagnosis, Evidence, Kpis, PredictedStep, RunSummary, TopOp
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "json-output.md"
 
@@ -44,6 +44,7 @@ def test_stable_keys_are_present(report_json: dict) -> None:
     assert STABLE_KEYS["diagnosis"] <= set(report_json["diagnosis"])
     assert all(STABLE_KEYS["evidence"] <= set(e) for e in report_json["diagnosis"]["evidence"])
     assert report_json["schema_version"] == 1
+    assert report_json["predicted"] is None  # a profile's report: the step was measured, not predicted
     assert report_json["diagnosis"]["bottleneck"] in {"compute", "hbm", "communication", "host"}
     assert set(report_json["diagnosis"]["scores"]) == {"compute", "hbm", "communication", "host"}
 
@@ -51,7 +52,7 @@ def test_stable_keys_are_present(report_json: dict) -> None:
 def test_every_field_is_documented() -> None:
     text = DOC.read_text(encoding="utf-8")
     documented = set(re.findall(r"^\| `([a-z_]+)` \|", text, flags=re.MULTILINE))
-    for model in (AnalysisReport, RunSummary, Kpis, TopOp, Diagnosis, Evidence):
+    for model in (AnalysisReport, RunSummary, Kpis, TopOp, Diagnosis, Evidence, PredictedStep):
         missing = set(model.model_fields) - documented
         assert not missing, f"{model.__name__} fields not documented in {DOC.name}: {sorted(missing)}"
 

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from bot.analysis.kpis import model_flops_per_step
-from bot.analysis.report import AnalysisReport, Diagnosis, Evidence, Kpis, RunSummary
+from bot.analysis.report import AnalysisReport, Diagnosis, Evidence, Kpis, PredictedStep, RunSummary
 from bot.errors import AsapError
 
 if TYPE_CHECKING:
@@ -111,6 +111,30 @@ def _shares(pred: Any) -> dict[str, float]:
         "moe_overhead": b.get("moe_layer_overhead", 0.0) / step,
         "host": (b.get("fixed", 0.0) + b.get("offload", 0.0)) / step,
     }
+
+
+_SPLIT_TERMS = ("compute", "hbm", "communication", "pipeline_bubble", "moe_overhead", "offload")
+
+
+def _predicted(record: RunRecord, chip: Chip, pred: Any, calibrated: bool) -> PredictedStep:
+    """The predicted step as the figures a KPI table shows (MFU and tokens/s at the predicted step)."""
+    shares = _shares(pred)
+    split = {k: round(100 * shares[k], 1) for k in _SPLIT_TERMS if shares[k] > 0.0005}
+    fixed = pred.breakdown_ms.get("fixed", 0.0) / max(pred.step_time_ms, 1e-9)
+    if fixed > 0.0005:
+        split["fixed"] = round(100 * fixed, 1)
+    seconds = pred.step_time_ms / 1000.0
+    flops = model_flops_per_step(record).per_step
+    tokens = record.training.tokens_per_step if record.training else None
+    return PredictedStep(
+        step_time_ms=round(pred.step_time_ms, 3), step_time_low_ms=round(pred.step_time_low_ms, 3),
+        step_time_high_ms=round(pred.step_time_high_ms, 3), calibrated=calibrated, split_percent=split,
+        mfu_percent=round(100.0 * flops / (seconds * record.num_chips * chip.peak_bf16_flops), 2)
+        if flops and seconds > 0 else None,
+        tokens_per_second=round(tokens / seconds, 1) if tokens and seconds > 0 else None,
+        memory_per_chip_bytes=float(pred.memory_per_chip_bytes),
+        memory_capacity_bytes=float(pred.memory_capacity_bytes), fits_memory=bool(pred.fits_memory),
+    )
 
 
 def _bottleneck(shares: dict[str, float]) -> str:
@@ -250,4 +274,5 @@ def preflight_report(
         notes.append(f"not calibrated: {exc.message}")
     pred = costmodel.predict(record, mesh, calibration=calibration, chip=chip, settings=settings)
     timed = calibration is not None and calibration.time_measured
-    return draft.model_copy(update={"diagnosis": _diagnosis(record, pred, timed, step, mesh)})
+    return draft.model_copy(update={"diagnosis": _diagnosis(record, pred, timed, step, mesh),
+                                    "predicted": _predicted(kpi_record or record, chip, pred, timed)})

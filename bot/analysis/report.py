@@ -112,6 +112,27 @@ class Diagnosis(_Out):
     )
 
 
+class PredictedStep(_Out):
+    """The cost model's step for a run without a profile (pre-flight): the figures a KPI table would hold, predicted.
+
+    Shown in place of measured KPIs that nothing measured, always labelled "predicted — no profile"; absent for a
+    report diagnosed from a profile.
+    """
+
+    step_time_ms: float = Field(description="predicted step time (calibrated on run.yaml's measurement when it has one)")
+    step_time_low_ms: float = Field(description="low edge of the prediction band")
+    step_time_high_ms: float = Field(description="high edge of the prediction band")
+    calibrated: bool = Field(description="the total is calibrated on a step time, tokens/s or MFU run.yaml measured")
+    split_percent: dict[str, float] = Field(
+        description="share of the predicted step per term, 0-100: compute, hbm, communication, pipeline_bubble, "
+        "moe_overhead, offload, fixed (terms that are zero are left out)")
+    mfu_percent: float | None = Field(description="model FLOPs utilization at the predicted step; null: model unknown")
+    tokens_per_second: float | None = Field(description="tokens per second at the predicted step; null: batch unknown")
+    memory_per_chip_bytes: float = Field(description="predicted peak memory per chip")
+    memory_capacity_bytes: float = Field(description="the chip's memory")
+    fits_memory: bool = Field(description="the predicted peak leaves the Critic's headroom free")
+
+
 class AnalysisReport(_Out):
     schema_version: int = SCHEMA_VERSION
     run: RunSummary
@@ -125,6 +146,8 @@ class AnalysisReport(_Out):
         description="profile: diagnosed from the profile; predicted: no profile, the diagnosis is the cost "
         "model's prediction for the config (pre-flight), calibrated on what run.yaml measured",
     )
+    predicted: PredictedStep | None = Field(
+        default=None, description="pre-flight only (basis predicted): the cost model's step, memory, MFU and tokens/s")
     damaged_inputs: list[str] = Field(
         default_factory=list,
         description="profile files that were skipped as malformed, empty or missing (partial damage: the analysis "

@@ -18,7 +18,8 @@ from rich.table import Table
 
 from bot.analysis.analyze import DEFAULT_TOP_N, analyze_run, load_mesh
 from bot.analysis.diagnosis import LABEL
-from bot.analysis.report import AnalysisReport
+from bot.analysis.preflight import LABEL as PREDICTED
+from bot.analysis.report import AnalysisReport, Kpis, PredictedStep
 from bot.cli import cli
 from bot.cli.term import SafeConsole
 from bot.errors import AsapError
@@ -219,6 +220,63 @@ def _num(v: float | None, fmt: str = "{:.1f}", unit: str = "") -> str:
     return "—" if v is None else fmt.format(v) + unit
 
 
+def _kpi_rows(k: Kpis) -> list[tuple[str, str]]:
+    """The KPI table's rows, "—" where nothing measured or computed the figure."""
+    hbm_used = None
+    if k.hbm_used_bytes is not None:
+        hbm_used = f"{k.hbm_used_bytes / 1e9:.1f} / {k.hbm_capacity_bytes / 1e9:.0f} GB ({_num(k.hbm_use_percent)}%)"
+    return [
+        ("step time", _num(k.step_time_ms, "{:.3f}", " ms") + (f"  [dim]({k.step_time_source})[/]" if k.step_time_source else "")),
+        ("device duty cycle", _num(k.device_duty_cycle_percent, unit="%")),
+        ("collectives (exposed)", _num(k.collective_percent, unit="%")),
+        ("compute-bound ops", _num(k.compute_bound_percent, unit="%")),
+        ("HBM-bound ops", _num(k.hbm_bound_percent, unit="%")),
+        ("host/input wait", _num(k.host_wait_percent, unit="%")),
+        ("idle", _num(k.idle_percent, unit="%")),
+        ("MFU", _num(k.mfu_percent, unit="%") + (f"  [dim]({k.mfu_source})[/]" if k.mfu_source else "")
+         + (f"  [dim](model from {escape(k.model_source)})[/]" if k.model_source and k.model_source != "run.yaml"
+            else "")),
+        ("achieved TFLOP/s per chip", _num(k.achieved_tflops_per_chip, "{:.3g}")),
+        ("tokens/s", _num(k.tokens_per_second, "{:,.0f}")
+         + ("  [dim](measured)[/]" if k.step_time_source == "measured-tokens" else
+            "  [dim](batch x seq from config)[/]" if k.shape_source and k.shape_source != "run.yaml" else "")),
+        ("HBM use", hbm_used or "—"),
+        ("step covered by listed ops", _num(k.op_coverage_percent, unit="%")
+         + (f"  [dim](shares from {k.attribution_source})[/]" if k.attribution_source else "")),
+    ]
+
+
+def _kpi_table(title: str, rows: list[tuple[str, str]]) -> Table:
+    kt = Table(title=title, title_justify="left", show_header=True)
+    kt.add_column("KPI")
+    kt.add_column("value", justify="right")
+    for name, value in rows:
+        kt.add_row(name, value)
+    return kt
+
+
+_SPLIT_NAMES = {"compute": "compute", "hbm": "HBM-bound work", "communication": "exposed collectives",
+                "pipeline_bubble": "pipeline bubble", "moe_overhead": "MoE per-layer overhead",
+                "offload": "ZeRO offload wait", "fixed": "fixed per-step time"}
+
+
+def _predicted_table(p: PredictedStep) -> Table:
+    """The cost model's step for a run without a profile, labelled as a prediction in its title and values."""
+    t = Table(title=f"{PREDICTED}: the cost model's step, " + ("calibrated on the measurement" if p.calibrated
+                                                                  else "uncalibrated"),
+              title_justify="left", show_header=True)
+    t.add_column("predicted")
+    t.add_column("value", justify="right")
+    t.add_row("step time", f"{p.step_time_ms:,.1f} ms  [dim]({p.step_time_low_ms:,.0f}–{p.step_time_high_ms:,.0f})[/]")
+    t.add_row("MFU", _num(p.mfu_percent, unit="%"))
+    t.add_row("tokens/s", _num(p.tokens_per_second, "{:,.0f}"))
+    mem = f"{p.memory_per_chip_bytes / 1e9:.1f} / {p.memory_capacity_bytes / 1e9:.0f} GB"
+    t.add_row("memory per chip", mem + ("" if p.fits_memory else "  [bold red](does not fit)[/]"))
+    for key, share in p.split_percent.items():
+        t.add_row(f"  {_SPLIT_NAMES.get(key, key)}", f"{share:.1f}%")
+    return t
+
+
 def print_damage(report: AnalysisReport, console: Console) -> None:
     """Partial damage first: the profile files that were skipped, before any number that rests on the rest."""
     for problem in report.damaged_inputs:
@@ -247,34 +305,16 @@ def render_report(report: AnalysisReport, console: Console) -> None:
     console.print(f"[dim]{escape(r.chip_name)} x {r.num_chips}" + (f" in {r.num_slices} slices" if r.num_slices > 1 else "") + f"{mesh}{model}[/]")
     console.print()
 
-    kt = Table(title="KPIs", title_justify="left", show_header=True)
-    kt.add_column("KPI")
-    kt.add_column("value", justify="right")
-    hbm_used = None
-    if k.hbm_used_bytes is not None:
-        hbm_used = f"{k.hbm_used_bytes / 1e9:.1f} / {k.hbm_capacity_bytes / 1e9:.0f} GB ({_num(k.hbm_use_percent)}%)"
-    rows = [
-        ("step time", _num(k.step_time_ms, "{:.3f}", " ms") + (f"  [dim]({k.step_time_source})[/]" if k.step_time_source else "")),
-        ("device duty cycle", _num(k.device_duty_cycle_percent, unit="%")),
-        ("collectives (exposed)", _num(k.collective_percent, unit="%")),
-        ("compute-bound ops", _num(k.compute_bound_percent, unit="%")),
-        ("HBM-bound ops", _num(k.hbm_bound_percent, unit="%")),
-        ("host/input wait", _num(k.host_wait_percent, unit="%")),
-        ("idle", _num(k.idle_percent, unit="%")),
-        ("MFU", _num(k.mfu_percent, unit="%") + (f"  [dim]({k.mfu_source})[/]" if k.mfu_source else "")
-         + (f"  [dim](model from {escape(k.model_source)})[/]" if k.model_source and k.model_source != "run.yaml"
-            else "")),
-        ("achieved TFLOP/s per chip", _num(k.achieved_tflops_per_chip, "{:.3g}")),
-        ("tokens/s", _num(k.tokens_per_second, "{:,.0f}")
-         + ("  [dim](measured)[/]" if k.step_time_source == "measured-tokens" else
-            "  [dim](batch x seq from config)[/]" if k.shape_source and k.shape_source != "run.yaml" else "")),
-        ("HBM use", hbm_used or "—"),
-        ("step covered by listed ops", _num(k.op_coverage_percent, unit="%")
-         + (f"  [dim](shares from {k.attribution_source})[/]" if k.attribution_source else "")),
-    ]
-    for name, value in rows:
-        kt.add_row(name, value)
-    console.print(kt)
+    if report.predicted is not None:
+        console.print(_predicted_table(report.predicted))
+        measured = [(name, value) for name, value in _kpi_rows(k) if not value.startswith("—")]
+        if measured:
+            console.print(_kpi_table("KPIs (measured)", measured))
+        else:
+            console.print("[dim]KPIs: none measured (no profile, and run.yaml's measured: states no step time, "
+                          "tokens/s, MFU or memory peak)[/]")
+    else:
+        console.print(_kpi_table("KPIs", _kpi_rows(k)))
 
     if report.top_ops:
         # Numbers never wrap (a number split over two lines reads as two numbers); the op name folds, and the

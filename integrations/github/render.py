@@ -118,6 +118,8 @@ def _details(report: dict[str, Any], props: list[dict[str, Any]], dropped: list[
         if k.get(key) is not None:
             kp.append(f"{label} {_num(k[key], '%')}" + (_shape_note(k) if key == "mfu_percent" else ""))
     out += ["**Measured**: " + ", ".join(kp), ""]
+    if report.get("predicted"):
+        out += [md.text(fmt.predicted_step(report["predicted"])), ""]
     if diag.get("evidence"):
         out += ["**Evidence**"] + [f"- {md.text(e.get('statement') or '')}" for e in diag["evidence"]] + [""]
     if diag.get("conflicts"):

@@ -240,6 +240,8 @@ def verdict_blocks(report: dict[str, Any], passed: list[dict[str, Any]]) -> list
             facts.append(f"{label} {_f(k[key], '%')}" + (shape_note(k) if key == "mfu_percent" else ""))
     name = f"{escape(run['name'])} · " if run.get("name") else ""
     out.append(context(name + " · ".join(facts)))
+    if report.get("predicted"):
+        out.append(context(escape(fmt.predicted_step(report["predicted"]))))
     evidence = [f"• {escape(e.get('statement'))}" for e in diag.get("evidence") or [] if e.get("statement")]
     if evidence:
         out += sections("*Evidence*\n" + "\n".join(evidence[:EVIDENCE_BULLETS]))
