@@ -22,6 +22,16 @@ MODEL_FIELDS: tuple[str, ...] = ("layers", "d_model", "d_ff", "heads", "kv_heads
                                  "mamba_heads", "mamba_head_dim", "mamba_state_dim", "mamba_groups", "mtp_layers")
 
 
+# How the config reader's notes about a field begin (bot.configs.model_dims): a note about a field run.yaml states is
+# not shown, since run.yaml's value is the one priced.
+_NOTE_FIELD: dict[str, str] = {"vocabulary": "vocab", "MLP activation not stated": "mlp_matrices",
+                               "the MLP activation is not stated": "mlp_matrices"}
+
+
+def _about_stated(note: str, given: set[str]) -> bool:
+    return any(note.startswith(prefix) and field in given for prefix, field in _NOTE_FIELD.items())
+
+
 @dataclass(frozen=True)
 class ConfigModel:
     """The run with its model filled from the config, and what the answer should say about it."""
@@ -62,6 +72,6 @@ def config_model(run: RunRecord, settings: Any) -> ConfigModel:
     record = run.model_copy(update={"model": base.model_copy(update=filled)})
     words = "has no model section" if own_source is None else "does not state " + ", ".join(filled)
     notes.insert(0, f"model from the config {name} (run.yaml {words}): {dims.describe(list(filled))}")
-    notes.extend(n for n in dims.notes if not n.startswith("vocabulary") or "vocab" not in given)
+    notes.extend(n for n in dims.notes if not _about_stated(n, given))
     source = f"config {name}" if own_source is None else f"run.yaml + config {name}"
     return ConfigModel(record, tuple(filled), tuple(notes), source, problems)

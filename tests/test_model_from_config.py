@@ -216,3 +216,21 @@ def test_a_framework_default_does_not_contradict_run_yaml() -> None:
         (case / "megatron.yaml").read_text().replace("model:\n", "model:\n  gated_linear_unit: false\n", 1),
         str(case / "megatron.yaml")))
     assert any("run.yaml says mlp_matrices 3, the config 2" in n for n in config_model(run.record, stated).notes)
+
+
+def test_the_config_readers_guess_about_a_field_run_yaml_states_is_not_shown() -> None:
+    """Megatron-Bridge 26.08's DeepSeek-V3 case: its megatron.yaml states no activation (the provider sets SwiGLU in
+    code) and run.yaml says mlp_matrices 3, which is what is priced. The reader's "Megatron's default GeLU, 2 weight
+    matrices" note is about that same field, so the answer must not say it (it read as the model being priced as GeLU).
+    """
+    case = Path(__file__).resolve().parents[1] / "examples" / "eval" / "mbridge-26.08-gb200-deepseek-v3-256gpu-mxfp8"
+    from bot.runs.store import LocalRunStore
+    from knowledge.cost_settings import settings_for_run
+
+    run = LocalRunStore(case.parent).get(case.name)
+    settings = settings_for_run(run)
+    assert settings is not None and settings.model_dims is not None
+    assert any("Megatron's default GeLU" in n for n in settings.model_dims.notes)  # the reader did guess
+    shape = resolve_shape(run.record, settings)
+    assert shape.mlp_matrices == 3
+    assert not any("GeLU" in a for a in shape.assumptions)
