@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from bot.configs.common import as_bool
 from bot.configs.pipeline_layout import check_layout, rank_layers
 from bot.errors import AsapError
 from bot.runs.record import RunRecord, TrainingSpec
@@ -95,6 +96,10 @@ class Shape:
     # --- what meshes change beyond the even split (issue 12; docs/cost-model.md) -----------------------------
     virtual_stages: int = 1  # interleaved 1F1B: model chunks per pipeline stage (Megatron virtual_pipeline_model_parallel_size)
     pipeline_output_on_last: bool = True  # Megatron layout: embedding on the first stage, output layer + loss on the last
+    # Megatron-Core account_for_embedding / account_for_loss_in_pipeline_split: the embedding (loss) takes one layer's
+    # slot in the split, so the first (last) rank builds one decoder layer fewer (knowledge.cost_stages)
+    pipeline_embedding_slot: bool = False
+    pipeline_loss_slot: bool = False
     p2p_overlap: bool = False  # pipeline sends overlapped (Megatron --overlap-p2p-communication, interleaved only)
     tp_comm_overlap: bool = False  # tensor-parallel collectives overlapped with GEMMs (Megatron --tp-comm-overlap)
     cp_load_balanced: bool = True  # causal attention split in balanced chunks over context ranks (Megatron CP default)
@@ -631,6 +636,7 @@ def _mesh_behaviour(run: RunRecord, cfg: TrainingSettings | None, notes: list[st
     ep_overlap = getattr(cfg, "ep_comm_overlap", None) if cfg is not None else None
     dedup = bool(getattr(cfg, "ep_node_dedup", None)) if cfg is not None else False
     graph = bool(getattr(cfg, "full_iteration_graph", None)) if cfg is not None else False
+    uneven = (getattr(cfg, "uneven_pipeline", None) or {}) if cfg is not None and megatron else {}
     if dedup:
         notes.append("MoE dispatch once per destination node (config: flex token dispatcher / DeepEP): a token crosses "
                      "the node network once per node holding its experts, then NVLink [DeepSeek-V3 §3.2.2]")
@@ -667,6 +673,8 @@ def _mesh_behaviour(run: RunRecord, cfg: TrainingSettings | None, notes: list[st
         "reduce_fp32": titan,
         "virtual_stages": virtual,
         "pipeline_output_on_last": framework != "maxtext",
+        "pipeline_embedding_slot": bool(as_bool(uneven.get("account_for_embedding_in_pipeline_split"))),
+        "pipeline_loss_slot": bool(as_bool(uneven.get("account_for_loss_in_pipeline_split"))),
         "p2p_overlap": bool(p2p) if p2p is not None else (megatron and virtual > 1),
         "tp_comm_overlap": bool(tp_overlap),
         "ep_comm_overlap": bool(ep_overlap),

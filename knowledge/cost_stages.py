@@ -55,19 +55,35 @@ def stages(shape: Shape, npp: np.ndarray, out_share: np.ndarray, device_s: np.nd
 
 
 def _even(shape: Shape, npp: np.ndarray, out_share: np.ndarray) -> Stages:
-    """The main stack split evenly; the output layer + loss and the MTP modules on the last stage."""
+    """The main stack split evenly; the output layer + loss and the MTP modules on the last stage.
+
+    With Megatron-Core's ``account_for_embedding_in_pipeline_split`` (``..._loss_...``) the embedding (the loss)
+    takes one layer's slot of the split: the main stack plus those slots is divided evenly and the first (last) rank
+    builds one decoder layer fewer (Megatron-Core ``get_transformer_layer_offset``); the loss's work stays on the
+    last rank either way.
+    """
     L, k = float(shape.layers), float(shape.mtp_layers)
     k_moe = k if shape.is_moe else 0.0
     pp = npp > 1
     if not shape.pipeline_output_on_last:
         local = L / npp
         return Stages(np.ones_like(npp, dtype=float), local, local, local, shape.moe_layers / npp)
-    on_last = out_share + (1.0 - out_share) * k / max(L, 1.0)  # MTP layers priced as average layers
-    factor = np.where(pp, (1.0 - on_last) + npp * on_last, 1.0)
-    first = np.where(pp, (L - k) / npp, L)
-    last = np.where(pp, (L - k) / npp + k, L)
-    slow_moe = np.where(pp, (shape.moe_layers - k_moe) / npp + k_moe, float(shape.moe_layers))
-    return Stages(factor, first, last, last, slow_moe)
+    e, loss = float(shape.pipeline_embedding_slot), float(shape.pipeline_loss_slot)
+    per_rank = (L - k + e + loss) / npp  # slots per rank; decoder layers: this, less a slot the embedding / loss takes
+    per_layer = (1.0 - out_share) / max(L, 1.0)  # a layer's share of the step's device time (MTP layers too)
+    middle = per_rank * per_layer
+    last_work = (per_rank - loss + k) * per_layer + out_share
+    first_work = (per_rank - e) * per_layer
+    slowest = np.maximum(last_work, np.where(npp > 2, middle, first_work))
+    factor = np.where(pp, npp * slowest, 1.0)
+    first = np.where(pp, per_rank - e, L)
+    last = np.where(pp, per_rank - loss + k, L)
+    last_slowest = last_work >= slowest
+    moe_share = (shape.moe_layers - k_moe) / max(L - k, 1.0)  # MoE layers per main-stack layer
+    slow = np.where(pp, np.where(last_slowest, last, np.where(npp > 2, per_rank, first)), L)
+    slow_moe = np.where(pp, np.where(last_slowest, (per_rank - loss) * moe_share + k_moe, slow * moe_share),
+                        float(shape.moe_layers))
+    return Stages(factor, first, last, slow, slow_moe)
 
 
 def _laid_out(shape: Shape, ranks: list[RankLayers], out_share: np.ndarray, device_s: np.ndarray,

@@ -1,0 +1,102 @@
+"""Megatron-Bridge's 26.06 NeMo Container pre-training rows the corpus did not have (docs/performance-summary-archive.md
+@ 4ab94dfad366, "26.06 NeMo Container" > "Pre-Training Performance"; recipe settings from scripts/performance @
+8f341b04f7b4; scripts/eval_cases_mbridge_2606.py writes them):
+
+================  =========  =========  ====  ============  =================
+model             system     precision  GPUs  tokens/s/GPU  model TFLOP/s/GPU
+================  =========  =========  ====  ============  =================
+LLAMA3.1_405B     DGX-GB300  FP8         256  1,048         2,646
+LLAMA3.1_405B     DGX-GB300  MXFP8       256  952           2,403
+LLAMA3.1_405B     DGX-GB300  NVFP4       256  1,413         3,575
+LLAMA3.1_405B     DGX-GB200  FP8         256  843           2,129
+LLAMA3.1_405B     DGX-GB200  MXFP8       256  783           1,976
+LLAMA3.1_405B     DGX-GB200  NVFP4       256  1,166         2,944
+LLAMA3.1_405B     DGX-H100   FP8        1024  326           822
+DeepSeekV3        DGX-B300   MXFP8       256  3,541         920
+GPT OSS 120B      DGX-B300   MXFP8        64  18,534        604
+Qwen3_30B_a3B     DGX-B300   MXFP8         8  40,769        938
+Qwen3_30B_a3B     DGX-H100   FP8          16  8,826         203
+Nemotron_3_Nano   DGX-B300   MXFP8         8  37,316        831
+Nemotron_3_Nano   DGX-H100   FP8          16  14,719        328
+================  =========  =========  ====  ============  =================
+
+Every row ran, so each must be predicted to fit in memory at the settings its performance recipe sets. The three
+DGX-GB200 Llama 3.1 405B rows fit only with the recipe's account_for_embedding_in_pipeline_split /
+account_for_loss_in_pipeline_split priced: the first pipeline rank then holds 7 layers + the embedding, not an even
+7.9 + the embedding (171.7 / 159.0 / 174.9 GiB before, 152.9 / 141.6 / 155.8 now, against 155.9 GiB usable:
+186 GB less the 10% headroom).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from bot.runs.store import LocalRunStore
+from knowledge.cost_settings import settings_for_run
+from tests.published_cases import EVAL, assert_script_writes, predict_case
+
+LLAMA = [f"mbridge-26.06-{chip}-llama31-405b-256gpu-{p}" for chip in ("gb300", "gb200")
+         for p in ("fp8", "mxfp8", "nvfp4")] + ["mbridge-26.06-h100-llama31-405b-1024gpu-fp8"]
+MOE = ["mbridge-26.06-b300-deepseek-v3-256gpu-mxfp8", "mbridge-26.06-b300-gpt-oss-120b-64gpu-mxfp8",
+       "mbridge-26.06-b300-qwen3-30b-a3b-8gpu-mxfp8", "mbridge-26.06-h100-qwen3-30b-a3b-16gpu-fp8",
+       "mbridge-26.06-b300-nemotron-3-nano-8gpu-mxfp8", "mbridge-26.06-h100-nemotron-3-nano-16gpu-fp8"]
+CASES = LLAMA + MOE
+
+def test_the_committed_cases_are_what_the_script_writes(tmp_path: Path) -> None:
+    assert_script_writes("eval_cases_mbridge_2606", CASES, tmp_path)
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_each_published_row_is_predicted_to_fit_in_memory(case: str) -> None:
+    pred = predict_case(case)
+    assert pred.fits_memory, (f"{case}: {pred.memory_per_chip_bytes / 2**30:.1f} GiB per GPU of "
+                              f"{pred.memory_capacity_bytes / 2**30:.1f} GiB")
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_the_recipe_settings_are_read_from_each_case(case: str) -> None:
+    """What every row's recipe sets: the distributed optimizer and BF16 gradient reduction; weights kept in fp8
+    (fp8_cs / fp8_mx precision) or in NVFP4 (nvfp4). Llama 3.1 405B: sequence parallelism (TP > 1), TP overlap except
+    for NVFP4 (llama31_llm_pretrain.py turns it off), the embedding and loss counted in the pipeline split. MoE rows:
+    TP 1 without sequence parallelism, the flex dispatcher over HybridEP; expert all-to-all overlap and the
+    whole-iteration CUDA graph only on Qwen3 30B-A3B B300 (its FP8_MX preset)."""
+    s = settings_for_run(LocalRunStore(EVAL).get(case))
+    assert s is not None
+    nvfp4 = case.endswith("nvfp4")
+    assert (s.distributed_optimizer, s.grad_fp32, s.fp8_params, s.fp4_params) == (True, False, not nvfp4, nvfp4 or None)
+    if case in LLAMA:
+        assert (s.sequence_parallel, s.tp_comm_overlap, s.remat_policy) == (True, not nvfp4, "none")
+        assert s.uneven_pipeline == {"account_for_embedding_in_pipeline_split": True,
+                                     "account_for_loss_in_pipeline_split": True}
+        assert s.full_iteration_graph is False
+    else:
+        qwen_b300 = case == "mbridge-26.06-b300-qwen3-30b-a3b-8gpu-mxfp8"
+        assert (s.sequence_parallel, s.ep_node_dedup, s.tp_comm_overlap) == (False, True, None)
+        assert s.ep_comm_overlap is qwen_b300
+        assert s.full_iteration_graph is qwen_b300
+
+
+def test_deepseek_v3_b300_runs_the_library_layout_for_pipeline_8() -> None:
+    """DeepSeek-V3 B300: PP 8 without virtual stages; set_deepseek_v3_pipeline_model_parallel_layout's (8, 1) entry
+    puts the embedding and 8 layers first, 8 on each middle rank, 5 with the MTP module and the loss last."""
+    case = "mbridge-26.06-b300-deepseek-v3-256gpu-mxfp8"
+    s = settings_for_run(LocalRunStore(EVAL).get(case))
+    assert s is not None and s.pipeline_layout and len(s.pipeline_layout) == 8 and s.virtual_pipeline is None
+    assert (s.remat_policy, s.recompute_modules) == ("selective", "mla_up_proj")
+    pred = predict_case(case)
+    assert any("8/8/8/8/8/8/8/6 decoder + MTP layers" in a for a in pred.assumptions)
+
+
+def test_the_embedding_and_loss_slots_take_a_layer_off_the_first_and_last_ranks() -> None:
+    """Llama 3.1 405B on 256 GB200 (PP 16 x VP 4): 126 layers + embedding + loss = 128 slots, 8 per rank. The first
+    rank builds 7 layers and the embedding, the middle ranks 8, the last 7 and the output layer + loss; priced as an
+    even split, the first rank held 7.9 layers and the last one carried the output layer on top of its 7.9."""
+    case = "mbridge-26.06-gb200-llama31-405b-256gpu-fp8"
+    slots = predict_case(case)
+    even = predict_case(case, uneven_pipeline=None)
+    assert slots.fits_memory and not even.fits_memory
+    assert slots.memory_per_chip_bytes < even.memory_per_chip_bytes - 10 * 2**30
+    # the middle ranks (8 layers) now set the step instead of the last (7.9 layers + the output layer)
+    assert slots.step_time_ms < even.step_time_ms
