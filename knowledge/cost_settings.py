@@ -68,6 +68,7 @@ NAMES: tuple[str, ...] = OVERLAP_NAMES + (
     "attention_dropout", "num_pipeline_microbatches", "num_vocab_tiling", "name", "main_grads_dtype", "main_params_dtype",
     "exp_avg_dtype", "exp_avg_sq_dtype", "account_for_embedding_in_pipeline_split",
     "account_for_loss_in_pipeline_split", "num_layers_in_first_pipeline_stage", "num_layers_in_last_pipeline_stage",
+    "mtp_num_layers",
     "decoder_first_pipeline_num_layers", "decoder_last_pipeline_num_layers", "quantization",
     # DeepSpeed (bot.configs.deepspeed: canonical names of a ds_config's keys; Megatron-DeepSpeed flags)
     "deepspeed", "zero_stage", "offload_optimizer", "offload_param", "precision",
@@ -186,6 +187,10 @@ class TrainingSettings(BaseModel):
         "(bot.configs.pipeline_layout); None when the config states none")
     pipeline_layout_problem: str | None = Field(
         default=None, description="why the config's pipeline_model_parallel_layout could not be read")
+    pipeline_edges: tuple[int | None, int | None, int] | None = Field(
+        default=None, description="Megatron's explicit first / last pipeline-stage layer counts and the pipeline size "
+        "they were written for (decoder_first/last_pipeline_num_layers, num_layers_in_first/last_pipeline_stage); "
+        "None when the config states none, or states virtual stages")
     uneven_pipeline: dict[str, Any] | None = Field(
         default=None, description="Megatron uneven pipeline-stage settings the config states (key -> value); "
         "None when it states none")
@@ -422,6 +427,19 @@ def _layout(values: dict[str, Any]) -> dict[str, Any]:
         return {"pipeline_layout_problem": f"{path}: {exc}"}
 
 
+def _edges(values: dict[str, Any], pp: int | None, vpp: int | None) -> dict[str, Any]:
+    """Megatron's explicit first / last pipeline-stage sizes with the pipeline size they apply to (no virtual
+    stages: with them Megatron-Core splits each stage's layers over its chunks, which is not priced); {} when none."""
+    first = _int(_lookup(values, "decoder_first_pipeline_num_layers", "num_layers_in_first_pipeline_stage")[1])
+    last = _int(_lookup(values, "decoder_last_pipeline_num_layers", "num_layers_in_last_pipeline_stage")[1])
+    if (first is None and last is None) or not pp or pp < 2:
+        return {}
+    if (vpp or 1) > 1:
+        return {"pipeline_layout_problem": f"first / last pipeline-stage sizes ({first} / {last}) with {vpp} virtual "
+                                           "stages are not priced (Megatron-Core divides each stage over its chunks)"}
+    return {"pipeline_edges": (first, last, pp)}
+
+
 def overlap_settings(values: dict[str, Any]) -> dict[str, Any]:
     """Megatron's interleaving and overlap settings (:data:`OVERLAP_NAMES`), as TrainingSettings fields.
 
@@ -441,6 +459,8 @@ def overlap_settings(values: dict[str, Any]) -> dict[str, Any]:
     if vpp is None and stages and pp and len(stages) % pp == 0:  # Megatron-Core: the layout sets the chunks per rank
         vpp = len(stages) // pp if len(stages) > pp else None
     out["virtual_pipeline"] = vpp
+    if not stages:
+        out.update(_edges(values, pp, vpp))
     out["tp_comm_overlap"] = _bool(_lookup(values, "tp_comm_overlap")[1])
     out["overlap_p2p"] = _bool(_lookup(values, "overlap_p2p_comm", "overlap_p2p_communication")[1])
     out["ep_comm_overlap"] = _bool(_lookup(values, "overlap_moe_expert_parallel_comm")[1])

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bot.configs.common import as_bool
-from bot.configs.pipeline_layout import check_layout, rank_layers
+from bot.configs.pipeline_layout import check_layout, edge_stage_layout, rank_layers
 from bot.errors import AsapError
 from bot.runs.record import RunRecord, TrainingSpec
 from knowledge.cost_act_offload import offload_layers
@@ -412,10 +412,21 @@ def _pipeline_layout(m: Any, cfg: TrainingSettings | None, mtp: int, virtual: in
         return ()
     if cfg.pipeline_layout_problem:
         assumptions.append(f"{cfg.pipeline_layout_problem}; stages priced as an even split")
-    stages = cfg.pipeline_layout
+    stages, derived = cfg.pipeline_layout, False
+    if not stages and cfg.pipeline_edges:
+        first, last, pipe = cfg.pipeline_edges
+        stages, derived = edge_stage_layout(m.layers, pipe, first, last, mtp), True
+        if stages is None:
+            assumptions.append(f"the config's first / last pipeline-stage sizes ({first} / {last}) do not split "
+                               f"{m.layers} layers over pipeline {pipe} (Megatron refuses to start): stages priced as "
+                               "an even split")
     if not stages:
         return ()
     problems = check_layout(stages, m.layers, mtp)
+    if problems and derived:  # built here from first / last sizes: say so, price an even split
+        assumptions.append(f"the config's first / last pipeline-stage sizes do not fit the model ({'; '.join(problems)}):"
+                           " stages priced as an even split")
+        return ()
     if problems:
         raise AsapError(f"pipeline_model_parallel_layout does not fit the model: {'; '.join(problems)} "
                         "(Megatron-Core validate_layer_layout refuses it)", source=cfg.source,
@@ -428,7 +439,8 @@ def _pipeline_layout(m: Any, cfg: TrainingSettings | None, mtp: int, virtual: in
     pipe = len(stages) // max(virtual, 1)
     ranks = rank_layers(stages, pipe)
     held = "/".join(str(r.decoder + r.mtp) for r in ranks)
-    assumptions.append(f"pipeline layout from the config ({len(stages)} stages = pipeline {pipe} x {max(virtual, 1)} "
+    how = "first / last stage sizes" if derived else "layout"
+    assumptions.append(f"pipeline {how} from the config ({len(stages)} stages = pipeline {pipe} x {max(virtual, 1)} "
                        f"virtual): the ranks hold {held} decoder + MTP layers; it prices pipeline {pipe}, other "
                        "pipeline sizes get an even split")
     return stages

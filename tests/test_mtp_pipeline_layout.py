@@ -172,3 +172,37 @@ def test_unreadable_layout_is_named_and_priced_evenly(tmp_path: Path) -> None:
     run = _dsv3_run(tmp_path, "  mtp_num_layers: 1\n  pipeline_model_parallel_layout: Et*4|x\n")
     said = " ".join(_predict(run).assumptions)
     assert "pipeline_model_parallel_layout" in said and "'x'" in said and "even split" in said
+
+
+def test_first_and_last_stage_sizes_are_priced_as_the_split_they_build(tmp_path: Path) -> None:
+    """Megatron-LM's other way to balance a pipeline: explicit first / last stage sizes
+    (--decoder-first-pipeline-num-layers, --decoder-last-pipeline-num-layers; Megatron-Bridge
+    num_layers_in_first/last_pipeline_stage). DeepSeek-V3's 61 layers over PP 4 with 16 first and 13 last leave 32
+    for the two middle ranks: 16/16/16/13, the MTP module and the loss last, the same ranks as the recipe's layout
+    Et*4|(t*4|)*14tmL at VP 4, so the step is the layout's, not the even split's."""
+    run = _dsv3_run(tmp_path / "a", "  mtp_num_layers: 1\n  decoder_first_pipeline_num_layers: 16\n"
+                    "  decoder_last_pipeline_num_layers: 13\n")
+    cfg = tmp_path / "a" / DSV3_GB200 / "megatron.yaml"
+    cfg.write_text("\n".join(ln for ln in cfg.read_text().splitlines() if "virtual_pipeline" not in ln) + "\n")
+    from bot.runs.store import LocalRunStore
+
+    run = LocalRunStore(tmp_path / "a").get(DSV3_GB200)
+    edges = _predict(run)
+    said = " ".join(edges.assumptions)
+    assert "pipeline first / last stage sizes from the config (4 stages = pipeline 4 x 1 virtual)" in said
+    assert "the ranks hold 16/16/16/14 decoder + MTP layers" in said
+    even = _predict(_dsv3_run(tmp_path / "b", "  mtp_num_layers: 1\n"))
+    assert edges.breakdown_ms["moe_layer_overhead"] > even.breakdown_ms["moe_layer_overhead"]
+    # sizes that do not split are a start-up error elsewhere; here they leave the even split, said so
+    cfg.write_text(cfg.read_text().replace("decoder_last_pipeline_num_layers: 13", "decoder_last_pipeline_num_layers: 12"))
+    odd = _predict(LocalRunStore(tmp_path / "a").get(DSV3_GB200))
+    assert not any("first / last stage sizes from the config" in a for a in odd.assumptions)
+    assert any("sizes (16 / 12) do not split 61 layers over pipeline 4" in a for a in odd.assumptions)
+
+
+def test_first_and_last_stage_sizes_with_virtual_stages_are_named_not_priced(tmp_path: Path) -> None:
+    run = _dsv3_run(tmp_path, "  mtp_num_layers: 1\n  decoder_first_pipeline_num_layers: 16\n"
+                    "  decoder_last_pipeline_num_layers: 13\n")  # the case keeps its virtual_pipeline 4
+    said = " ".join(_predict(run).assumptions)
+    assert "first / last pipeline-stage sizes (16 / 13) with 4 virtual stages are not priced" in said
+    assert "even split" in said

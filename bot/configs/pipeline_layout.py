@@ -87,3 +87,25 @@ def check_layout(stages: tuple[str, ...], layers: int, mtp_layers: int) -> list[
     if flat.count("L") != 1 or not flat.endswith("L"):
         problems.append("the loss (L) must come last, once")
     return problems
+
+
+def edge_stage_layout(layers: int, pipeline: int, first: int | None, last: int | None,
+                      mtp_layers: int = 0) -> tuple[str, ...] | None:
+    """The layout Megatron-Core builds from explicit first / last stage sizes (``decoder_first_pipeline_num_layers`` /
+    ``num_layers_in_first_pipeline_stage`` and the last-stage pair), without virtual stages: the first and last
+    ranks hold what they are given, the other ranks split the rest evenly, MTP modules and the loss go last.
+    None when the sizes do not split (Megatron refuses to start; ``bot.configs.checks`` names it)."""
+    if pipeline < 2 or (first is None and last is None):
+        return None
+    others = pipeline - (first is not None) - (last is not None)
+    rest = layers - (first or 0) - (last or 0)
+    if rest < 0 or (others == 0 and rest) or (others > 0 and rest % others):
+        return None
+    each = rest // others if others else 0
+    counts = [each] * pipeline
+    if first is not None:
+        counts[0] = first
+    if last is not None:
+        counts[-1] = last
+    stages = ["t" * c for c in counts]
+    return ("E" + stages[0], *stages[1:-1], stages[-1] + "m" * mtp_layers + "L")
