@@ -430,21 +430,7 @@ def _config(model: str, lineno: int, row: dict[str, str], gpus: int) -> tuple[st
     fn, preset, settings = _recipe(model, system, precision)
     tp, pp, cp = (int(row[k]) for k in ("TP", "PP", "CP"))
     mbs, gbs = int(row["MBS"]), int(row["GBS"])
-    dp = gpus // (tp * pp * cp)
-    sizes: dict[str, Any] = {"tensor_model_parallel_size": tp, "pipeline_model_parallel_size": pp,
-                             "context_parallel_size": cp}
-    if row["EP"] != "n/a":
-        sizes["expert_model_parallel_size"] = int(row["EP"])
-    if row["VP"] != "n/a":
-        sizes["virtual_pipeline_model_parallel_size"] = int(row["VP"])
-    slices = _slices(system, gpus)
-    doc: dict[str, Any] = {"trainer": {"devices": gpus // slices, "num_nodes": slices},
-                           "model": {**sizes, "seq_length": int(row["Sequence Length"])},
-                           "train": {"micro_batch_size": mbs, "global_batch_size": gbs}}
-    cites: list[str] = []
-    for section, key, value, src in settings:
-        doc.setdefault(section, {})[key] = value
-        cites.append(f"#   {section}.{key}: {src}")
+    doc, cites, dp = mbridge_cases.megatron_doc(row, gpus, _slices(system, gpus), settings)
     header = (f"# Megatron-Bridge docs/performance-summary-archive.md line {lineno} @ {C}, 26.06 NeMo container, "
               f"Pre-Training Performance, model {model}, {system} {precision} row ({URL})\n"
               f"# TP={tp} PP={pp} CP={cp} VP={row['VP']} EP={row['EP']} GBS={gbs} MBS={mbs} GA={gbs // (mbs * dp)}; "

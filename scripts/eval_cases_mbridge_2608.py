@@ -306,18 +306,7 @@ def _config(model: str, lineno: int, row: dict[str, str], gpus: int) -> tuple[st
     fn, settings, notes = RECIPES[(model, row["System"])]
     tp, pp, cp, ep = (int(row[k]) for k in ("TP", "PP", "CP", "EP"))
     mbs, gbs = int(row["MBS"]), int(row["GBS"])
-    dp = gpus // (tp * pp * cp)
-    sizes: dict[str, Any] = {"tensor_model_parallel_size": tp, "pipeline_model_parallel_size": pp,
-                             "context_parallel_size": cp, "expert_model_parallel_size": ep}
-    if row["VP"] != "n/a":
-        sizes["virtual_pipeline_model_parallel_size"] = int(row["VP"])
-    doc: dict[str, Any] = {"trainer": {"devices": gpus // _slices(gpus), "num_nodes": _slices(gpus)},
-                           "model": {**sizes, "seq_length": int(row["Sequence Length"])},
-                           "train": {"micro_batch_size": mbs, "global_batch_size": gbs}}
-    cites: list[str] = []
-    for section, key, value, src in settings:
-        doc.setdefault(section, {})[key] = value
-        cites.append(f"#   {section}.{key}: {src}")
+    doc, cites, dp = mbridge_cases.megatron_doc(row, gpus, _slices(gpus), settings)
     header = (f"# Megatron-Bridge docs/performance-summary.md line {lineno} @ {C}, 26.08 NeMo container, Pre-Training "
               f"Performance, model {model}, {row['System']} {row['Precision']} row ({URL})\n"
               f"# TP={tp} PP={pp} CP={cp} VP={row['VP']} EP={ep} GBS={gbs} MBS={mbs} GA={gbs // (mbs * dp)}; data "

@@ -33,6 +33,27 @@ def measured(row: dict[str, str], label: str) -> list[dict[str, Any]]:
              "source": f"{label}: {tps} tokens/sec/GPU, {tflops} model TFLOP/sec/GPU"}]
 
 
+def megatron_doc(row: dict[str, str], gpus: int, slices: int,
+                 settings: Iterable[tuple[str, str, Any, str]]) -> tuple[dict[str, Any], list[str], int]:
+    """A table row's megatron.yaml document: the parallel sizes and batch the row states, then each recipe setting
+    ``(section, key, value, where it is set)``; with the comment line citing each setting, and the data-parallel size."""
+    tp, pp, cp = (int(row[k]) for k in ("TP", "PP", "CP"))
+    sizes: dict[str, Any] = {"tensor_model_parallel_size": tp, "pipeline_model_parallel_size": pp,
+                             "context_parallel_size": cp}
+    if row["EP"] != "n/a":
+        sizes["expert_model_parallel_size"] = int(row["EP"])
+    if row["VP"] != "n/a":
+        sizes["virtual_pipeline_model_parallel_size"] = int(row["VP"])
+    doc: dict[str, Any] = {"trainer": {"devices": gpus // slices, "num_nodes": slices},
+                           "model": {**sizes, "seq_length": int(row["Sequence Length"])},
+                           "train": {"micro_batch_size": int(row["MBS"]), "global_batch_size": int(row["GBS"])}}
+    cites: list[str] = []
+    for section, key, value, src in settings:
+        doc.setdefault(section, {})[key] = value
+        cites.append(f"#   {section}.{key}: {src}")
+    return doc, cites, gpus // (tp * pp * cp)
+
+
 def run(argv: list[str], write_all: Callable[[Path], Iterable[str]]) -> int:
     """``script.py [cases dir]``: write every case (default ``examples/eval``) and print the ids written."""
     root = Path(argv[1]) if len(argv) > 1 else ROOT / "examples" / "eval"
