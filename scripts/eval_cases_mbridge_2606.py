@@ -55,10 +55,7 @@ C = COMMIT[:9]
 RECIPE_COMMIT = "8f341b04f7b44af14ffc79a0b97a679b4dd633d8"  # the last commit with 26.06 as the current summary
 R = RECIPE_COMMIT[:9]
 URL = f"https://github.com/{REPO}/blob/{COMMIT}/docs/performance-summary-archive.md"
-COLUMNS = ("System | #-GPUs | Precision | GBS | MBS | Sequence Length | TP | PP | CP | VP | EP | "
-           "Tokens / sec / GPU | Model TFLOP / sec / GPU")
-FOOTNOTE = ("footnote: 'In MoE training benchmarks, we force-balance the token distribution among experts and all "
-            "benchmarks are token-dropless.'")
+COLUMNS, FOOTNOTE = mbridge_cases.COLUMNS, mbridge_cases.MOE_FOOTNOTE
 
 # The rows exactly as the archive prints them (26.06 NeMo Container, Pre-Training Performance), with their line in
 # docs/performance-summary-archive.md @ COMMIT.
@@ -392,20 +389,11 @@ MOE_ASSUMED = ("the footnote: MoE benchmarks force-balance the token distributio
                "as ASAP prices routed tokens (evenly spread)")
 
 
-def _row(line: str) -> dict[str, str]:
-    cells = [c.strip() for c in line.strip().strip("|").split("|")]
-    return dict(zip([c.strip() for c in COLUMNS.split("|")], cells, strict=True))
-
-
 def _slices(system: str, gpus: int) -> int:
     """Nodes the run spans as ASAP counts them: eight-GPU DGX nodes (B300, H100), or NVLink domains on NVL72: Megatron-
     Bridge's launcher (scripts/performance/utils/executors.py @ RECIPE_COMMIT) asks Slurm for segments of at most 18
     four-GPU trays, the largest dividing the tray count."""
-    if system not in NVL72:
-        return max(1, gpus // 8)
-    trays = gpus // 4
-    segment = trays if trays <= 18 else next(s for s in range(18, 0, -1) if trays % s == 0)
-    return trays // segment
+    return mbridge_cases.nvl72_segments(gpus) if system in NVL72 else max(1, gpus // 8)
 
 
 def _node_note(system: str, gpus: int) -> str:
@@ -446,33 +434,20 @@ def _config(model: str, lineno: int, row: dict[str, str], gpus: int) -> tuple[st
 
 def write_case(root: Path, model: str, lineno: int, line: str) -> str:
     """Write one case folder; returns its id."""
-    from bot.configs.detect import load_config
-
-    row = _row(line)
+    row = mbridge_cases.parse_row(line)
     system, precision = row["System"], row["Precision"]
     chip, gpus = CHIP[system], int(row["#-GPUs"])
     slug, slices = SLUG[model], _slices(system, gpus)
     moe = slug not in DENSE
     cid = f"mbridge-26.06-{chip}-{slug}-{gpus}gpu-{precision.lower()}"
-    folder = root / cid
-    folder.mkdir(parents=True, exist_ok=True)
     text, recipe_assumed = _config(model, lineno, row, gpus)
-    (folder / "megatron.yaml").write_text(text)
-    run = {
-        "id": cid, "name": f"Megatron-Bridge 26.06 {model} pre-training on {gpus} {chip.upper()} ({precision})",
-        "description": f"Megatron-Bridge performance summary archive, 26.06 NeMo container, {model}, {system} "
-                       f"{precision} row. No profile.",
-        "framework": "megatron", "chip": chip, "num_chips": gpus, "num_slices": slices, "model": dict(MODELS[slug]),
-        "training": {"global_batch": int(row["GBS"]), "seq_len": int(row["Sequence Length"]),
-                     "micro_batch": int(row["MBS"]), "dtype": "fp4" if precision == "NVFP4" else "fp8"},
-        "tags": ["published", "config-only", "megatron-bridge"] + (["moe"] if moe else []) + (
-            ["hybrid"] if "layer_pattern" in MODELS[slug] else []),
-        "config": "megatron.yaml", "profile": [],
-    }
-    (folder / "run.yaml").write_text(mbridge_cases.dump(run))
-    mesh = load_config(folder / "megatron.yaml").mesh(gpus, slices).normalized().model_dump(exclude_defaults=True)
-    exp = {
-        "schema_version": 1, "kind": "config_only",
+    run = mbridge_cases.run_doc(
+        cid, f"Megatron-Bridge 26.06 {model} pre-training on {gpus} {chip.upper()} ({precision})",
+        f"Megatron-Bridge performance summary archive, 26.06 NeMo container, {model}, {system} {precision} row. "
+        "No profile.", chip=chip, gpus=gpus, slices=slices, model=MODELS[slug], row=row,
+        dtype="fp4" if precision == "NVFP4" else "fp8",
+        tags=(["moe"] if moe else []) + (["hybrid"] if "layer_pattern" in MODELS[slug] else []))
+    cited = {
         "source": f"{REPO} docs/performance-summary-archive.md @ {COMMIT[:10]}, '26.06 NeMo Container' > "
                   f"'Pre-Training Performance' > 'Model: {model}', line {lineno}, row {system} {precision}; "
                   f"recipe settings from scripts/performance @ {RECIPE_COMMIT[:10]}",
@@ -481,10 +456,9 @@ def write_case(root: Path, model: str, lineno: int, line: str) -> str:
                    f"columns: {COLUMNS}"] + ([FOOTNOTE] if moe else []),
         "assumed": (MODEL_ASSUMED[slug] + recipe_assumed + COMMON_ASSUMED + [PRECISION_ASSUMED[precision]]
                     + ([MOE_ASSUMED] if moe else []) + [_node_note(system, gpus)]),
-        "adopted_mesh": mesh,
-        "measured": mbridge_cases.measured(row, f"{system} row {model} {precision}"),
     }
-    (folder / "expected.yaml").write_text(mbridge_cases.dump(exp))
+    mbridge_cases.write_case_files(root / cid, text, run, cited,
+                                   mbridge_cases.measured(row, f"{system} row {model} {precision}"))
     return cid
 
 

@@ -48,10 +48,7 @@ REPO = "NVIDIA-NeMo/Megatron-Bridge"
 COMMIT = "4ab94dfad36641cabdeb96452b21bf676aac4772"
 C = COMMIT[:9]
 URL = f"https://github.com/{REPO}/blob/{COMMIT}/docs/performance-summary.md"
-COLUMNS = ("System | #-GPUs | Precision | GBS | MBS | Sequence Length | TP | PP | CP | VP | EP | "
-           "Tokens / sec / GPU | Model TFLOP / sec / GPU")
-FOOTNOTE = ("footnote: 'In MoE training benchmarks, we force-balance the token distribution among experts and all "
-            "benchmarks are token-dropless.'")
+COLUMNS, FOOTNOTE = mbridge_cases.COLUMNS, mbridge_cases.MOE_FOOTNOTE
 
 # The rows exactly as the summary prints them (26.08 NeMo Container, Pre-Training Performance), with their line in
 # docs/performance-summary.md @ COMMIT.
@@ -276,21 +273,8 @@ COMMON_ASSUMED = [
 ]
 
 
-def _row(line: str) -> dict[str, str]:
-    cells = [c.strip() for c in line.strip().strip("|").split("|")]
-    return dict(zip([c.strip() for c in COLUMNS.split("|")], cells, strict=True))
-
-
-def _slices(gpus: int) -> int:
-    """NVLink domains the run spans: Megatron-Bridge's launcher (scripts/performance/utils/executors.py @ COMMIT)
-    asks Slurm for segments of at most 18 four-GPU trays, the largest dividing the tray count."""
-    trays = gpus // 4
-    segment = trays if trays <= 18 else next(s for s in range(18, 0, -1) if trays % s == 0)
-    return trays // segment
-
-
 def _segment_note(system: str, gpus: int) -> str:
-    slices = _slices(gpus)
+    slices = mbridge_cases.nvl72_segments(gpus)
     trays = gpus // 4
     how = (f"{trays} trays fit one segment, one NVLink domain of {gpus} GPUs" if slices == 1 else
            f"{trays} trays run as {slices} segments of {trays // slices} trays, {slices} NVLink domains of "
@@ -306,7 +290,7 @@ def _config(model: str, lineno: int, row: dict[str, str], gpus: int) -> tuple[st
     fn, settings, notes = RECIPES[(model, row["System"])]
     tp, pp, cp, ep = (int(row[k]) for k in ("TP", "PP", "CP", "EP"))
     mbs, gbs = int(row["MBS"]), int(row["GBS"])
-    doc, cites, dp = mbridge_cases.megatron_doc(row, gpus, _slices(gpus), settings)
+    doc, cites, dp = mbridge_cases.megatron_doc(row, gpus, mbridge_cases.nvl72_segments(gpus), settings)
     header = (f"# Megatron-Bridge docs/performance-summary.md line {lineno} @ {C}, 26.08 NeMo container, Pre-Training "
               f"Performance, model {model}, {row['System']} {row['Precision']} row ({URL})\n"
               f"# TP={tp} PP={pp} CP={cp} VP={row['VP']} EP={ep} GBS={gbs} MBS={mbs} GA={gbs // (mbs * dp)}; data "
@@ -320,41 +304,27 @@ def _config(model: str, lineno: int, row: dict[str, str], gpus: int) -> tuple[st
 
 def write_case(root: Path, model: str, lineno: int, line: str) -> str:
     """Write one case folder; returns its id."""
-    from bot.configs.detect import load_config
-
-    row = _row(line)
-    chip, gpus = CHIP[row["System"]], int(row["#-GPUs"])
-    slug, slices = SLUG[model], _slices(gpus)
-    cid = f"mbridge-26.08-{chip}-{slug}-{gpus}gpu-{row['Precision'].lower()}"
-    folder = root / cid
-    folder.mkdir(parents=True, exist_ok=True)
+    row = mbridge_cases.parse_row(line)
+    system, precision = row["System"], row["Precision"]
+    chip, gpus = CHIP[system], int(row["#-GPUs"])
+    slug, slices = SLUG[model], mbridge_cases.nvl72_segments(gpus)
+    cid = f"mbridge-26.08-{chip}-{slug}-{gpus}gpu-{precision.lower()}"
     text, recipe_assumed = _config(model, lineno, row, gpus)
-    (folder / "megatron.yaml").write_text(text)
-    run = {
-        "id": cid, "name": f"Megatron-Bridge 26.08 {model} pre-training on {gpus} {chip.upper()} ({row['Precision']})",
-        "description": f"Megatron-Bridge performance summary, 26.08 NeMo container, {model}, {row['System']} "
-                       f"{row['Precision']} row. No profile.",
-        "framework": "megatron", "chip": chip, "num_chips": gpus, "num_slices": slices, "model": dict(MODELS[slug]),
-        "training": {"global_batch": int(row["GBS"]), "seq_len": int(row["Sequence Length"]),
-                     "micro_batch": int(row["MBS"]), "dtype": "fp8"},
-        "tags": ["published", "config-only", "megatron-bridge", "moe"] + (["hybrid"] if "layer_pattern" in
-                                                                          MODELS[slug] else []),
-        "config": "megatron.yaml", "profile": [],
-    }
-    (folder / "run.yaml").write_text(mbridge_cases.dump(run))
-    mesh = load_config(folder / "megatron.yaml").mesh(gpus, slices).normalized().model_dump(exclude_defaults=True)
-    exp = {
-        "schema_version": 1, "kind": "config_only",
+    run = mbridge_cases.run_doc(
+        cid, f"Megatron-Bridge 26.08 {model} pre-training on {gpus} {chip.upper()} ({precision})",
+        f"Megatron-Bridge performance summary, 26.08 NeMo container, {model}, {system} {precision} row. No profile.",
+        chip=chip, gpus=gpus, slices=slices, model=MODELS[slug], row=row, dtype="fp8",
+        tags=["moe"] + (["hybrid"] if "layer_pattern" in MODELS[slug] else []))
+    cited = {
         "source": f"{REPO} docs/performance-summary.md @ {COMMIT[:10]}, '26.08 NeMo Container' > 'Pre-Training "
-                  f"Performance' > 'Model: {model}', line {lineno}, row {row['System']} {row['Precision']}",
-        "url": URL, "table": f"mbridge-26.08-{row['System'].lower()}", "row": model,
+                  f"Performance' > 'Model: {model}', line {lineno}, row {system} {precision}",
+        "url": URL, "table": f"mbridge-26.08-{system.lower()}", "row": model,
         "stated": [f"26.08 NeMo Container, Pre-Training Performance, Model: {model}, row: {line}",
                    f"columns: {COLUMNS}", FOOTNOTE],
-        "assumed": MODEL_ASSUMED[slug] + recipe_assumed + COMMON_ASSUMED + [_segment_note(row["System"], gpus)],
-        "adopted_mesh": mesh,
-        "measured": mbridge_cases.measured(row, f"{row['System']} row {model} {row['Precision']}"),
+        "assumed": MODEL_ASSUMED[slug] + recipe_assumed + COMMON_ASSUMED + [_segment_note(system, gpus)],
     }
-    (folder / "expected.yaml").write_text(mbridge_cases.dump(exp))
+    mbridge_cases.write_case_files(root / cid, text, run, cited,
+                                   mbridge_cases.measured(row, f"{system} row {model} {precision}"))
     return cid
 
 

@@ -17,6 +17,28 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 
 
+# A Megatron-Bridge performance table's columns, and the footnote its MoE rows carry.
+COLUMNS = ("System | #-GPUs | Precision | GBS | MBS | Sequence Length | TP | PP | CP | VP | EP | "
+           "Tokens / sec / GPU | Model TFLOP / sec / GPU")
+MOE_FOOTNOTE = ("footnote: 'In MoE training benchmarks, we force-balance the token distribution among experts and all "
+                "benchmarks are token-dropless.'")
+
+
+def parse_row(line: str) -> dict[str, str]:
+    """A table row as printed (``| DGX-GB300 | 256 | ... |``), column name -> cell."""
+    cells = [c.strip() for c in line.strip().strip("|").split("|")]
+    return dict(zip([c.strip() for c in COLUMNS.split("|")], cells, strict=True))
+
+
+def nvl72_segments(gpus: int) -> int:
+    """NVLink domains a GB200 / GB300 NVL72 run spans: Megatron-Bridge's launcher
+    (scripts/performance/utils/executors.py) asks Slurm for segments of at most 18 four-GPU trays, the largest
+    dividing the tray count."""
+    trays = gpus // 4
+    segment = trays if trays <= 18 else next(s for s in range(18, 0, -1) if trays % s == 0)
+    return trays // segment
+
+
 def dump(doc: Any) -> str:
     """A case file's YAML, as every committed case is written (key order kept, 120 columns)."""
     return yaml.safe_dump(doc, sort_keys=False, width=120)
@@ -52,6 +74,34 @@ def megatron_doc(row: dict[str, str], gpus: int, slices: int,
         doc.setdefault(section, {})[key] = value
         cites.append(f"#   {section}.{key}: {src}")
     return doc, cites, gpus // (tp * pp * cp)
+
+
+def run_doc(cid: str, name: str, description: str, *, chip: str, gpus: int, slices: int, model: dict[str, Any],
+            row: dict[str, str], dtype: str, tags: list[str]) -> dict[str, Any]:
+    """A config-only case's run.yaml: the chip and GPU count, the model, the row's batch and sequence, no profile."""
+    return {
+        "id": cid, "name": name, "description": description,
+        "framework": "megatron", "chip": chip, "num_chips": gpus, "num_slices": slices, "model": dict(model),
+        "training": {"global_batch": int(row["GBS"]), "seq_len": int(row["Sequence Length"]),
+                     "micro_batch": int(row["MBS"]), "dtype": dtype},
+        "tags": ["published", "config-only", "megatron-bridge", *tags],
+        "config": "megatron.yaml", "profile": [],
+    }
+
+
+def write_case_files(folder: Path, megatron_text: str, run_yaml: dict[str, Any], cited: dict[str, Any],
+                     measured_entry: list[dict[str, Any]]) -> None:
+    """Write a case folder: megatron.yaml, run.yaml, and expected.yaml with ``cited`` (source, url, table, row, stated,
+    assumed), the mesh the written config builds (the adopted mesh) and the measured entry."""
+    from bot.configs.detect import load_config
+
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "megatron.yaml").write_text(megatron_text)
+    write(folder, "run.yaml", run_yaml)
+    mesh = load_config(folder / "megatron.yaml").mesh(run_yaml["num_chips"], run_yaml["num_slices"])
+    write(folder, "expected.yaml", {"schema_version": 1, "kind": "config_only", **cited,
+                                    "adopted_mesh": mesh.normalized().model_dump(exclude_defaults=True),
+                                    "measured": measured_entry})
 
 
 def run(argv: list[str], write_all: Callable[[Path], Iterable[str]]) -> int:
