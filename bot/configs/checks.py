@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from bot.configs.common import as_bool
+from bot.configs.pipeline_layout import edge_stage_layout
 from bot.configs.sharding import ShardingConfig
 from bot.errors import ConfigError
 
@@ -124,9 +125,9 @@ def _stage_layers(st: Any, layers: int, pp: int) -> list[Problem]:
     first = _pos(st("decoder_first_pipeline_num_layers")) or _pos(st("num_layers_in_first_pipeline_stage"))
     last = _pos(st("decoder_last_pipeline_num_layers")) or _pos(st("num_layers_in_last_pipeline_stage"))
     if first or last:
-        stages = pp - (1 if first else 0) - (1 if last else 0)
-        rest = layers - (first or 0) - (last or 0)
-        if rest < 0 or (stages == 0 and rest) or (stages > 0 and rest % stages):
+        if edge_stage_layout(layers, pp, first, last) is None:  # the split Megatron-Core builds, or None
+            stages = pp - (1 if first else 0) - (1 if last else 0)
+            rest = layers - (first or 0) - (last or 0)
             return [Problem(True, "layers", f"num_layers={layers} less the first / last stages' {first or 0} / "
                             f"{last or 0} leaves {rest} for the other {stages} stage(s) of "
                             f"pipeline_model_parallel_size={pp}: Megatron refuses to start")]
