@@ -24,6 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from knowledge.cost_act_offload import kept_layers, offload_copy_seconds
+from knowledge.cost_fp8_recipe import MXFP8_DENSE_GEMM_SLOWDOWN
 from knowledge.cost_network import (
     AxisNetwork,
     allreduce_time,
@@ -608,6 +609,10 @@ def _device_time(shape: Shape, chip: Chip, efficiency: float, mm: _MeshSplit) ->
     if shape.int8 and chip.peak_int8_ops:
         mm_peak = peak * (chip.peak_int8_ops / chip.peak_bf16_flops)
     t_dense_c = dense_flops / chips / mm_peak * slow_dense
+    if shape.fp8 and shape.fp8_recipe == "mxfp8" and mm_peak > peak:
+        # MXFP8's block-scaled dense GEMMs run slower than per-tensor fp8 ones; expert grouped GEMMs do not
+        # (knowledge.cost_fp8_recipe: Transformer Engine's kernel benchmark, checked on published pairs)
+        t_dense_c = t_dense_c * MXFP8_DENSE_GEMM_SLOWDOWN
     if shape.fp8_casts and mm_peak > peak:
         # torchtitan's float8 converter leaves the output projection in bf16 (module_filter_fn fqn != "output"
         # @9dec370; [float8] filter_fqns = ["output"] in its 2025 configs)

@@ -38,6 +38,7 @@ from knowledge.cost_act_offload import offload_layers, offload_settings
 from knowledge.cost_cuda_graph import LIST_NAMES as GRAPH_LISTS
 from knowledge.cost_cuda_graph import NAMES as GRAPH_NAMES
 from knowledge.cost_cuda_graph import graph_settings
+from knowledge.cost_fp8_recipe import fp8_recipe_stated
 from knowledge.cost_packing import NAMES as PACKING_NAMES
 from knowledge.cost_packing import packing_settings
 from knowledge.cost_peft import LIST_NAMES as PEFT_LISTS
@@ -171,6 +172,8 @@ class TrainingSettings(BaseModel):
                                     "model's weights are kept in fp8; None = not stated")
     fp8: bool | None = Field(default=None, description="the config runs its linear layers in fp8 (Megatron "
                              "--fp8-format, NeMo / Megatron YAML fp8); None = not stated")
+    fp8_recipe: str | None = Field(default=None, description="how fp8 tensors are scaled (knowledge.cost_fp8_recipe): "
+                                   "tensorwise, delayed, mxfp8, blockwise; None = not stated")
     fp4: bool | None = Field(default=None, description="the config runs its linear layers in NVFP4 (Megatron-Core "
                              "--fp4-format e2m1 / TransformerConfig fp4); None = not stated")
     fp4_params: bool | None = Field(default=None, description="Megatron --fp4-param-gather (TransformerConfig "
@@ -299,6 +302,7 @@ def settings_from_config(config: ShardingConfig) -> TrainingSettings:
         out["grad_fp32"] = False
     out["fp8_params"] = _bool(_lookup(v, "fp8_param_gather", "fp8_params")[1])
     out["fp8"] = fp8_stated(_lookup(v, "fp8")[1])
+    out["fp8_recipe"] = fp8_recipe_stated(_lookup(v, "fp8_recipe")[1], _lookup(v, "mixed_precision")[1])
     out["fp4"] = fp8_stated(_lookup(v, "fp4")[1])  # a format name (e2m1) or true is on, null / false off
     out["fp4_params"] = _bool(_lookup(v, "fp4_param_gather", "fp4_param")[1])
     for field_name, keys in (("grad_dtype", ("main_grads_dtype",)), ("master_dtype", ("main_params_dtype",)),

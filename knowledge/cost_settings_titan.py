@@ -67,6 +67,8 @@ def torchtitan_settings(config: ShardingConfig) -> dict[str, Any]:
     else:
         out["micro_batch"] = _pos(st.get("parallelism.pipeline_parallel_microbatch_size")) or 1
     out["quantization"] = _quantization(st, legacy)
+    if out["quantization"] == "mxfp8":  # torchao MX converter: 1x32 blocks with E8M0 scales
+        out["fp8_recipe"] = "mxfp8"
     # torchtitan runs the loss under torch's loss_parallel whenever TP > 1 unless this is set (ParallelDims)
     disable = st.get("training.disable_loss_parallel" if legacy else "parallelism.disable_loss_parallel")
     out["loss_parallel"] = disable is not True

@@ -17,6 +17,7 @@ from bot.configs.pipeline_layout import check_layout, edge_stage_layout, rank_la
 from bot.errors import AsapError
 from bot.runs.record import RunRecord, TrainingSpec
 from knowledge.cost_act_offload import offload_layers
+from knowledge.cost_fp8_recipe import recipe_note
 from knowledge.cost_model_source import config_model
 from knowledge.cost_packing import packing_note
 from knowledge.cost_peft import ALL_TARGETS, DEFAULT_RANK, adapter_params_per_layer
@@ -112,6 +113,7 @@ class Shape:
     fp8_casts: bool = False  # torchao Float8Linear (torchtitan float8): separate fp8 cast kernels per linear
     async_tp: bool = False  # torchtitan async TP: its TP overlap hides ASYNC_TP_SHARE of the collectives
     fp8: bool = False  # linear layers in fp8 (training.dtype fp8): matmuls at the chip's fp8 peak where it has one
+    fp8_recipe: str | None = None  # tensorwise / delayed / mxfp8 / blockwise (knowledge.cost_fp8_recipe); None: unstated
     fp4: bool = False  # linear layers in NVFP4 (training.dtype fp4): at the chip's published fp4 peak, else bf16
     int8: bool = False  # linear layers quantized to int8 (MaxText quantization: int8): at the chip's int8 peak
     # --- DeepSeek-V3-style MoE (ModelSpec shared_experts / dense_layers / MLA fields); defaults: plain MoE / MHA ---
@@ -315,6 +317,7 @@ def resolve_shape(run: RunRecord, settings: TrainingSettings | None = None) -> S
     seq_len = t.seq_len or (cfg.seq_len if cfg else None) or 1
     state = _model_state(run, cfg, assumptions)
     mm = _matmul_dtype(run, t, cfg, assumptions)
+    recipe = _fp8_recipe(t, cfg, mm, assumptions, guessed)
     behaviour = _mesh_behaviour(run, cfg, assumptions)  # before the Shape: its notes belong in the assumptions
     hybrid = _hybrid_dims(m, assumptions)  # likewise
     rowwise = mm == "fp8" and cfg is not None and cfg.quantization == "fp8_rowwise"
@@ -374,6 +377,7 @@ def resolve_shape(run: RunRecord, settings: TrainingSettings | None = None) -> S
         param_offload=state["param_offload"],
         settings=cfg,
         fp8=mm == "fp8",
+        fp8_recipe=recipe,
         fp8_rowwise=rowwise,
         # torchtitan: Float8ColwiseParallel / RowwiseParallel gather the tensorwise-scaled inputs in fp8
         # (enable_float8_tensorwise_tp, parallelize_llama.py @820504e); rowwise recipes gather in bf16
@@ -565,6 +569,21 @@ def _batch_split(run: RunRecord, t: TrainingSpec, cfg: TrainingSettings | None, 
         )
         guessed.add("micro_batch")
     return micro_batch, grad_accum
+
+
+def _fp8_recipe(t: TrainingSpec, cfg: TrainingSettings | None, mm: str, assumptions: list[str],
+                guessed: set[str]) -> str | None:
+    """The fp8 scaling recipe of an fp8 run: the config's, else run.yaml's; unstated is marked guessed (the step band
+    widens on chips where MXFP8 runs, knowledge.costmodel)."""
+    if mm != "fp8":
+        return None
+    recipe = (cfg.fp8_recipe if cfg is not None else None) or t.fp8_recipe
+    if recipe is None:
+        guessed.add("fp8_recipe")
+    note = recipe_note(recipe)
+    if note:
+        assumptions.append(note)
+    return recipe
 
 
 def _matmul_dtype(run: RunRecord, t: TrainingSpec, cfg: TrainingSettings | None, assumptions: list[str]) -> str:

@@ -39,6 +39,7 @@ from knowledge.cost_core import (
     reduce_bytes,
 )
 from knowledge.cost_cuda_graph import graph_note
+from knowledge.cost_fp8_recipe import MXFP8_DENSE_GEMM_SLOWDOWN, block_scaled_chip, unstated_note
 from knowledge.cost_offload import OFFLOAD_RANGE, offload_notes
 from knowledge.cost_settings import TrainingSettings
 from knowledge.cost_shapes import Shape, missing_for_prediction, resolve_shape
@@ -286,6 +287,9 @@ def _step_uncertainty(run: RunRecord, shape: Shape, mesh: Mesh, chip: Chip, cali
     for key, cost in U_GUESSED.items():
         if key in shape.guessed:
             u += cost
+    if "fp8_recipe" in shape.guessed and block_scaled_chip(chip.peak_fp4_flops, chip.family):
+        u += MXFP8_DENSE_GEMM_SLOWDOWN - 1.0
+        assumptions.append(unstated_note(MXFP8_DENSE_GEMM_SLOWDOWN - 1.0))
     if shape.mamba_layers:
         u += U_HYBRID
         assumptions.append(

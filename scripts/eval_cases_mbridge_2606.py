@@ -185,12 +185,13 @@ def _via(preset: str, helper: str) -> str:
 
 
 def _precision(precision: str) -> list[Setting]:
-    """The parameter-gather settings of the row's precision (get_precision_config): FP8 and MXFP8 keep the weights
-    in fp8; NVFP4 keeps them in NVFP4 and not in fp8."""
+    """The fp8 recipe and parameter-gather settings of the row's precision (get_precision_config): FP8 scales per
+    tensor (tensorwise), MXFP8 per 1x32 block; both keep the weights in fp8; NVFP4 keeps them in NVFP4, not fp8."""
     src = PRECISION_SRC[precision]
     if precision == "NVFP4":
         return [("mixed_precision", "fp8_param_gather", False, src), ("mixed_precision", "fp4_param_gather", True, src)]
-    return [("mixed_precision", "fp8_param_gather", True, src)]
+    recipe = "mxfp8" if precision == "MXFP8" else "tensorwise"  # the preset's fp8_recipe
+    return [("mixed_precision", "fp8_recipe", recipe, src), ("mixed_precision", "fp8_param_gather", True, src)]
 
 
 def _common(lib: str, grad: str, precision: str) -> list[Setting]:
@@ -373,11 +374,12 @@ COMMON_ASSUMED = [
     "False), so their optimizer dtype fields are inert and not written",
 ]
 PRECISION_ASSUMED = {
-    "FP8": "FP8 recorded as dtype fp8: the performance scripts' fp8_cs, bf16_with_fp8_current_scaling_mixed "
+    "FP8": "FP8 recorded as dtype fp8 with fp8_recipe tensorwise: the performance scripts' fp8_cs, bf16_with_fp8_current_scaling_mixed "
            "(per-tensor current scaling) with its BF16 first and last layers turned off (first_last_layers_bf16 "
            "False in get_precision_config); fp8_param_gather as that recipe sets it (weights held and gathered in "
            "fp8)",
-    "MXFP8": "MXFP8 recorded as dtype fp8 (the chip's fp8 peak); fp8_param_gather as bf16_with_mxfp8_mixed sets it. "
+    "MXFP8": "MXFP8 recorded as dtype fp8 with fp8_recipe mxfp8 (the chip's fp8 peak, dense GEMMs at MXFP8's kernel "
+             "rate: knowledge.cost_fp8_recipe); fp8_param_gather as bf16_with_mxfp8_mixed sets it. "
              "With MXFP8, Megatron-Core gathers parameters through the gradient buffer "
              "(reuse_grad_buf_for_mxfp8_param_ag, also set there). ASAP prices the weights at 1 byte each, and how "
              "much that layout really holds per weight is not determined here",

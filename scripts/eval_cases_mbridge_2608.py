@@ -148,9 +148,10 @@ Setting = tuple[str, str, Any, str]
 
 def _common(lib: str) -> list[Setting]:
     """What every 26.08 MXFP8 recipe sets: the distributed optimizer (its library recipe), gradients reduced in BF16
-    (_benchmark_common), FP8 parameter gathers (bf16_with_mxfp8_mixed)."""
+    (_benchmark_common), the MXFP8 recipe and FP8 parameter gathers (bf16_with_mxfp8_mixed)."""
     return [("ddp", "use_distributed_optimizer", True, lib),
             ("ddp", "grad_reduce_in_fp32", False, BENCH),
+            ("mixed_precision", "fp8_recipe", "mxfp8", MXFP8),
             ("mixed_precision", "fp8_param_gather", True, MXFP8)]
 
 
@@ -264,7 +265,7 @@ COMMON_ASSUMED = [
     f"settings the table does not state are the performance recipe's at {C} (the commit that published the table): "
     "the recipe function whose parallel sizes, batch and precision are the row's. Each setting in megatron.yaml "
     "names the file and function that sets it",
-    "MXFP8 recorded as dtype fp8 (the chip's fp8 peak)",
+    "MXFP8 recorded as dtype fp8 with fp8_recipe mxfp8 (the chip's fp8 peak; dense GEMMs at MXFP8's kernel rate)",
     "fp8_param_gather as bf16_with_mxfp8_mixed sets it. With MXFP8, Megatron-Core gathers parameters through the "
     "gradient buffer (reuse_grad_buf_for_mxfp8_param_ag, also set there). ASAP prices the weights at 1 byte each, "
     "and how much that layout really holds per weight is not determined here",

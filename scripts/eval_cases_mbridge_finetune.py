@@ -90,6 +90,8 @@ def _config(task: str, row: dict[str, str], chip: str, gpus: int) -> str:
         "model": model,
         "train": {"micro_batch_size": int(row["MBS"]), "global_batch_size": int(row["GBS"])},
         "ddp": {"use_distributed_optimizer": True},
+        # get_precision_config: fp8_cs -> bf16_with_fp8_current_scaling_mixed (tensorwise), fp8_mx -> bf16_with_mxfp8_mixed
+        "mixed_precision": {"fp8_recipe": "mxfp8" if row["Precision"] == "MXFP8" else "tensorwise"},
         "comm_overlap": {"tp_comm_overlap": tp > 1},
         # llama3.py llama3_70b_*_config: cfg.dataset.packed_sequence_specs.packed_sequence_size = seq_length
         "dataset": {"packed_sequence_specs": {"packed_sequence_size": int(row["Sequence Length"])}},
@@ -131,8 +133,9 @@ def write_case(root: Path, task: str, line: str) -> str:
     }
     (folder / "run.yaml").write_text(mbridge_cases.dump(run))
     mesh = load_config(folder / "megatron.yaml").mesh(gpus, slices).normalized().model_dump(exclude_defaults=True)
-    dtype_note = ("FP8 (current scaling, the recipe's fp8_cs) recorded as dtype fp8" if precision == "FP8"
-                  else "MXFP8 recorded as dtype fp8 (the chip's fp8 peak)")
+    dtype_note = ("FP8 (current scaling, the recipe's fp8_cs) recorded as dtype fp8, fp8_recipe tensorwise" if precision == "FP8"
+                  else "MXFP8 recorded as dtype fp8, fp8_recipe mxfp8 (the chip's fp8 peak; dense GEMMs at MXFP8's "
+                  "kernel rate)")
     lora_note = ([f"LoRA dim {LORA_RANK} on {', '.join(LORA_TARGETS)} (llama3_70b_peft_config and "
                   "llama3_llm_finetune.py at the same commit); the base model frozen"] if task == "lora" else [])
     exp = {

@@ -103,7 +103,10 @@ def _config(row: dict[str, str], chip: str, gpus: int) -> tuple[str, list[str]]:
     header = (f"# Megatron-Bridge docs/performance-summary-archive.md, 26.04.01 NeMo container, Nemotron_3_Nano, "
               f"{row['System']} row ({URL})\n# parallel sizes and batch from the row; the other settings from the "
               f"performance recipe scripts/performance/configs/nemotronh/ @ {RECIPE_COMMIT}\n")
-    doc = {"trainer": {"devices": min(gpus, 8), "num_nodes": nodes}, "model": keys}
+    # the recipe's precision: FP8 current scaling (tensorwise) on H100, MXFP8 on Blackwell
+    recipe = "mxfp8" if row["Precision"] == "MXFP8" else "tensorwise"
+    doc = {"trainer": {"devices": min(gpus, 8), "num_nodes": nodes}, "model": keys,
+           "mixed_precision": {"fp8_recipe": recipe}}
     return header + mbridge_cases.dump(doc), assumed
 
 
@@ -132,8 +135,9 @@ def write_case(root: Path, line: str) -> str:
     }
     (folder / "run.yaml").write_text(mbridge_cases.dump(run))
     mesh = load_config(folder / "megatron.yaml").mesh(gpus, slices).normalized().model_dump(exclude_defaults=True)
-    dtype_note = ("FP8 (current scaling in the H100 recipe) recorded as dtype fp8" if precision == "FP8"
-                  else "MXFP8 recorded as dtype fp8 (the chip's fp8 peak)")
+    dtype_note = ("FP8 (current scaling in the H100 recipe) recorded as dtype fp8, fp8_recipe tensorwise" if precision == "FP8"
+                  else "MXFP8 recorded as dtype fp8, fp8_recipe mxfp8 (the chip's fp8 peak; dense GEMMs at MXFP8's "
+                  "kernel rate)")
     exp = {
         "schema_version": 1, "kind": "config_only",
         "source": f"{REPO} docs/performance-summary-archive.md @ {ARCHIVE_COMMIT[:10]}, '26.04.01 NeMo Container' > "

@@ -66,6 +66,7 @@ def test_the_recipe_settings_are_read_from_each_case(case: str) -> None:
     assert s is not None
     nvfp4 = case.endswith("nvfp4")
     assert (s.distributed_optimizer, s.grad_fp32, s.fp8_params, s.fp4_params) == (True, False, not nvfp4, nvfp4 or None)
+    assert s.fp8_recipe == (None if nvfp4 else "mxfp8" if case.endswith("mxfp8") else "tensorwise")
     if case in LLAMA:
         assert (s.sequence_parallel, s.tp_comm_overlap, s.remat_policy) == (True, not nvfp4, "none")
         assert s.uneven_pipeline == {"account_for_embedding_in_pipeline_split": True,

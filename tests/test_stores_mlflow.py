@@ -24,6 +24,7 @@ from bot.errors import AsapError, RunNotFound
 from bot.runs.mlflow_store import MlflowRunStore
 from bot.runs.open import open_runs
 from bot.runs.spec import parse_store
+from knowledge.cost_settings import settings_from_config
 
 pytestmark = pytest.mark.slow
 
@@ -52,7 +53,8 @@ def logged(mlflow_server: str, tmp_path_factory: pytest.TempPathFactory) -> dict
                            "model/micro_batch_size": 1, "model/global_batch_size": 512, "model/num_layers": 80,
                            "model/hidden_size": 8192, "model/ffn_hidden_size": 28672,
                            "model/num_attention_heads": 64, "model/num_query_groups": 8,
-                           "model/encoder_seq_length": 16384, "model/sequence_parallel": True})
+                           "model/encoder_seq_length": 16384, "model/sequence_parallel": True,
+                           "model/fp8": "hybrid", "model/fp8_recipe": "tensorwise"})
         mlflow.set_tags({"asap.chip": "h100", "asap.derived_from": "311:2"})
         mlflow.log_metric("train_step_timing in s", 14.2, step=1)
     with mlflow.start_run(run_name="no-hardware"):
@@ -98,6 +100,7 @@ def test_lightning_flattened_megatron_params_give_the_mesh(logged: dict[str, str
     mesh = cfg.mesh(rec.num_chips, rec.num_slices)
     sizes = {**mesh.ici, **mesh.dcn}
     assert sizes.get("tensor") == 8 and sizes.get("pipeline") == 2
+    assert settings_from_config(cfg).fp8_recipe == "tensorwise"  # how its fp8 tensors are scaled
 
 
 def test_a_run_without_hardware_facts_says_which_to_log(logged: dict[str, str]) -> None:

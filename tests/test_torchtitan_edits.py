@@ -182,6 +182,7 @@ def test_command_overrides_win_over_the_toml_and_are_named() -> None:
         "--training.local_batch_size 3"))
     assert (tyro.settings["training.local_batch_size"], tyro.settings["compile.enable"]) == (3, False)
     assert settings_from_config(tyro).quantization == "mxfp8"  # the file's float8 converter replaced by MX
+    assert settings_from_config(tyro).fp8_recipe == "mxfp8"
     legacy = load_config(OLD / "llama3_8b.toml", command="./run_train.sh --training.batch_size 2 --training.compile")
     assert (legacy.settings["training.batch_size"], legacy.settings["training.compile"]) == (2, True)
 

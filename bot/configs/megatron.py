@@ -73,6 +73,8 @@ SETTINGS: tuple[str, ...] = (
     "fp8",
     "fp8_format",
     "fp8_hybrid",
+    "fp8_recipe",  # --fp8-recipe {tensorwise, delayed, mxfp8, blockwise}; Megatron-Bridge mixed_precision.fp8_recipe
+    "mixed_precision",  # Megatron-Bridge: a preset name (bf16_with_mxfp8_mixed) where the config names one
     "fp8_param_gather",  # Megatron-Bridge mixed_precision.fp8_param_gather
     "fp8_params",  # NeMo 1.x model.fp8_params
     "fp4",  # Megatron-Core TransformerConfig.fp4 (--fp4-format e2m1: NVFP4 through Transformer Engine)

@@ -73,7 +73,7 @@ FLAG_SETTINGS: dict[str, str] = {
     "recompute_activations": "recompute_granularity", "recompute_modules": "recompute_modules",
     "use_distributed_optimizer": "use_distributed_optimizer",
     "use_flash_attn": "use_flash_attn", "attention_backend": "attention_backend", "fp8_format": "fp8",
-    "fp8": "fp8", "fp8_hybrid": "fp8", "fp8_e4m3": "fp8", "expert_tensor_parallel_size": "expert_tensor_parallel_size",
+    "fp8": "fp8", "fp8_hybrid": "fp8", "fp8_e4m3": "fp8", "fp8_recipe": "fp8_recipe", "expert_tensor_parallel_size": "expert_tensor_parallel_size",
     "num_experts": "num_moe_experts", "num_moe_experts": "num_moe_experts", "num_layers": "num_layers",
     "num_attention_heads": "num_attention_heads", "num_query_groups": "num_query_groups",
     "seq_length": "seq_length", "hidden_size": "hidden_size", "bf16": "bf16", "fp16": "fp16",

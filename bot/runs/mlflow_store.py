@@ -49,7 +49,7 @@ _MEGATRON_KEYS = {
     "tensor_model_parallel_size", "pipeline_model_parallel_size", "context_parallel_size",
     "expert_model_parallel_size", "virtual_pipeline_model_parallel_size", "num_layers_per_virtual_pipeline_stage",
     "sequence_parallel", "micro_batch_size", "global_batch_size", "recompute_granularity", "recompute_method",
-    "recompute_num_layers", "use_distributed_optimizer", "use_flash_attn", "fp8", "devices", "num_nodes",
+    "recompute_num_layers", "use_distributed_optimizer", "use_flash_attn", "fp8", "fp8_recipe", "devices", "num_nodes",
     "num_layers", "hidden_size", "ffn_hidden_size", "num_attention_heads", "num_query_groups",
     "seq_length", "encoder_seq_length", "padded_vocab_size", "vocab_size",
 }

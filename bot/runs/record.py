@@ -301,6 +301,10 @@ class TrainingSpec(BaseModel):
     dtype: Literal["bf16", "fp16", "fp32", "fp8", "fp4"] = Field(
         default="bf16", description="compute dtype of the linear layers' matmuls (fp8: FP8 / MXFP8; fp4: NVFP4)"
     )
+    fp8_recipe: Literal["tensorwise", "delayed", "mxfp8", "blockwise"] | None = Field(
+        default=None, description="how fp8 tensors are scaled (Transformer Engine recipe; a config's fp8_recipe wins): "
+        "tensorwise (FP8-CS), delayed, mxfp8 (FP8-MX, 1x32 blocks), blockwise; None = not stated"
+    )
     remat: Literal["none", "minimal", "dots", "full"] | None = Field(
         default=None, description="activation rematerialization policy"
     )
