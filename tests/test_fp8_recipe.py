@@ -118,3 +118,37 @@ def test_an_unstated_recipe_widens_the_band_where_mxfp8_runs() -> None:
     assert not any("fp8 recipe not stated" in a for a in h100.assumptions)
     mx = _llama8b_fp8("gb300", "mxfp8")
     assert mx.step_time_ms > stated.step_time_ms and mx.uncertainty == pytest.approx(stated.uncertainty, abs=1e-3)
+
+
+def _proposals(case: str):  # type: ignore[no-untyped-def]
+    from bot.analysis.analyze import analyze_run
+    from bot.proposals.engine import propose
+    from bot.runs.store import LocalRunStore
+    from tests.published_cases import EVAL
+
+    run = LocalRunStore(EVAL).get(case)
+    return propose(run, analyze_run(run))
+
+
+MX_ADVICE = "compute-dense-mxfp8"
+MX_SECTION = "playbooks/bottlenecks.md#dense-layers-in-mxfp8"
+
+
+def test_a_dense_mxfp8_run_is_told_what_per_tensor_scaling_measured(tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """The compute-bound 25.11 GB300 Llama 3 8B FP8-MX row gets the published FP8-CS gap as advice, cited."""
+    monkeypatch.setenv("ASAP_STATE_DIR", str(tmp_path))
+    ps = _proposals("mbridge-25.11-gb300-llama3-8b-8gpu-fp8mx")
+    advice = [a for a in ps.advice if a.id == MX_ADVICE]
+    assert advice and "3.7-5.9% faster" in advice[0].text and advice[0].citation == MX_SECTION
+
+
+@pytest.mark.parametrize("case", ["mbridge-25.11-gb300-llama3-8b-8gpu",  # its FP8-CS twin
+                                  "mbridge-26.08-gb300-qwen3-30b-a3b-8gpu-mxfp8"])  # MoE: experts as fast in MXFP8
+def test_the_mxfp8_advice_and_section_stay_away_from_other_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                 case: str) -> None:
+    monkeypatch.setenv("ASAP_STATE_DIR", str(tmp_path))
+    ps = _proposals(case)
+    assert not any(a.id == MX_ADVICE for a in ps.advice)
+    # retrieval matched the section's words (Llama 3 8B, GB300) for the FP8-CS twin before it carried fp8_recipe=mxfp8
+    assert not any(c.ref == MX_SECTION for p in ps.proposals for c in p.citations)

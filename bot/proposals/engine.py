@@ -60,6 +60,7 @@ def rules_for(ctx: Context, playbook: Playbook) -> list[Rule]:
         moe=bool(ctx.record.model and ctx.record.model.is_moe),
         recomputes=ctx.remat.recomputes,
         memory=ctx.memory,
+        fp8_recipe=ctx.fp8_recipe,
     )
 
 

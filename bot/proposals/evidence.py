@@ -191,8 +191,10 @@ def cite(
     rule: Rule | None,
     settings_words: list[str],
     num_slices: int = 1,
+    fp8_recipe: str | None = None,
 ) -> tuple[list[Citation], ConfidenceAdjustment | None]:
-    """The citations of one proposal, and how similar past changes move its confidence (None: mesh unchanged)."""
+    """The citations of one proposal, and how similar past changes move its confidence (None: mesh unchanged).
+    ``fp8_recipe``: the run's stated fp8 scaling recipe; a section written for one recipe is cited only for it."""
     out: list[Citation] = []
     seen: set[str] = set()
 
@@ -233,6 +235,8 @@ def cite(
         scope = sections[h.citation].metadata.get("slices", "any")
         if scope != "any" and scope != ("multi" if num_slices > 1 else "single"):
             continue  # e.g. the DCN section for a run on one slice
+        if sections[h.citation].metadata.get("fp8_recipe", "any") not in ("any", fp8_recipe):
+            continue  # e.g. the MXFP8 section for a run in per-tensor fp8 or bf16
         n += 1
         what = f"{kind} on a {bottleneck}-bound run" if bottleneck else kind
         add(Citation(ref=h.citation, title=_title(sections[h.citation]), kind="playbook",

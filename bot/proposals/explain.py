@@ -273,6 +273,7 @@ def proposal_of(ctx: Context, rank: int, c: Chosen, knowledge: Knowledge, facts:
     citations, adjustment = cite(
         knowledge, facts=facts, bottleneck=ctx.bottleneck, base=ctx.base, mesh=cand.mesh, kind=kind,
         rule=rule, settings_words=list(cand.change.words), num_slices=ctx.record.num_slices,
+        fp8_recipe=ctx.fp8_recipe,
     )
     conf, conf_reasons = _confidence(
         pred=pred, change=change, calibrated=ctx.time_calibrated, diag_conf=ctx.diag_conf, rule=rule,

@@ -177,6 +177,9 @@ class When(BaseModel):
     recomputes: bool | None = Field(
         default=None, description="true: only runs whose remat policy recomputes activations (a lighter policy "
         "exists); a run whose policy is not stated still matches, and the answer says it depends on the policy")
+    fp8_recipe: list[Literal["tensorwise", "delayed", "mxfp8", "blockwise"]] | None = Field(
+        default=None, description="only fp8 runs whose stated scaling recipe is one of these "
+        "(knowledge.cost_fp8_recipe); a run that is not fp8, or does not state its recipe, never matches")
     memory: Literal["tight", "room"] | None = Field(
         default=None, description="tight: only runs whose predicted memory per chip is at least "
         "MEMORY_TIGHT_SHARE of HBM; room: only runs below it; a run whose memory is not predicted never matches")
@@ -267,11 +270,14 @@ def _cond_holds(cond: str, mesh: Mesh) -> bool:
 
 def rule_matches(
     rule: Rule, *, bottleneck: str | None, mesh: Mesh, chip_family: str, num_slices: int, moe: bool,
-    recomputes: bool | None = None, memory: str | None = None,
+    recomputes: bool | None = None, memory: str | None = None, fp8_recipe: str | None = None,
 ) -> bool:
     """Whether ``rule.when`` holds for this diagnosis, chip and mesh (``recomputes``: the run's remat policy
-    recomputes activations, None = not stated; ``memory``: tight | room, None = not predicted)."""
+    recomputes activations, None = not stated; ``memory``: tight | room, None = not predicted; ``fp8_recipe``: an
+    fp8 run's stated scaling recipe, None = not fp8 or not stated)."""
     w = rule.when
+    if w.fp8_recipe is not None and fp8_recipe not in w.fp8_recipe:
+        return False
     if w.recomputes is not None and recomputes is not None and w.recomputes != recomputes:
         return False
     if w.memory is not None and w.memory != memory:
@@ -331,14 +337,14 @@ def _load_cached(directory: str, _stamp: tuple[tuple[str, int, int], ...]) -> Pl
 
 def matching_rules(
     playbook: Playbook, *, bottleneck: str | None, mesh: Mesh, chip_family: str, num_slices: int, moe: bool,
-    recomputes: bool | None = None, memory: str | None = None,
+    recomputes: bool | None = None, memory: str | None = None, fp8_recipe: str | None = None,
 ) -> list[Rule]:
     """Rules whose conditions hold, by priority then file order."""
     hits = [
         r
         for r in playbook.rules
         if rule_matches(r, bottleneck=bottleneck, mesh=mesh, chip_family=chip_family, num_slices=num_slices, moe=moe,
-                        recomputes=recomputes, memory=memory)
+                        recomputes=recomputes, memory=memory, fp8_recipe=fp8_recipe)
     ]
     return sorted(hits, key=lambda r: r.priority)
 
