@@ -74,7 +74,8 @@ NAMES: tuple[str, ...] = OVERLAP_NAMES + (
     # DeepSpeed (bot.configs.deepspeed: canonical names of a ds_config's keys; Megatron-DeepSpeed flags)
     "deepspeed", "zero_stage", "offload_optimizer", "offload_param", "precision",
     # Megatron precision and Megatron-FSDP (knowledge.cost_shapes._model_state)
-    "grad_reduce_in_bf16", "fp8_param_gather", "fp8_params", "fp8", "fp4", "fp4_param_gather", "fp4_param",
+    "grad_reduce_in_bf16", "fp8_param_gather", "fp8_params", "fp8", "fp8_recipe", "mixed_precision", "fp4",
+    "fp4_param_gather", "fp4_param", "use_precision_aware_optimizer",
     "use_megatron_fsdp",
     "data_parallel_sharding_strategy",
 ) + PEFT_NAMES + PACKING_NAMES + ACT_OFFLOAD_NAMES + GRAPH_NAMES
@@ -305,10 +306,13 @@ def settings_from_config(config: ShardingConfig) -> TrainingSettings:
     out["fp8_recipe"] = fp8_recipe_stated(_lookup(v, "fp8_recipe")[1], _lookup(v, "mixed_precision")[1])
     out["fp4"] = fp8_stated(_lookup(v, "fp4")[1])  # a format name (e2m1) or true is on, null / false off
     out["fp4_params"] = _bool(_lookup(v, "fp4_param_gather", "fp4_param")[1])
+    # Megatron-Core's optimizer-state dtypes apply only with the precision-aware optimizer (OptimizerConfig); a config
+    # that turns it off keeps fp32 states whatever the dtype fields say
+    precision_aware = _bool(_lookup(v, "use_precision_aware_optimizer")[1]) is not False
     for field_name, keys in (("grad_dtype", ("main_grads_dtype",)), ("master_dtype", ("main_params_dtype",)),
                              ("moment_dtype", ("exp_avg_dtype", "exp_avg_sq_dtype"))):
         found = [str(_lookup(v, k)[1]).lower() for k in keys if _lookup(v, k)[0] is not None]
-        if found:
+        if found and precision_aware:
             out[field_name] = max(found, key=dtype_bytes)
 
     flash = _bool(_lookup(v, "use_flash_attention", "use_flash_attn")[1])

@@ -152,3 +152,56 @@ def test_the_mxfp8_advice_and_section_stay_away_from_other_runs(tmp_path: Path, 
     assert not any(a.id == MX_ADVICE for a in ps.advice)
     # retrieval matched the section's words (Llama 3 8B, GB300) for the FP8-CS twin before it carried fp8_recipe=mxfp8
     assert not any(c.ref == MX_SECTION for p in ps.proposals for c in p.citations)
+
+
+REAL = Path(__file__).parent / "data" / "real" / "megatron"
+GUIDE = "deepseek_v3_gb200_reproduce_guide_launch.sh"
+
+
+def test_the_guides_unquoted_layer_freq_is_named_not_silently_cut(tmp_path: Path) -> None:
+    """Megatron-LM's DeepSeek-V3 GB200 guide prints ``--moe-layer-freq ([0]*3+[1]*58)`` unquoted. Bash refuses that
+    line; ASAP used to stop reading there and silently dropped the 60 flags after it (recompute, CUDA graphs, the
+    MXFP8 recipe, the precision-aware optimizer). Now the answer names the line and the fix."""
+    from bot.errors import ConfigError
+
+    shutil_copy(REAL / GUIDE, tmp_path / GUIDE)
+    with pytest.raises(ConfigError) as err:
+        load_config(tmp_path / GUIDE, root=tmp_path)
+    assert "unquoted '(' after '--moe-layer-freq' (line 65)" in str(err.value)
+    assert '--moe-layer-freq "([0]*3+[1]*58)"' in str(err.value)
+
+
+def test_the_guides_launch_quoted_is_read_in_full(tmp_path: Path) -> None:
+    text = (REAL / GUIDE).read_text().replace("--moe-layer-freq ([0]*3+[1]*58)", '--moe-layer-freq "([0]*3+[1]*58)"')
+    (tmp_path / GUIDE).write_text(text)
+    cfg = load_config(tmp_path / GUIDE, root=tmp_path)
+    s = settings_from_config(cfg)
+    assert cfg.mesh(256, 4).normalized().model_dump(exclude_defaults=True) == {
+        "ici": {"expert": 32, "pipeline": 2}, "dcn": {"pipeline": 4}}
+    assert (s.fp8, s.fp8_recipe, s.fp8_params) == (True, "mxfp8", True)
+    assert s.full_iteration_graph is False  # a partial Transformer Engine capture
+    assert (s.remat_policy, s.recompute_modules) == ("selective", "moe_act,mlp")
+    # --use-precision-aware-optimizer with bf16 moments: read from the launch line, as from Bridge YAML
+    assert (s.grad_dtype, s.master_dtype, s.moment_dtype) == ("fp32", "fp32", "bf16")
+
+
+def test_state_dtypes_without_the_precision_aware_optimizer_are_inert(tmp_path: Path) -> None:
+    sh = tmp_path / "train.sh"
+    sh.write_text("torchrun --nproc_per_node 8 pretrain_gpt.py --tensor-model-parallel-size 2 "
+                  "--use-distributed-optimizer --exp-avg-dtype bf16 --exp-avg-sq-dtype bf16 --seq-length 4096\n")
+    cfg = load_config(sh, root=tmp_path)
+    assert settings_from_config(cfg).moment_dtype is None  # Megatron-LM keeps fp32 states without the flag
+    assert any("--use-precision-aware-optimizer" in n for n in cfg.reading)  # what the answer says it read
+    yaml = "optimizer:\n  use_precision_aware_optimizer: false\n  exp_avg_dtype: bf16\n"
+    assert megatron_yaml_settings(tmp_path, yaml).moment_dtype is None
+
+
+def test_megatron_lms_own_fp8_example_states_no_recipe() -> None:
+    """examples/llama/train_llama3_8b_h100_fp8.sh: --fp8-format hybrid without --fp8-recipe (Megatron-LM's default,
+    delayed scaling, applies): read as unstated, which on H100 moves neither the price nor the band."""
+    s = settings_from_config(load_config(REAL / "train_llama3_8b_h100_fp8.sh", root=REAL))
+    assert s.fp8 is True and s.fp8_recipe is None
+
+
+def shutil_copy(src: Path, dst: Path) -> None:
+    dst.write_text(src.read_text())

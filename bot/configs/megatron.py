@@ -82,6 +82,11 @@ SETTINGS: tuple[str, ...] = (
     "fp4_param_gather",  # --fp4-param-gather (TransformerConfig.fp4_param)
     "fp4_param",
     "grad_reduce_in_fp32",  # Megatron-Bridge ddp.grad_reduce_in_fp32
+    "use_precision_aware_optimizer",  # optimizer.use_precision_aware_optimizer: gates the state dtypes below
+    "main_grads_dtype",
+    "main_params_dtype",
+    "exp_avg_dtype",
+    "exp_avg_sq_dtype",
     "use_megatron_fsdp",  # Megatron-Bridge ddp.use_megatron_fsdp
     "data_parallel_sharding_strategy",
     "overlap_moe_expert_parallel_comm",  # Megatron-Bridge comm_overlap.overlap_moe_expert_parallel_comm

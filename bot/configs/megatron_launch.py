@@ -120,7 +120,12 @@ FLAG_SETTINGS: dict[str, str] = {
     # --enable-cuda-graph (local) and --external-cuda-graph (transformer_engine)
     "cuda_graph_impl": "cuda_graph_impl", "cuda_graph_scope": "cuda_graph_scope",
     "enable_cuda_graph": "enable_cuda_graph", "external_cuda_graph": "external_cuda_graph",
+    # optimizer-state dtypes (knowledge.cost_settings grad/master/moment dtypes): in effect only with
+    # --use-precision-aware-optimizer (arguments.py: "Dtype of exp_avg when enabling precision-aware optimizer")
+    "use_precision_aware_optimizer": "use_precision_aware_optimizer", "main_grads_dtype": "main_grads_dtype",
+    "main_params_dtype": "main_params_dtype", "exp_avg_dtype": "exp_avg_dtype", "exp_avg_sq_dtype": "exp_avg_sq_dtype",
 }
+_STATE_DTYPE_FLAGS = ("main_grads_dtype", "main_params_dtype", "exp_avg_dtype", "exp_avg_sq_dtype")
 
 
 def megatron_from_command(cmd: Command, text: str, source: str, script: Script, notes: list[str],
@@ -164,6 +169,7 @@ def megatron_from_command(cmd: Command, text: str, source: str, script: Script, 
             val = None
             i += 1
         _megatron_flag(norm, t, val, w, cmd, source, keys, settings, origins, notes)
+    _inert_state_dtypes(settings, origins, notes)
     return _megatron_cfg(text, source, keys, settings, origins, notes, per, nodes,
                          f"{' '.join((x.text or '?') for x in words[:1])} ... {words[at].text} ({where})",
                          insert_point(cmd, source), script.files)
@@ -175,7 +181,21 @@ _BOOL_FLAGS = {"sequence_parallel", "use_distributed_optimizer", "use_flash_attn
                "no_pipeline_parallel", "deepspeed_activation_checkpointing", "grad_reduce_in_bf16",
                "fp8_param_gather", "cross_entropy_loss_fusion", "use_megatron_fsdp", "overlap_moe_expert_parallel_comm",
                "moe_enable_deepep", "tp_comm_overlap", "enable_cuda_graph", "external_cuda_graph",
-               "account_for_embedding_in_pipeline_split", "account_for_loss_in_pipeline_split"}
+               "account_for_embedding_in_pipeline_split", "account_for_loss_in_pipeline_split",
+               "use_precision_aware_optimizer"}
+
+
+def _inert_state_dtypes(settings: dict[str, Scalar], origins: dict[str, ConfigKey], notes: list[str]) -> None:
+    """Optimizer-state dtype flags without --use-precision-aware-optimizer do nothing in Megatron-LM: drop them
+    (the states stay fp32) and say so, rather than price a memory saving the run does not get."""
+    given = [k for k in _STATE_DTYPE_FLAGS if k in settings]
+    if not given or settings.get("use_precision_aware_optimizer") is True:
+        return
+    for k in given:
+        settings.pop(k, None)
+        origins.pop(k, None)
+    notes.append(f"--{given[0].replace('_', '-')} is set but not --use-precision-aware-optimizer: Megatron-LM keeps "
+                 "the optimizer states and main gradients in fp32 (the dtype flags apply only with that optimizer)")
 
 
 # Megatron-LM flags that take several values (argparse nargs="*"): --recompute-modules core_attn moe_act ...

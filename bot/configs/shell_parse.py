@@ -217,10 +217,27 @@ class Parser:
                         and self.toks[self.i + 1].op == ")":
                     self.i += 2
                     return self._func_body(node.words[0].literal or "", line)
+                if tok.op == "(":
+                    raise self._unquoted_paren(node, tok)
                 break
             node.words.append(tok)
             self.i += 1
         return node
+
+
+    def _unquoted_paren(self, node: Node, tok: Token) -> ConfigError:
+        """An unquoted ``(`` inside a command (``--moe-layer-freq ([0]*3+[1]*58)``, as Megatron docs print it):
+        bash refuses the line, and reading on would silently lose every flag after it."""
+        after = node.words[-1].literal or "the previous word"
+        inner = []
+        for t in self.toks[self.i + 1:]:
+            if t.op is not None:
+                break
+            inner.append(t.literal or "...")
+        return ConfigError(
+            f"unquoted '(' after {after!r} (line {tok.line}): bash refuses this command (syntax error near "
+            "unexpected token '('), so the flags after it would never reach the program; quote the value: "
+            f"{after} \"({' '.join(inner)})\"", source=self.source)
 
 
 def _ends_with_eq(tok: Token) -> bool:
