@@ -24,10 +24,11 @@ MOE_FOOTNOTE = ("footnote: 'In MoE training benchmarks, we force-balance the tok
                 "benchmarks are token-dropless.'")
 
 
-def parse_row(line: str) -> dict[str, str]:
-    """A table row as printed (``| DGX-GB300 | 256 | ... |``), column name -> cell."""
+def parse_row(line: str, columns: str = COLUMNS) -> dict[str, str]:
+    """A table row as printed (``| DGX-GB300 | 256 | ... |``), column name -> cell; ``columns``: the table's own
+    column line where it is not the usual one."""
     cells = [c.strip() for c in line.strip().strip("|").split("|")]
-    return dict(zip([c.strip() for c in COLUMNS.split("|")], cells, strict=True))
+    return dict(zip([c.strip() for c in columns.split("|")], cells, strict=True))
 
 
 def nvl72_segments(gpus: int) -> int:
