@@ -269,7 +269,9 @@ def _summarize_report(r: dict[str, Any]) -> dict[str, Any]:
                     for o in (r.get("top_ops") or [])[:5]],
         **({"predicted": {key: r["predicted"].get(key) for key in ("step_time_ms", "step_time_low_ms",
                                                                    "step_time_high_ms", "calibrated", "mfu_percent",
-                                                                   "memory_per_chip_bytes", "fits_memory")}}
+                                                                   "memory_per_chip_bytes", "fits_memory",
+                                                                   "memory_fit", "memory_low_bytes",
+                                                                   "memory_high_bytes")}}
            if r.get("predicted") else {}),
     }
 

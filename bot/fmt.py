@@ -34,6 +34,18 @@ def signed_pct(v: float | None) -> str:
     return MISSING if v is None else f"{v:+.1f}%"
 
 
+def memory_fit(p: Any) -> str:
+    """What a predicted memory block says about fitting (plain words after the figure): nothing when it fits,
+    "may not fit" with the band when only the band's low edge fits the usable memory, else "does not fit"."""
+    fit = p.get("memory_fit") or ("fits" if p.get("fits_memory", True) else "does_not_fit")
+    if fit == "fits":
+        return ""
+    if fit == "may_not_fit":
+        return (f" (may not fit: band {gb(p.get('memory_low_bytes'))} to {gb(p.get('memory_high_bytes'))} against "
+                f"{gb(p.get('memory_usable_bytes'))} usable)")
+    return " (does not fit)"
+
+
 def predicted_step(p: Any) -> str:
     """A pre-flight report's ``predicted`` block in one line, labelled as a prediction (plain text: each channel
     escapes it for its own markup)."""
@@ -44,5 +56,5 @@ def predicted_step(p: Any) -> str:
         parts.append(f"MFU {value(p['mfu_percent'], '%')}")
     if p.get("memory_per_chip_bytes") is not None:
         parts.append(f"memory {gb(p['memory_per_chip_bytes'])} of {gb(p.get('memory_capacity_bytes'))} per chip"
-                     + ("" if p.get("fits_memory", True) else " (does not fit)"))
+                     + memory_fit(p))
     return f"Predicted (no profile, {how}): " + ", ".join(parts)

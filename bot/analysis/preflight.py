@@ -134,7 +134,23 @@ def _predicted(record: RunRecord, chip: Chip, pred: Any, calibrated: bool) -> Pr
         tokens_per_second=round(tokens / seconds, 1) if tokens and seconds > 0 else None,
         memory_per_chip_bytes=float(pred.memory_per_chip_bytes),
         memory_capacity_bytes=float(pred.memory_capacity_bytes), fits_memory=bool(pred.fits_memory),
+        **_memory_band(pred),
     )
+
+
+def _memory_band(pred: Any) -> dict[str, Any]:
+    """The memory band and the fit verdict it supports: a point just over the usable memory whose band's low edge fits
+    is "may not fit", not a flat "does not fit" (a published configuration that ran was told it does not fit)."""
+    from knowledge.costmodel import DEFAULT_HEADROOM
+
+    usable = float(pred.memory_capacity_bytes) * (1.0 - DEFAULT_HEADROOM)
+    low, high = pred.memory_low_bytes, pred.memory_high_bytes
+    if pred.fits_memory:
+        fit = "fits"
+    else:
+        fit = "may_not_fit" if low is not None and float(low) <= usable else "does_not_fit"
+    return {"memory_low_bytes": None if low is None else float(low), "memory_high_bytes": None if high is None
+            else float(high), "memory_usable_bytes": usable, "memory_fit": fit}
 
 
 def _bottleneck(shares: dict[str, float]) -> str:

@@ -131,6 +131,14 @@ class PredictedStep(_Out):
     memory_per_chip_bytes: float = Field(description="predicted peak memory per chip")
     memory_capacity_bytes: float = Field(description="the chip's memory")
     fits_memory: bool = Field(description="the predicted peak leaves the Critic's headroom free")
+    memory_low_bytes: float | None = Field(
+        default=None, description="low edge of the memory band (the activation term is the uncertain one)")
+    memory_high_bytes: float | None = Field(default=None, description="high edge of the memory band")
+    memory_usable_bytes: float | None = Field(
+        default=None, description="the chip's memory less the headroom the Critic keeps free")
+    memory_fit: Literal["fits", "may_not_fit", "does_not_fit"] = Field(
+        default="fits", description="fits: the point prediction fits the usable memory; may_not_fit: it does not, but "
+        "the band's low edge does (the answer says so, with the band); does_not_fit: even the low edge does not")
 
 
 class AnalysisReport(_Out):

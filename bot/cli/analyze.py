@@ -16,6 +16,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from bot import fmt
 from bot.analysis.analyze import DEFAULT_TOP_N, analyze_run, load_mesh
 from bot.analysis.diagnosis import LABEL
 from bot.analysis.preflight import LABEL as PREDICTED
@@ -271,7 +272,9 @@ def _predicted_table(p: PredictedStep) -> Table:
     t.add_row("MFU", _num(p.mfu_percent, unit="%"))
     t.add_row("tokens/s", _num(p.tokens_per_second, "{:,.0f}"))
     mem = f"{p.memory_per_chip_bytes / 1e9:.1f} / {p.memory_capacity_bytes / 1e9:.0f} GB"
-    t.add_row("memory per chip", mem + ("" if p.fits_memory else "  [bold red](does not fit)[/]"))
+    fit = fmt.memory_fit(p.model_dump())  # plain text: figures and fixed words only
+    t.add_row("memory per chip", mem + (f"  [bold red]{fit.strip()}[/]" if p.memory_fit == "does_not_fit"
+                                        else f"  [yellow]{fit.strip()}[/]" if fit else ""))
     for key, share in p.split_percent.items():
         t.add_row(f"  {_SPLIT_NAMES.get(key, key)}", f"{share:.1f}%")
     return t
