@@ -571,6 +571,13 @@ def _batch_split(run: RunRecord, t: TrainingSpec, cfg: TrainingSettings | None, 
     return micro_batch, grad_accum
 
 
+def fp8_recipe_of(run: RunRecord, settings: TrainingSettings | None) -> str | None:
+    """The stated fp8 scaling recipe of a run whose linear layers run in fp8, as the cost model prices it (the
+    config's, else run.yaml's); None when the run is not fp8 or does not say."""
+    t = run.training or TrainingSpec()
+    return _fp8_recipe(t, settings, _matmul_dtype(run, t, settings, []), [], set())
+
+
 def _fp8_recipe(t: TrainingSpec, cfg: TrainingSettings | None, mm: str, assumptions: list[str],
                 guessed: set[str]) -> str | None:
     """The fp8 scaling recipe of an fp8 run: the config's, else run.yaml's; unstated is marked guessed (the step band

@@ -77,10 +77,9 @@ class Context:
     def fp8_recipe(self) -> str | None:
         """The fp8 scaling recipe of an fp8 run as ``when.fp8_recipe`` reads it: the config's, else run.yaml's; None
         when the run is not fp8 or does not say (knowledge.cost_fp8_recipe)."""
-        t = self.record.training
-        fp8 = (t is not None and t.dtype == "fp8") or getattr(self.settings0, "fp8", None) is True
-        stated = getattr(self.settings0, "fp8_recipe", None) or (t.fp8_recipe if t is not None else None)
-        return stated if fp8 else None
+        from knowledge.cost_shapes import fp8_recipe_of
+
+        return fp8_recipe_of(self.record, self.settings0)
 
     @property
     def memory(self) -> str | None:
