@@ -298,22 +298,7 @@ def settings_from_config(config: ShardingConfig) -> TrainingSettings:
             dist = any("distributed" in o for o in optim)
     out["distributed_optimizer"] = dist
     out["sequence_parallel"] = _bool(_lookup(v, "sequence_parallel")[1])
-    out["grad_fp32"] = _bool(_lookup(v, "grad_reduce_in_fp32", "accumulate_allreduce_grads_in_fp32")[1])
-    if _bool(_lookup(v, "grad_reduce_in_bf16")[1]):  # arguments.py: it turns accumulate_allreduce_grads_in_fp32 off
-        out["grad_fp32"] = False
-    out["fp8_params"] = _bool(_lookup(v, "fp8_param_gather", "fp8_params")[1])
-    out["fp8"] = fp8_stated(_lookup(v, "fp8")[1])
-    out["fp8_recipe"] = fp8_recipe_stated(_lookup(v, "fp8_recipe")[1], _lookup(v, "mixed_precision")[1])
-    out["fp4"] = fp8_stated(_lookup(v, "fp4")[1])  # a format name (e2m1) or true is on, null / false off
-    out["fp4_params"] = _bool(_lookup(v, "fp4_param_gather", "fp4_param")[1])
-    # Megatron-Core's optimizer-state dtypes apply only with the precision-aware optimizer (OptimizerConfig); a config
-    # that turns it off keeps fp32 states whatever the dtype fields say
-    precision_aware = _bool(_lookup(v, "use_precision_aware_optimizer")[1]) is not False
-    for field_name, keys in (("grad_dtype", ("main_grads_dtype",)), ("master_dtype", ("main_params_dtype",)),
-                             ("moment_dtype", ("exp_avg_dtype", "exp_avg_sq_dtype"))):
-        found = [str(_lookup(v, k)[1]).lower() for k in keys if _lookup(v, k)[0] is not None]
-        if found and precision_aware:
-            out[field_name] = max(found, key=dtype_bytes)
+    out.update(precision_settings(v))
 
     flash = _bool(_lookup(v, "use_flash_attention", "use_flash_attn")[1])
     _, attention = _lookup(v, "attention", "attention_kernel")
@@ -347,6 +332,29 @@ def settings_from_config(config: ShardingConfig) -> TrainingSettings:
 
         out.update(torchtitan_settings(config))
     return TrainingSettings(**out)
+
+
+def precision_settings(v: dict[str, Any]) -> dict[str, Any]:
+    """Gradient-reduction dtype, fp8 / fp4 linear layers and their recipe and weights, and the optimizer-state dtypes
+    a Megatron-family config states."""
+    out: dict[str, Any] = {}
+    out["grad_fp32"] = _bool(_lookup(v, "grad_reduce_in_fp32", "accumulate_allreduce_grads_in_fp32")[1])
+    if _bool(_lookup(v, "grad_reduce_in_bf16")[1]):  # arguments.py: it turns accumulate_allreduce_grads_in_fp32 off
+        out["grad_fp32"] = False
+    out["fp8_params"] = _bool(_lookup(v, "fp8_param_gather", "fp8_params")[1])
+    out["fp8"] = fp8_stated(_lookup(v, "fp8")[1])
+    out["fp8_recipe"] = fp8_recipe_stated(_lookup(v, "fp8_recipe")[1], _lookup(v, "mixed_precision")[1])
+    out["fp4"] = fp8_stated(_lookup(v, "fp4")[1])  # a format name (e2m1) or true is on, null / false off
+    out["fp4_params"] = _bool(_lookup(v, "fp4_param_gather", "fp4_param")[1])
+    # Megatron-Core's optimizer-state dtypes apply only with the precision-aware optimizer (OptimizerConfig); a config
+    # that turns it off keeps fp32 states whatever the dtype fields say
+    precision_aware = _bool(_lookup(v, "use_precision_aware_optimizer")[1]) is not False
+    for field_name, keys in (("grad_dtype", ("main_grads_dtype",)), ("master_dtype", ("main_params_dtype",)),
+                             ("moment_dtype", ("exp_avg_dtype", "exp_avg_sq_dtype"))):
+        found = [str(_lookup(v, k)[1]).lower() for k in keys if _lookup(v, k)[0] is not None]
+        if found and precision_aware:
+            out[field_name] = max(found, key=dtype_bytes)
+    return out
 
 
 def deepspeed_settings(values: dict[str, Any], fmt: str) -> dict[str, Any]:

@@ -180,6 +180,25 @@ def _outcome_words(rec: HistoryRecord) -> str:
     return words
 
 
+def _retrieved_sections(hits: list[Any], sections: dict[str, PlaybookSection], seen: set[str], *, num_slices: int,
+                        fp8_recipe: str | None) -> list[str]:
+    """The retrieved playbook sections a proposal may cite, best first: not cited already, and written for this run's
+    scale (``slices``) and fp8 recipe (``fp8_recipe``) where the section says which."""
+    out: list[str] = []
+    for h in hits:
+        if h.kind != "playbook" or len(out) >= MAX_RETRIEVED_PLAYBOOK or h.citation not in sections \
+                or h.citation in seen or h.citation in out:
+            continue
+        meta = sections[h.citation].metadata
+        scope = meta.get("slices", "any")
+        if scope != "any" and scope != ("multi" if num_slices > 1 else "single"):
+            continue  # e.g. the DCN section for a run on one slice
+        if meta.get("fp8_recipe", "any") not in ("any", fp8_recipe):
+            continue  # e.g. the MXFP8 section for a run in per-tensor fp8 or bf16
+        out.append(h.citation)
+    return out
+
+
 def cite(
     knowledge: Knowledge,
     *,
@@ -228,18 +247,9 @@ def cite(
                                 k_history=5, extra=extra)
         except AsapError:
             hits = []
-    n = 0
-    for h in hits:
-        if h.kind != "playbook" or n >= MAX_RETRIEVED_PLAYBOOK or h.citation not in sections or h.citation in seen:
-            continue
-        scope = sections[h.citation].metadata.get("slices", "any")
-        if scope != "any" and scope != ("multi" if num_slices > 1 else "single"):
-            continue  # e.g. the DCN section for a run on one slice
-        if sections[h.citation].metadata.get("fp8_recipe", "any") not in ("any", fp8_recipe):
-            continue  # e.g. the MXFP8 section for a run in per-tensor fp8 or bf16
-        n += 1
-        what = f"{kind} on a {bottleneck}-bound run" if bottleneck else kind
-        add(Citation(ref=h.citation, title=_title(sections[h.citation]), kind="playbook",
+    what = f"{kind} on a {bottleneck}-bound run" if bottleneck else kind
+    for ref in _retrieved_sections(hits, sections, seen, num_slices=num_slices, fp8_recipe=fp8_recipe):
+        add(Citation(ref=ref, title=_title(sections[ref]), kind="playbook",
                      why=f"retrieved for this change ({what}): related guidance"))
 
     if not mesh_changed:
