@@ -254,8 +254,19 @@ def cite(
 
     if not mesh_changed:
         return out, None
+    history, adj = _history_citations(knowledge, facts, change, mesh, hits)  # type: ignore[arg-type]
+    for c in history:
+        add(c)
+    return out, adj
+
+
+def _history_citations(knowledge: Knowledge, facts: RunFacts, change: MeshChange, mesh: Mesh,
+                       hits: list[Any]) -> tuple[list[Citation], ConfidenceAdjustment]:
+    """Past changes like this one: those that move the proposal's confidence (this very mesh's first), then a few
+    more of the same kind on the same chip family that do not."""
+    out: list[Citation] = []
     retrieved = [r for h in hits if h.kind == "history" and (r := knowledge.record(str(h.metadata.get("record_id"))))]
-    same_mesh, same_kind = knowledge.similar(change.kind, mesh)  # type: ignore[union-attr]
+    same_mesh, same_kind = knowledge.similar(change.kind, mesh)
     ordered: list[HistoryRecord] = []
     ids: set[str] = set()
     for r in [*same_mesh, *retrieved, *same_kind]:
@@ -266,9 +277,9 @@ def cite(
     ordered = ordered[: len(same_mesh) + MAX_SIMILAR_CONSIDERED]
     adj = confidence_adjustment(change, facts, ordered)  # type: ignore[arg-type]
     for rec, step in zip(adj.records, adj.steps, strict=True):
-        add(Citation(ref=rec.ref, title=rec.title, kind=_history_kind(rec),  # type: ignore[arg-type]
-                     why=f"similar past change ({rec.kind or 'same mesh'}{', ' + rec.chip if rec.chip else ''}): "
-                         f"{_outcome_words(rec)}; confidence {step:+.2f}"))
+        out.append(Citation(ref=rec.ref, title=rec.title, kind=_history_kind(rec),  # type: ignore[arg-type]
+                            why=f"similar past change ({rec.kind or 'same mesh'}"
+                                f"{', ' + rec.chip if rec.chip else ''}): {_outcome_words(rec)}; confidence {step:+.2f}"))
     counted = {r.id for r in adj.records}
     same_ids = {r.id for r in same_mesh}
     extra_n = 0
@@ -277,10 +288,10 @@ def cite(
             continue
         if facts.chip_family and rec.chip_family and rec.chip_family != facts.chip_family:
             continue
-        if rec.kind != change.kind and rec.id not in same_ids:  # type: ignore[union-attr]
+        if rec.kind != change.kind and rec.id not in same_ids:
             continue
         extra_n += 1
-        add(Citation(ref=rec.ref, title=rec.title, kind=_history_kind(rec),  # type: ignore[arg-type]
-                     why=f"similar past change ({rec.kind or 'same mesh'}): {_outcome_words(rec)}; "
-                         "no effect on confidence"))
+        out.append(Citation(ref=rec.ref, title=rec.title, kind=_history_kind(rec),  # type: ignore[arg-type]
+                            why=f"similar past change ({rec.kind or 'same mesh'}): {_outcome_words(rec)}; "
+                                "no effect on confidence"))
     return out, adj
