@@ -273,11 +273,27 @@ def test_megatron_start_up_rules(flags: str, rule: str) -> None:
     ("#!/bin/bash\necho 'unclosed\n", "unclosed single quote"),
     ("#!/bin/bash\necho hello\n", "no training launch found"),
     ("#!/bin/bash\ntorchrun pretrain_gpt.py --tensor-model-parallel-size $(nproc)\n", "is a command ASAP does not run"),
+    # bash refuses a bare "(" inside a command; reading on would drop every flag after it (Megatron-LM's GB200 guide)
+    ("#!/bin/bash\ntorchrun pretrain_gpt.py --moe-layer-freq ([0]*1+[1]*3) --fp8-recipe mxfp8\n",
+     r"unquoted '\(' after '--moe-layer-freq' \(line 2\)"),
 ])
 def test_unsupported_scripts_name_what_is_unsupported(text: str, what: str) -> None:
     with pytest.raises(ConfigError, match=what) as info:
         parse_config(text, "launch.sh")
     assert info.value.source == "launch.sh"
+
+
+def test_the_valid_bash_uses_of_a_parenthesis_still_read() -> None:
+    """Arrays, functions (with and without the keyword), [[ ( ) ]] grouping, case patterns written "(x)", process
+    substitution and subshells are bash; only a bare "(" among a command's words is refused."""
+    text = ("#!/bin/bash\nARR=(a b)\nf() { echo f; }\nfunction g() { echo g; }\n"
+            "if [[ ( \"$X\" == 1 ) ]]; then echo one; fi\nTP=2\ncase \"$M\" in\n  (fast) LOG=1 ;;\n  *) LOG=2 ;;\nesac\n"
+            "source <(echo A=1)\ndiff <(echo a) >(cat) || true\n(cd /tmp && echo sub)\n"
+            "torchrun --nproc_per_node 8 pretrain_gpt.py --tensor-model-parallel-size $TP --fp8-format hybrid "
+            "--fp8-recipe tensorwise --moe-layer-freq '([0]*1+[1]*3)'\n")
+    c = parse_config(text, "launch.sh")
+    assert c.mesh(8, 1).normalized().ici == {"tensor": 2, "data": 4}
+    assert c.settings.get("fp8_recipe") == "tensorwise"
 
 
 def test_review_of_a_script_megatron_would_refuse_exits_1(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

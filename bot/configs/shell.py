@@ -475,7 +475,7 @@ class Evaluator:
             origin.extend((p.file, p.start + k if p.start >= 0 else -1) for k in range(len(p.text)))
         virtual = f"eval@{file}:{line}"
         before = len(self.result.commands)
-        nodes = Parser(Scanner(text, virtual).tokens(), virtual).parse_list(set())
+        nodes = Parser(Scanner(text, virtual).tokens(), virtual, text).parse_list(set())
         self.run(nodes, virtual, pos)
         end = self._eval_end
         for cmd in self.result.commands[before:]:
@@ -519,7 +519,7 @@ class Evaluator:
         if text is None:
             text = read_text(path)
             self.result.files[key] = text
-        nodes = Parser(Scanner(text, key).tokens(), key).parse_list(set())
+        nodes = Parser(Scanner(text, key).tokens(), key, text).parse_list(set())
         self.depth += 1
         self.run(nodes, key, pos)
         self.depth -= 1
@@ -629,7 +629,7 @@ def read_script(text: str, source: str, *, args: list[str] | None = None,
     """
     result = Script(files={source: text, **(files or {})})
     ev = Evaluator(result, resolve or (lambda _p, _f: None))
-    nodes = Parser(Scanner(text, source).tokens(), source).parse_list(set())
+    nodes = Parser(Scanner(text, source).tokens(), source, text).parse_list(set())
     pos = {"@": [Val((Piece(a, None, -1),)) for a in (args or [])]}
     ev.run(nodes, source, pos)
     result.variables = {k: v.text for k, v in ev.vars.items() if v.text is not None}

@@ -32,10 +32,11 @@ _RESERVED_END = {"then", "fi", "else", "elif", "do", "done", "esac", "}", "in"}
 class Parser:
     """Turns tokens into a small tree of commands and compound statements."""
 
-    def __init__(self, tokens: list[Token], source: str) -> None:
+    def __init__(self, tokens: list[Token], source: str, text: str = "") -> None:
         self.toks = tokens
         self.i = 0
         self.source = source
+        self.text = text  # the scanned text: tells <(...) / >(...) process substitution from a bare "("
 
     def fail(self, what: str, line: int) -> ConfigError:
         return ConfigError(f"{what} (line {line}): ASAP reads launch scripts without running them and does not "
@@ -217,13 +218,24 @@ class Parser:
                         and self.toks[self.i + 1].op == ")":
                     self.i += 2
                     return self._func_body(node.words[0].literal or "", line)
-                if tok.op == "(":
+                if tok.op in ("(", ")") and node.words[:1] and node.words[0].literal == "[[":
+                    node.words.append(Token(tok.start, tok.line, parts=[], op=None, end=tok.end))  # [[ ( a ) ]] grouping
+                    self.i += 1
+                    continue
+                if tok.op == "(" and self._bare_paren(tok):
                     raise self._unquoted_paren(node, tok)
                 break
             node.words.append(tok)
             self.i += 1
         return node
 
+
+    def _bare_paren(self, tok: Token) -> bool:
+        """A "(" bash refuses after a command's words: not ``name ()`` (a function), not ``<(`` / ``>(`` (process
+        substitution); unknown text is given the benefit of the doubt."""
+        if self.i + 1 < len(self.toks) and self.toks[self.i + 1].op == ")":
+            return False
+        return 0 < tok.start <= len(self.text) and self.text[tok.start - 1] not in "<>"
 
     def _unquoted_paren(self, node: Node, tok: Token) -> ConfigError:
         """An unquoted ``(`` inside a command (``--moe-layer-freq ([0]*3+[1]*58)``, as Megatron docs print it):
