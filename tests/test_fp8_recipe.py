@@ -19,6 +19,7 @@ table (405B FP8 2,646, MXFP8 2,403 model TFLOP/s/GPU) ranked at Spearman 0.5.
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pytest
@@ -164,7 +165,7 @@ def test_the_guides_unquoted_layer_freq_is_named_not_silently_cut(tmp_path: Path
     MXFP8 recipe, the precision-aware optimizer). Now the answer names the line and the fix."""
     from bot.errors import ConfigError
 
-    shutil_copy(REAL / GUIDE, tmp_path / GUIDE)
+    shutil.copyfile(REAL / GUIDE, tmp_path / GUIDE)
     with pytest.raises(ConfigError) as err:
         load_config(tmp_path / GUIDE, root=tmp_path)
     assert "unquoted '(' after '--moe-layer-freq' (line 65)" in str(err.value)
@@ -202,6 +203,3 @@ def test_megatron_lms_own_fp8_example_states_no_recipe() -> None:
     s = settings_from_config(load_config(REAL / "train_llama3_8b_h100_fp8.sh", root=REAL))
     assert s.fp8 is True and s.fp8_recipe is None
 
-
-def shutil_copy(src: Path, dst: Path) -> None:
-    dst.write_text(src.read_text())
