@@ -622,7 +622,9 @@ def _device_time(shape: Shape, chip: Chip, efficiency: float, mm: _MeshSplit) ->
     # leaves the last rank the whole lower triangle: 2·cp/(cp+1) of the mean [Megatron-Core context
     # parallelism docs; Liu et al. 2023, ring attention] unless the sequence is split in balanced chunks.
     cp_imbalance = 1.0 if shape.cp_load_balanced else 2.0 * ns / (ns + 1.0)
-    t_attn = attn_hw / chips / peak / f_core * cp_imbalance
+    # The attention core's kernels reach another fraction of peak than the GEMMs on some generations (a fitted
+    # attention_rate in the catalog: Blackwell), else the matmul rate times its own shape factor.
+    t_attn = attn_hw / chips / (peak * (chip.attention_rate or 1.0)) / f_core * cp_imbalance
     compute_s = t_dense_c + t_expert_c + t_attn
     if ssm_flops:  # the scan runs in bf16 whatever the linear layers' dtype (re-run too under full recompute)
         compute_s = compute_s + ssm_flops * (1.0 + (1.0 / 3.0 if spec.megatron_full else 0.0)) / chips / peak

@@ -88,6 +88,13 @@ class Chip(BaseModel):
         description="achieved / peak FLOP/s of large, well-shaped matmuls in training, fitted per hardware family "
         "across published tables (docs/cost-model.md); null: the cost model's default",
     )
+    attention_rate: float | None = Field(
+        default=None, gt=0, le=4,
+        description="achieved FLOP/s of the attention core (flash kernels, forward + backward) relative to the dense "
+        "matmuls' on this chip, fitted per GPU generation across published tables with matmul_efficiency "
+        "(docs/cost-model.md, 'Blackwell: attention core and GEMMs'); null: 1, the A100 / H100 fit, where the "
+        "attention core's own shape factor sets its rate",
+    )
     sources: tuple[str, ...] = Field(min_length=1, description="where the figures come from")
 
     @property
