@@ -4,6 +4,7 @@ case ran, optionally with some settings changed: the shared step of the tests th
 from __future__ import annotations
 
 import importlib.util
+import sys
 from pathlib import Path
 from types import ModuleType
 
@@ -32,6 +33,7 @@ def load_script(name: str, folder: str = "scripts") -> ModuleType:
     spec = importlib.util.spec_from_file_location(name, ROOT / folder / f"{name}.py")
     assert spec and spec.loader
     mod = importlib.util.module_from_spec(spec)
+    sys.modules[name] = mod  # dataclasses resolve their string annotations through the module's entry
     spec.loader.exec_module(mod)
     return mod
 
