@@ -17,7 +17,9 @@ Sources, per framework:
   -> q, k, v, context, out_proj; ``save_dot_except_mlpwi`` -> q, k, v, out_proj, mlpwo;
   ``save_dot_except_mlp`` -> q, k, v, out_proj; ``save_qkv_proj`` -> q, k, v; ``save_out_proj`` -> out_proj;
   ``qkv_proj_offloaded`` / ``minimal_offloaded`` -> the same names offloaded to pinned host memory;
-  ``none`` -> no rematerialization. ``jax.checkpoint`` keeps a saveable value only when the backward pass
+  ``none`` -> no rematerialization; ``custom`` -> each named tensor as its own key says (``query_proj: offload``,
+  ``context: device``, ``mlpwo: remat``; base.yml: every tensor ``remat`` but ``decoder_layer_input: device``).
+  ``jax.checkpoint`` keeps a saveable value only when the backward pass
   needs it: ``mlpwo`` (the MLP's down projection) only feeds the residual sum, whose gradient needs no
   saved value, so it is never a residual and costs no memory (the next layer's input is saved anyway).
 * **Megatron-LM / NeMo** (``recompute_granularity`` null | selective | full, ``recompute_method`` uniform
@@ -84,6 +86,15 @@ MAXTEXT_LADDER: tuple[str, ...] = (
     "full",
 )
 MEGATRON_LADDER: tuple[str, ...] = ("none", "selective", "full")
+
+# MaxText ``remat_policy: custom``: the config key of each named tensor -> ASAP's residual name. Each key takes
+# 'remat' | 'device' | 'offload' (base.yml: all 'remat' but decoder_layer_input 'device', the scanned layer's input
+# that remat restarts from). Source: MaxText base.yml and layers/decoders.py get_remat_policy (custom branch).
+MAXTEXT_CUSTOM_TENSORS: dict[str, str] = {
+    "query_proj": "q", "key_proj": "k", "value_proj": "v", "context": "context", "out_proj": "o",
+    "mlpwi": "mlpwi", "mlpwi_0": "mlpwi", "mlpwi_1": "mlpwi", "mlpwo": "mlpwo",
+}
+CUSTOM_CHOICES = ("remat", "device", "offload")
 
 JAX_POLICY_NAMES: dict[str, str] = {
     "nothing_saveable": "full",
@@ -195,9 +206,44 @@ def _from_words(name: str) -> RematSpec | None:
     return RematSpec(policy=name, saved=frozenset(saved), exact=False)
 
 
-def named_policy(name: str, *, source: str) -> RematSpec | None:
-    """A MaxText / JAX policy name (or an in-house one read by its words); None when unreadable."""
+def custom_policy(tensors: str, *, source: str) -> RematSpec:
+    """MaxText's ``custom`` policy from its per-tensor choices (``"query_proj=offload,context=device"``, as
+    :class:`knowledge.cost_settings.TrainingSettings` carries them); unnamed tensors take base.yml's 'remat'."""
+    choices: dict[str, str] = {}
+    for item in tensors.split(","):
+        key, _, value = item.partition("=")
+        if key.strip():
+            choices[key.strip()] = _norm(value)
+    saved: set[str] = set()
+    offloaded: set[str] = set()
+    notes: list[str] = []
+    for key, choice in choices.items():
+        name = MAXTEXT_CUSTOM_TENSORS.get(key)
+        if choice not in CUSTOM_CHOICES:
+            notes.append(f"remat_policy 'custom': {key}: {choice!r} is not remat / device / offload; read as remat")
+        elif name is not None and choice != "remat":
+            (saved if choice == "device" else offloaded).add(name)
+    exact = not notes
+    if choices.get("decoder_layer_input") == "offload":
+        # RematSpec keeps every layer's input in HBM; the offloaded input's HBM is still counted, so the memory
+        # estimate leans high and is marked inexact (a wider band)
+        notes.append("remat_policy 'custom': decoder_layer_input is offloaded to host memory; ASAP still counts it "
+                     "in HBM, so the activation memory leans high")
+        exact = False
+    gated = {choices.get("mlpwi_0", "remat"), choices.get("mlpwi_1", "remat")}
+    if choices.get("mlpwi", "remat") == "remat" and len(gated) > 1:
+        notes.append("remat_policy 'custom': only one of mlpwi_0 / mlpwi_1 is kept; priced as the MLP input kept")
+        exact = False
+    return RematSpec(policy="custom", saved=frozenset(saved - offloaded), offloaded=frozenset(offloaded),
+                     exact=exact, source=source, notes=tuple(notes))
+
+
+def named_policy(name: str, *, source: str, tensors: str | None = None) -> RematSpec | None:
+    """A MaxText / JAX policy name (or an in-house one read by its words); None when unreadable. ``tensors``: MaxText
+    ``custom``'s per-tensor choices where the config states any."""
     n = _norm(name)
+    if n == "custom" and tensors:
+        return custom_policy(tensors, source=source)
     if n in ("", "null"):
         return None
     n = JAX_POLICY_NAMES.get(n, n)
@@ -209,10 +255,8 @@ def named_policy(name: str, *, source: str) -> RematSpec | None:
     if n in MAXTEXT_POLICIES:
         saved, off = MAXTEXT_POLICIES[n]
         return RematSpec(policy=n, saved=saved, offloaded=off, source=source)
-    if n == "custom":
-        return RematSpec(policy=n, saved=_MINIMAL, exact=False, source=source,
-                         notes=("remat_policy 'custom': the per-tensor settings were read as 'minimal' (the names "
-                                "MaxText's custom policy can save)",))
+    if n == "custom":  # no per-tensor key stated: base.yml's, every named tensor rematerialized
+        return custom_policy("", source=source)
     spec = _from_words(n)
     if spec is None:
         return None

@@ -44,6 +44,7 @@ from knowledge.cost_packing import packing_settings
 from knowledge.cost_peft import LIST_NAMES as PEFT_LISTS
 from knowledge.cost_peft import NAMES as PEFT_NAMES
 from knowledge.cost_peft import peft_settings
+from knowledge.cost_remat import MAXTEXT_CUSTOM_TENSORS
 
 # Megatron keys that change what a mesh costs beyond its sizes (read by :func:`overlap_settings`): the
 # attention kernel flag as Megatron-LM spells it (``--use-flash-attn``), TP communication overlap
@@ -69,7 +70,8 @@ NAMES: tuple[str, ...] = OVERLAP_NAMES + (
     "attention_dropout", "num_pipeline_microbatches", "num_vocab_tiling", "name", "main_grads_dtype", "main_params_dtype",
     "exp_avg_dtype", "exp_avg_sq_dtype", "account_for_embedding_in_pipeline_split",
     "account_for_loss_in_pipeline_split", "num_layers_in_first_pipeline_stage", "num_layers_in_last_pipeline_stage",
-    "mtp_num_layers",
+    "mtp_num_layers", "decoder_layer_input", "query_proj", "key_proj", "value_proj", "context", "out_proj", "mlpwi",
+    "mlpwi_0", "mlpwi_1", "mlpwo",
     "decoder_first_pipeline_num_layers", "decoder_last_pipeline_num_layers", "quantization",
     # DeepSpeed (bot.configs.deepspeed: canonical names of a ds_config's keys; Megatron-DeepSpeed flags)
     "deepspeed", "zero_stage", "offload_optimizer", "offload_param", "precision",
@@ -122,6 +124,8 @@ class TrainingSettings(BaseModel):
     )
     remat_policy: str | None = None
     remat_key: str | None = Field(default=None, description="the key that set the remat policy")
+    remat_tensors: str | None = Field(default=None, description="MaxText remat_policy custom: the per-tensor "
+                                      "choices the config states, 'key=remat|device|offload' comma-separated")
     recompute_method: str | None = None
     recompute_num_layers: int | None = None
     recompute_modules: str | None = Field(default=None, description="Megatron-Core selective recompute_modules as "
@@ -277,6 +281,10 @@ def settings_from_config(config: ShardingConfig) -> TrainingSettings:
     if key is not None:
         out["remat_key"] = key
         out["remat_policy"] = "none" if remat is None or remat is False else str(remat)
+    if fmt == "maxtext":
+        tensors = [f"{k}={v[path]}" for k in ("decoder_layer_input", *MAXTEXT_CUSTOM_TENSORS)
+                   for path in v if path == k or path.endswith("." + k)]
+        out["remat_tensors"] = ",".join(tensors) or None
     _, method = _lookup(v, "recompute_method", "activations_checkpoint_method")
     out["recompute_method"] = None if method is None else str(method)
     _, layers = _lookup(v, "recompute_num_layers", "activations_checkpoint_num_layers")

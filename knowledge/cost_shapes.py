@@ -734,7 +734,7 @@ def _resolve_remat(
             spec = megatron_policy(cfg.remat_policy, cfg.recompute_method, cfg.recompute_num_layers, source=where,
                                    modules=cfg.recompute_modules)
         else:
-            spec = named_policy(cfg.remat_policy or "none", source=where)
+            spec = named_policy(cfg.remat_policy or "none", source=where, tensors=cfg.remat_tensors)
             if spec is None:
                 notes.append(f"remat policy {cfg.remat_policy!r} ({where}) not understood")
         if spec is not None:

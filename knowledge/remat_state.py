@@ -35,7 +35,7 @@ def remat_state(settings: TrainingSettings | None, framework: str, runyaml: str 
             spec = megatron_policy(settings.remat_policy, settings.recompute_method, settings.recompute_num_layers,
                                    source="config", modules=settings.recompute_modules)
         else:
-            spec = named_policy(settings.remat_policy or "none", source="config")
+            spec = named_policy(settings.remat_policy or "none", source="config", tensors=settings.remat_tensors)
         if spec is not None:
             return RematState(spec.policy, bool(lighter_policies(spec)), f"config {settings.remat_key}")
     if runyaml is not None:

@@ -61,8 +61,12 @@ DEFAULTS: dict[str, int] = {"ici_fsdp_parallelism": -1, "dcn_data_parallelism": 
 NEVER_OVER_DCN = ("sequence", "tensor", "tensor_sequence", "autoregressive")  # base.yml: "never recommended"
 INFERENCE_ONLY = ("autoregressive", "context_autoregressive")
 
+# remat_policy 'custom': each named tensor's choice (remat | device | offload; base.yml and decoders.py)
+REMAT_TENSOR_KEYS: tuple[str, ...] = ("decoder_layer_input", "query_proj", "key_proj", "value_proj", "context",
+                                      "out_proj", "mlpwi", "mlpwi_0", "mlpwi_1", "mlpwo")
 SETTINGS: tuple[str, ...] = (
     "remat_policy",
+    *REMAT_TENSOR_KEYS,
     "per_device_batch_size",
     "gradient_accumulation_steps",
     "max_target_length",

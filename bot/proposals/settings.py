@@ -81,7 +81,7 @@ def current_remat(settings: TrainingSettings | None, framework: str, runyaml: st
         if framework == "megatron" or settings.format == "megatron":
             return megatron_policy(settings.remat_policy, settings.recompute_method, settings.recompute_num_layers,
                                    source="config", modules=settings.recompute_modules)
-        spec = named_policy(settings.remat_policy or "none", source="config")
+        spec = named_policy(settings.remat_policy or "none", source="config", tensors=settings.remat_tensors)
         if spec is not None:
             return spec
     from knowledge.cost_shapes import DEFAULT_REMAT, effective_framework
