@@ -211,7 +211,9 @@ def _stored_transient(shape: Shape, spec, nt: np.ndarray, local_layers: np.ndarr
     if spec.layer_every:  # torchtitan selective layer: one block in k keeps only its input
         k = float(spec.layer_every)
         return layer_input / k + (1.0 - 1.0 / k) * (everything + scores), everything + scores
-    saved = layer_input.copy()
+    # every layer's input stays in HBM for the backward pass to restart from, unless it is offloaded to host memory
+    # (MaxText custom decoder_layer_input: offload): then only the layer being recomputed holds it (the transient)
+    saved = np.zeros_like(layer_input) if spec.input_offloaded else layer_input.copy()
     if spec.every_other_mm:  # torchtitan selective op: wq, wv, w1 (half the MLP input matmuls) and SDPA's output
         saved = saved + tb["q"] / nt + tb["v"] / kv_div + 0.5 * tb["mlpwi"] / nt
     for name in spec.saved:

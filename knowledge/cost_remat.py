@@ -115,6 +115,7 @@ class RematSpec:
     stores_everything: bool = False  # no rematerialization at all
     saved: frozenset[str] = frozenset()  # residuals kept in HBM besides the layer input
     offloaded: frozenset[str] = frozenset()  # residuals kept in host memory (neither in HBM nor recomputed)
+    input_offloaded: bool = False  # MaxText custom decoder_layer_input: offload: each layer's input kept in host memory
     recompute_attention_core: bool = False  # Megatron selective: QK^T/softmax/AV recomputed, scores not stored
     megatron_full: bool = False  # Megatron full recompute
     megatron_method: str = "uniform"  # uniform | block
@@ -224,18 +225,16 @@ def custom_policy(tensors: str, *, source: str) -> RematSpec:
         elif name is not None and choice != "remat":
             (saved if choice == "device" else offloaded).add(name)
     exact = not notes
-    if choices.get("decoder_layer_input") == "offload":
-        # RematSpec keeps every layer's input in HBM; the offloaded input's HBM is still counted, so the memory
-        # estimate leans high and is marked inexact (a wider band)
-        notes.append("remat_policy 'custom': decoder_layer_input is offloaded to host memory; ASAP still counts it "
-                     "in HBM, so the activation memory leans high")
-        exact = False
+    input_offloaded = choices.get("decoder_layer_input") == "offload"
+    if input_offloaded:
+        notes.append("remat_policy 'custom': decoder_layer_input is offloaded to host memory: HBM holds the one layer "
+                     "being recomputed, not every layer's input; the host transfers are taken as overlapped")
     gated = {choices.get("mlpwi_0", "remat"), choices.get("mlpwi_1", "remat")}
     if choices.get("mlpwi", "remat") == "remat" and len(gated) > 1:
         notes.append("remat_policy 'custom': only one of mlpwi_0 / mlpwi_1 is kept; priced as the MLP input kept")
         exact = False
     return RematSpec(policy="custom", saved=frozenset(saved - offloaded), offloaded=frozenset(offloaded),
-                     exact=exact, source=source, notes=tuple(notes))
+                     input_offloaded=input_offloaded, exact=exact, source=source, notes=tuple(notes))
 
 
 def named_policy(name: str, *, source: str, tensors: str | None = None) -> RematSpec | None:

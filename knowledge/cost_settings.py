@@ -29,7 +29,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from bot.configs.common import as_bool, find_by_name, positive_int
 from bot.configs.common import settings as read_settings
-from bot.configs.model_dims import ModelDims, read_model_dims
+from bot.configs.model_dims import MAXTEXT_BASE_SEQ_LEN, ModelDims, read_model_dims
 from bot.configs.pipeline_layout import parse_pipeline_layout
 from bot.configs.sharding import ShardingConfig
 from bot.configs.yamlscan import compose
@@ -298,6 +298,8 @@ def settings_from_config(config: ShardingConfig) -> TrainingSettings:
                                      "microbatches")[1])
     out["global_batch"] = _int(_lookup(v, "global_batch_size")[1])
     out["seq_len"] = _int(_lookup(v, "seq_length", "max_target_length", "seq_len")[1])
+    if out["seq_len"] is None and fmt == "maxtext":  # pyconfig fills in base.yml's max_target_length
+        out["seq_len"] = MAXTEXT_BASE_SEQ_LEN
 
     dist = _bool(_lookup(v, "use_distributed_optimizer")[1])
     if dist is None and fmt == "megatron":

@@ -565,12 +565,18 @@ GLOBAL_EVERY: dict[str, int] = {"gemma2": 2, "gemma3": 6, "gpt_oss": 2}
 LAYERS_PER_DECODER_LAYER: dict[str, int] = {"gemma2": 2}
 
 
+MAXTEXT_BASE_SEQ_LEN = 2048  # base.yml max_target_length (MaxText tpu-recipes-v0.1.2 line 454; HEAD line 880)
+
+
 def _maxtext(config: ShardingConfig) -> ModelDims:
     """MaxText pyconfig's merge: base.yml chain < ``models/<model_name>.yml`` < command-line overrides."""
     d = _Dims(config.source)
     s = config.settings
     seq = _int(s.get("max_target_length"))
-    d.set("seq_len", seq, f"max_target_length in {_where(config, 'max_target_length')}")
+    if seq is None:  # pyconfig fills in base.yml's value: 2048 at every MaxText tag and commit this repo reads
+        d.set("seq_len", MAXTEXT_BASE_SEQ_LEN, "max_target_length not set: MaxText base.yml's default 2048")
+    else:
+        d.set("seq_len", seq, f"max_target_length in {_where(config, 'max_target_length')}")
     name = s.get("model_name")
     model: dict[str, Any] = {}
     model_where = ""
