@@ -29,6 +29,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from bot.configs.common import as_bool, find_by_name, positive_int
 from bot.configs.common import settings as read_settings
+from bot.configs.maxtext import REMAT_TENSOR_KEYS
 from bot.configs.model_dims import MAXTEXT_BASE_SEQ_LEN, ModelDims, read_model_dims
 from bot.configs.pipeline_layout import parse_pipeline_layout
 from bot.configs.sharding import ShardingConfig
@@ -44,7 +45,6 @@ from knowledge.cost_packing import packing_settings
 from knowledge.cost_peft import LIST_NAMES as PEFT_LISTS
 from knowledge.cost_peft import NAMES as PEFT_NAMES
 from knowledge.cost_peft import peft_settings
-from knowledge.cost_remat import MAXTEXT_CUSTOM_TENSORS
 
 # Megatron keys that change what a mesh costs beyond its sizes (read by :func:`overlap_settings`): the
 # attention kernel flag as Megatron-LM spells it (``--use-flash-attn``), TP communication overlap
@@ -70,8 +70,7 @@ NAMES: tuple[str, ...] = OVERLAP_NAMES + (
     "attention_dropout", "num_pipeline_microbatches", "num_vocab_tiling", "name", "main_grads_dtype", "main_params_dtype",
     "exp_avg_dtype", "exp_avg_sq_dtype", "account_for_embedding_in_pipeline_split",
     "account_for_loss_in_pipeline_split", "num_layers_in_first_pipeline_stage", "num_layers_in_last_pipeline_stage",
-    "mtp_num_layers", "decoder_layer_input", "query_proj", "key_proj", "value_proj", "context", "out_proj", "mlpwi",
-    "mlpwi_0", "mlpwi_1", "mlpwo",
+    "mtp_num_layers", *REMAT_TENSOR_KEYS,
     "decoder_first_pipeline_num_layers", "decoder_last_pipeline_num_layers", "quantization",
     # DeepSpeed (bot.configs.deepspeed: canonical names of a ds_config's keys; Megatron-DeepSpeed flags)
     "deepspeed", "zero_stage", "offload_optimizer", "offload_param", "precision",
@@ -282,8 +281,7 @@ def settings_from_config(config: ShardingConfig) -> TrainingSettings:
         out["remat_key"] = key
         out["remat_policy"] = "none" if remat is None or remat is False else str(remat)
     if fmt == "maxtext":
-        tensors = [f"{k}={v[path]}" for k in ("decoder_layer_input", *MAXTEXT_CUSTOM_TENSORS)
-                   for path in v if path == k or path.endswith("." + k)]
+        tensors = [f"{k}={v[path]}" for k in REMAT_TENSOR_KEYS for path in v if path == k or path.endswith("." + k)]
         out["remat_tensors"] = ",".join(tensors) or None
     _, method = _lookup(v, "recompute_method", "activations_checkpoint_method")
     out["recompute_method"] = None if method is None else str(method)

@@ -77,3 +77,12 @@ def test_custom_prices_like_the_named_policy_it_equals(tensors: str | None, name
     assert custom.memory_per_chip_bytes == pytest.approx(same.memory_per_chip_bytes, rel=1e-9)
     minimal = predict_case("maxtext-v5p-128b-1x256", remat_policy="minimal")
     assert minimal.memory_per_chip_bytes != pytest.approx(custom.memory_per_chip_bytes, rel=1e-3)
+
+
+def test_every_custom_key_maxtext_reads_has_a_residual_name() -> None:
+    """The keys the MaxText reader collects (bot.configs.maxtext) are the ones the policy maps to ASAP's residuals,
+    plus the layer input, which remat restarts from."""
+    from bot.configs.maxtext import REMAT_TENSOR_KEYS
+    from knowledge.cost_remat import MAXTEXT_CUSTOM_TENSORS
+
+    assert set(REMAT_TENSOR_KEYS) == {*MAXTEXT_CUSTOM_TENSORS, "decoder_layer_input"}
