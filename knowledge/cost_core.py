@@ -575,6 +575,9 @@ def _device_time(shape: Shape, chip: Chip, efficiency: float, mm: _MeshSplit) ->
     adapters = 6.0 * shape.lora_active * tokens
     dense_flops = per_param * dense_params * tokens + 2.0 * L * (re_attn + re_mlp - moe_mlp) * tokens + adapters
     expert_flops = per_param * expert_active * tokens + 2.0 * L * moe_mlp * tokens
+    if shape.moe_dense_capacity and shape.is_moe:
+        dense_flops = dense_flops + _dense_dispatch_flops(shape, tokens, rerun=moe_mlp > 0)
+        expert_flops = expert_flops * shape.moe_dense_capacity  # capacity-sized buffers, padding computed too
     core_share = spec.core_recompute_share if re_core else 0.0
     attn_hw = attn_flops * (1.0 + core_share / 3.0)
     model_flops = per_param * matmul_params * tokens + adapters + attn_flops + ssm_flops
@@ -652,6 +655,15 @@ def _device_time(shape: Shape, chip: Chip, efficiency: float, mm: _MeshSplit) ->
     compute_s = compute_s + moe_host
 
     return _Device(compute_s, hbm_s, model_flops, moe_host, st)
+
+
+def _dense_dispatch_flops(shape: Shape, tokens: float, *, rerun: bool) -> float:
+    """FLOPs of MaxText's dense MoE dispatch and combine (layers/moe.py dense_matmul, capacity_factor > 0): per
+    sequence, ``BSM,BSEC -> EBCM`` and back with capacity C = S x top_k x cf / E, 2 x E x C x d = 2 x S x top_k x cf x
+    d FLOPs per token each, forward (x 3 with backward; x 4 when remat re-runs the experts' forward)."""
+    passes = 4.0 if rerun else 3.0
+    per_token = 2.0 * 2.0 * float(shape.seq_len) * float(shape.top_k) * shape.moe_dense_capacity * float(shape.d_model)
+    return passes * per_token * float(shape.moe_layers) * tokens
 
 
 def _hbm_extras(shape: Shape, mm: _MeshSplit, bw: float, core_share: float) -> np.ndarray:

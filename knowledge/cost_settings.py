@@ -70,7 +70,7 @@ NAMES: tuple[str, ...] = OVERLAP_NAMES + (
     "attention_dropout", "num_pipeline_microbatches", "num_vocab_tiling", "name", "main_grads_dtype", "main_params_dtype",
     "exp_avg_dtype", "exp_avg_sq_dtype", "account_for_embedding_in_pipeline_split",
     "account_for_loss_in_pipeline_split", "num_layers_in_first_pipeline_stage", "num_layers_in_last_pipeline_stage",
-    "mtp_num_layers", *REMAT_TENSOR_KEYS,
+    "mtp_num_layers", *REMAT_TENSOR_KEYS, "capacity_factor", "sparse_matmul",
     "decoder_first_pipeline_num_layers", "decoder_last_pipeline_num_layers", "quantization",
     # DeepSpeed (bot.configs.deepspeed: canonical names of a ds_config's keys; Megatron-DeepSpeed flags)
     "deepspeed", "zero_stage", "offload_optimizer", "offload_param", "precision",
@@ -123,6 +123,8 @@ class TrainingSettings(BaseModel):
     )
     remat_policy: str | None = None
     remat_key: str | None = Field(default=None, description="the key that set the remat policy")
+    moe_dense_capacity: float | None = Field(default=None, description="MaxText MoE with token dropping on its dense "
+                                             "path (capacity_factor > 0, sparse_matmul false): the capacity factor")
     remat_tensors: str | None = Field(default=None, description="MaxText remat_policy custom: the per-tensor "
                                       "choices the config states, 'key=remat|device|offload' comma-separated")
     recompute_method: str | None = None
@@ -265,6 +267,15 @@ def all_settings(config: ShardingConfig) -> dict[str, Any]:
     return merged
 
 
+def _dense_capacity(values: dict[str, Any]) -> float | None:
+    """MaxText's MoE layer drops tokens beyond ``capacity_factor`` x the balanced load only on its dense path
+    (``sparse_matmul: false``; base.yml: true, capacity_factor -1 = dropless): the capacity factor there, else None."""
+    cf = _num(_lookup(values, "capacity_factor")[1])
+    if cf is None or cf <= 0 or _bool(_lookup(values, "sparse_matmul")[1]) is not False:
+        return None
+    return cf
+
+
 def settings_from_config(config: ShardingConfig) -> TrainingSettings:
     """The training settings a parsed config states (see the module docstring)."""
     v = all_settings(config)
@@ -281,6 +292,7 @@ def settings_from_config(config: ShardingConfig) -> TrainingSettings:
         out["remat_key"] = key
         out["remat_policy"] = "none" if remat is None or remat is False else str(remat)
     if fmt == "maxtext":
+        out["moe_dense_capacity"] = _dense_capacity(v)
         tensors = [f"{k}={v[path]}" for k in REMAT_TENSOR_KEYS for path in v if path == k or path.endswith("." + k)]
         out["remat_tensors"] = ",".join(tensors) or None
     _, method = _lookup(v, "recompute_method", "activations_checkpoint_method")

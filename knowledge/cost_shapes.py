@@ -91,6 +91,7 @@ class Shape:
     full_iteration_graph: bool = False  # Megatron-Core whole-step CUDA graph: MoE layers without host launches / syncs
     attention_keys: float = 0.0  # keys per query averaged over layers (the window on local layers); 0 = seq_len
     ep_node_dedup: bool = False  # the dispatcher sends a token once per destination node (DeepEP / HybridEP, flex)
+    moe_dense_capacity: float = 0.0  # MaxText dense MoE path with token dropping: the capacity factor (0: dropless)
     zero_stage: int = 0  # DeepSpeed ZeRO over the data ranks: 1 optimizer, 2 + gradients, 3 + parameters [ZeRO §5]
     param_offload: bool = False  # DeepSpeed ZeRO-3 offload_param: only the gathered layers live in HBM
     settings: TrainingSettings | None = None  # what the config said (for notes and edits)
@@ -674,6 +675,11 @@ def _mesh_behaviour(run: RunRecord, cfg: TrainingSettings | None, notes: list[st
     ep_overlap = getattr(cfg, "ep_comm_overlap", None) if cfg is not None else None
     dedup = bool(getattr(cfg, "ep_node_dedup", None)) if cfg is not None else False
     graph = bool(getattr(cfg, "full_iteration_graph", None)) if cfg is not None else False
+    dense_cf = float(getattr(cfg, "moe_dense_capacity", None) or 0.0) if cfg is not None else 0.0
+    if dense_cf:
+        notes.append(f"MoE on MaxText's dense path with token dropping (capacity_factor {dense_cf:g}, sparse_matmul "
+                     "off): experts run on capacity-sized buffers and tokens reach them through one-hot dispatch / "
+                     "combine einsums over the sequence (MaxText layers/moe.py dense_matmul)")
     uneven = (getattr(cfg, "uneven_pipeline", None) or {}) if cfg is not None and megatron else {}
     if dedup:
         notes.append("MoE dispatch once per destination node (config: flex token dispatcher / DeepEP): a token crosses "
@@ -718,6 +724,7 @@ def _mesh_behaviour(run: RunRecord, cfg: TrainingSettings | None, notes: list[st
         "ep_comm_overlap": bool(ep_overlap),
         "ep_node_dedup": dedup,
         "full_iteration_graph": graph,
+        "moe_dense_capacity": dense_cf,
         "cp_load_balanced": True if balance is None else bool(balance),
     }
 

@@ -80,6 +80,8 @@ SETTINGS: tuple[str, ...] = (
     "shard_mode",
     "num_experts",
     "num_experts_per_tok",
+    "capacity_factor",
+    "sparse_matmul",
     "num_pipeline_microbatches",
     "num_layers_per_pipeline_stage",
     "num_pipeline_repeats",
