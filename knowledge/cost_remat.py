@@ -47,6 +47,10 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from knowledge.cost_settings import TrainingSettings
 
 # Tensors a decoder layer can keep besides its input (bf16, per token, before sharding).
 RESIDUALS: tuple[str, ...] = ("q", "k", "v", "context", "o", "mlpwi", "mlpwo")
@@ -264,6 +268,15 @@ def named_policy(name: str, *, source: str, tensors: str | None = None) -> Remat
         notes=(f"remat policy {name!r} is not a MaxText/JAX policy name: read from its words as saving "
                f"{', '.join(sorted(spec.saved)) or ('everything' if spec.stores_everything else 'only the layer input')}",),
     )
+
+
+def config_policy(settings: TrainingSettings, *, megatron: bool, source: str) -> RematSpec | None:
+    """The remat policy a config states (``settings.remat_key`` set): Megatron's recompute keys, else a named
+    (MaxText / JAX / torchtitan) policy with MaxText custom's per-tensor choices; None when the name is unreadable."""
+    if megatron:
+        return megatron_policy(settings.remat_policy, settings.recompute_method, settings.recompute_num_layers,
+                               source=source, modules=settings.recompute_modules)
+    return named_policy(settings.remat_policy or "none", source=source, tensors=settings.remat_tensors)
 
 
 def _torchtitan_policy(name: str, source: str) -> RematSpec | None:

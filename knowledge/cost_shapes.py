@@ -21,7 +21,7 @@ from knowledge.cost_fp8_recipe import recipe_note
 from knowledge.cost_model_source import config_model
 from knowledge.cost_packing import packing_note
 from knowledge.cost_peft import ALL_TARGETS, DEFAULT_RANK, adapter_params_per_layer
-from knowledge.cost_remat import RematSpec, megatron_policy, named_policy, runyaml_policy
+from knowledge.cost_remat import RematSpec, config_policy, megatron_policy, runyaml_policy
 from knowledge.cost_settings import TrainingSettings, dtype_bytes, matmul_dtype
 
 RematPolicy = str  # the policy as written: "none", "full", "minimal", "save_dot_except_mlpwi", "selective", ...
@@ -736,14 +736,9 @@ def _resolve_remat(
     notes: list[str] = []
     if cfg is not None and cfg.remat_key is not None:
         where = f"config {cfg.remat_key}"
-        spec: RematSpec | None
-        if run.framework == "megatron" or cfg.format == "megatron":
-            spec = megatron_policy(cfg.remat_policy, cfg.recompute_method, cfg.recompute_num_layers, source=where,
-                                   modules=cfg.recompute_modules)
-        else:
-            spec = named_policy(cfg.remat_policy or "none", source=where, tensors=cfg.remat_tensors)
-            if spec is None:
-                notes.append(f"remat policy {cfg.remat_policy!r} ({where}) not understood")
+        spec = config_policy(cfg, megatron=run.framework == "megatron" or cfg.format == "megatron", source=where)
+        if spec is None:  # only a named policy can be unreadable (megatron_policy always answers)
+            notes.append(f"remat policy {cfg.remat_policy!r} ({where}) not understood")
         if spec is not None:
             notes.extend(spec.notes)
             if runyaml is not None:

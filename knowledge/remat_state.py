@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from knowledge.cost_remat import lighter_policies, megatron_policy, named_policy, runyaml_policy
+from knowledge.cost_remat import config_policy, lighter_policies, megatron_policy, runyaml_policy
 from knowledge.cost_settings import TrainingSettings
 from knowledge.cost_shapes import DEFAULT_REMAT, effective_framework
 
@@ -31,11 +31,7 @@ def remat_state(settings: TrainingSettings | None, framework: str, runyaml: str 
     """The resolved remat policy of a run (config, else run.yaml, else the framework default)."""
     fw = effective_framework(framework, settings)
     if settings is not None and settings.remat_key is not None:
-        if fw == "megatron" or settings.format == "megatron":
-            spec = megatron_policy(settings.remat_policy, settings.recompute_method, settings.recompute_num_layers,
-                                   source="config", modules=settings.recompute_modules)
-        else:
-            spec = named_policy(settings.remat_policy or "none", source="config", tensors=settings.remat_tensors)
+        spec = config_policy(settings, megatron=fw == "megatron" or settings.format == "megatron", source="config")
         if spec is not None:
             return RematState(spec.policy, bool(lighter_policies(spec)), f"config {settings.remat_key}")
     if runyaml is not None:

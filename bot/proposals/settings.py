@@ -39,12 +39,11 @@ from bot.configs.sharding import ShardingConfig
 from bot.configs.torchtitan_edit import async_tp_values, micro_batch_values, remat_values, set_on_command, toml_text
 from bot.proposals.moves import SettingsMove
 from knowledge.cost_remat import (
+    config_policy,
     heavier_policies,
     heavier_torchtitan,
     lighter_policies,
     lighter_torchtitan,
-    megatron_policy,
-    named_policy,
     runyaml_policy,
 )
 from knowledge.cost_settings import TrainingSettings, all_settings, key_for
@@ -78,10 +77,8 @@ NO_CHANGE = SettingsChange(values=())
 def current_remat(settings: TrainingSettings | None, framework: str, runyaml: str | None):  # type: ignore[no-untyped-def]
     """The run's remat policy as a RematSpec (config, else run.yaml, else the framework default)."""
     if settings is not None and settings.remat_key is not None:
-        if framework == "megatron" or settings.format == "megatron":
-            return megatron_policy(settings.remat_policy, settings.recompute_method, settings.recompute_num_layers,
-                                   source="config", modules=settings.recompute_modules)
-        spec = named_policy(settings.remat_policy or "none", source="config", tensors=settings.remat_tensors)
+        megatron = framework == "megatron" or settings.format == "megatron"
+        spec = config_policy(settings, megatron=megatron, source="config")
         if spec is not None:
             return spec
     from knowledge.cost_shapes import DEFAULT_REMAT, effective_framework
