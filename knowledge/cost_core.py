@@ -43,7 +43,7 @@ from knowledge.cost_remat import (
     score_bytes,
     tensor_bytes,
 )
-from knowledge.cost_shapes import ROWWISE_FP8_SPEEDUP, Shape
+from knowledge.cost_shapes import ROWWISE_FP8_SPEEDUP, XLA_FUSING, Shape
 from knowledge.cost_stages import Stages, stages
 from knowledge.hardware import Chip
 
@@ -233,7 +233,15 @@ EW_BYTES = 160.0
 # XLA fuses norms, activations and residual adds into the neighbouring matmul/reduction fusions, so little of
 # that traffic is left on its own (fitted across the MaxText v4 / v5e / v5p README tables of the eval corpus).
 EW_BYTES_XLA = 10.0
-XLA_FUSING = frozenset({"maxtext", "jax"})
+
+# Tensor-parallel collectives per layer that XLA leaves on the critical path: the forward pass's pair. XLA's
+# latency-hiding scheduler (async collectives; MaxText's launch scripts also set --xla_tpu_enable_async_collective_fusion
+# and --xla_tpu_overlap_compute_collective_tc) runs a collective beside compute that does not depend on it. In
+# backward, the activation-gradient all-reduce (reduce-scatter) runs beside the weight-gradient matmuls of the same
+# layer; a rematerialized forward (full remat) has no consumer until its layer's backward, so its collectives run
+# beside the layer above's backward. The forward pass's collectives feed the next matmul directly: exposed.
+# Checked across the MaxText v5e / v5p README tables (TP 4-16; docs/cost-model.md "TPU tensor parallelism under XLA").
+XLA_TP_EXPOSED = 2.0
 
 # HBM bytes per attention-score element per layer (forward + backward) without a flash kernel: forward
 # writes QK^T (2 B), softmax reads and writes (4 B), dropout reads, writes and masks (5 B), AV reads (2 B);
@@ -817,7 +825,10 @@ def _activation_collectives(shape: Shape, chip: Chip, mm: _MeshSplit, st: Stages
     # --tp-comm-overlap, Transformer Engine userbuffers).
     # torchtitan's async TP (micro-pipelined through symmetric memory) hides only part of it: ASYNC_TP_SHARE
     share = ASYNC_TP_SHARE if shape.async_tp else 1.0
-    if shape.tp_comm_overlap:
+    if not shape.tp_comm_overlap and shape.framework in XLA_FUSING:
+        # XLA's scheduler overlaps what has independent work beside it: all but the forward pass's pair
+        share = (n_ar - XLA_TP_EXPOSED) / n_ar
+    if shape.tp_comm_overlap or shape.framework in XLA_FUSING:
         comm_ovl["tensor"] = share * tp_comm
         comm_crit["tensor"] = (1.0 - share) * tp_comm
     else:

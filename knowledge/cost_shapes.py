@@ -47,6 +47,10 @@ MEGATRON_MICRO_BATCH = 1
 DEFAULT_REMAT: dict[str, str] = {"maxtext": "full", "megatron": "none", "jax": "none", "other": "full"}
 
 
+# Frameworks compiled by XLA: elementwise work fused into its neighbours, collectives scheduled asynchronously
+# (knowledge.cost_core EW_BYTES_XLA, XLA_TP_EXPOSED).
+XLA_FUSING = frozenset({"maxtext", "jax"})
+
 @dataclass(frozen=True)
 class Shape:
     """Dimensions of the model and training step, all resolved to numbers."""
@@ -692,7 +696,13 @@ def _mesh_behaviour(run: RunRecord, cfg: TrainingSettings | None, notes: list[st
     if titan and tp_overlap:
         notes.append("tensor-parallel collectives overlapped with the matmuls (config: torchtitan "
                      "enable_async_tensor_parallel with torch.compile, micro-pipelined async TP)")
-    if tp_overlap is None:
+    if tp_overlap is None and framework in XLA_FUSING:
+        notes.append(
+            "tensor-parallel collectives under XLA's async scheduling: the forward pass's exposed; the backward's "
+            "(beside the weight-gradient matmuls) and a rematerialized forward's (beside the layer above's backward) "
+            "overlapped"
+        )
+    elif tp_overlap is None:
         notes.append(
             "tensor-parallel collectives priced exposed (not overlapped): the config does not enable TP "
             "communication overlap (Megatron --tp-comm-overlap)"

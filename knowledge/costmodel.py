@@ -182,6 +182,8 @@ def predict(
     setting passes a changed copy. Raises :class:`AsapError` when the model/training shape is unknown
     (see :func:`model_known`) and :class:`~bot.errors.ConfigError` when the mesh does not cover the chips.
     """
+    measured_here = (_is_baseline(mesh, calibration) and calibration is not None and calibration.time_measured
+                     and (settings is None or settings == calibration.settings))
     settings = _settings(settings, calibration)
     shape = resolve_shape(run, settings)
     chip = chip or get_chip(run.chip)
@@ -199,6 +201,10 @@ def predict(
     band_low = step - (exposed - ks * float(terms.exposed_low_s[0])) - offload * (1.0 - 1.0 / OFFLOAD_RANGE)
     band_high = step + (ks * float(terms.exposed_high_s[0]) - exposed) + offload * (OFFLOAD_RANGE - 1.0)
     band_low = band_low - cs * _packed_attention_s(run, shape, chip, mesh, terms)
+    if measured_here:
+        # the calibration's own mesh and settings: the step was measured, so how much of the overlappable traffic
+        # shows (and the offload / packing ranges) is inside that measurement, not a range around it
+        band_low = band_high = step
 
     assumptions = _assumptions(shape, terms, chip, mesh)
     u = _step_uncertainty(run, shape, mesh, chip, calibration, assumptions)
@@ -422,9 +428,13 @@ def _overlap_notes(shape: Shape, mesh: Mesh) -> list[str]:
     exposed: list[str] = []
     (hidden if shape.ep_comm_overlap else exposed).append(
         "expert all-to-all" + (" (overlap_moe_expert_parallel_comm)" if shape.ep_comm_overlap else ""))
-    (hidden if shape.tp_comm_overlap else exposed).append(
-        "tensor-parallel collectives" + (" (TP comm overlap on)" if shape.tp_comm_overlap else
-                                         " (no TP comm overlap in the config, e.g. Megatron --tp-comm-overlap)"))
+    if shape.tp_comm_overlap:
+        hidden.append("tensor-parallel collectives (TP comm overlap on)")
+    elif shape.framework in XLA_FUSING:
+        hidden.append("backward and rematerialized tensor-parallel collectives (XLA async scheduling)")
+        exposed.append("forward tensor-parallel collectives")
+    else:
+        exposed.append("tensor-parallel collectives (no TP comm overlap in the config, e.g. Megatron --tp-comm-overlap)")
     if mesh.size("pipeline") > 1:
         (hidden if shape.p2p_overlap else exposed).append("pipeline sends")
     notes = [

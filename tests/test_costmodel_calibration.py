@@ -8,6 +8,7 @@ from bot.analysis.report import AnalysisReport
 from bot.configs.mesh import Mesh
 from bot.errors import AsapError
 from bot.runs.record import RunRecord
+from knowledge.cost_settings import TrainingSettings
 from knowledge.costmodel import calibrate, predict
 from knowledge.meshsearch import score_meshes
 
@@ -132,6 +133,21 @@ def test_uncertainty_grows_with_what_was_assumed() -> None:
     assert predict(guessed, base, calibration=cal_g).uncertainty > at_base.uncertainty
     assert any("remat" in a for a in predict(guessed, base).assumptions)
     assert any("not calibrated" in a for a in uncal.assumptions)
+
+
+def test_the_measured_mesh_gets_the_calibrated_band_not_the_overlap_range() -> None:
+    """At the mesh the profile measured, how much overlappable traffic shows is inside the measurement; a wide band
+    there (the whole overlap range times a fitted comm scale: 2,436-4,522 ms around a measured 3,000) says nothing."""
+    run = run_record()
+    base = Mesh(ici={"fsdp": 16, "tensor": 4})
+    cal = calibrate(run, base, report(3000.0, 30.0))
+    at_base = predict(run, base, calibration=cal)
+    assert at_base.step_time_ms == pytest.approx(3000.0)
+    assert at_base.step_time_low_ms == pytest.approx(2850.0) and at_base.step_time_high_ms == pytest.approx(3150.0)
+    # the same mesh with a changed setting is a prediction, not the measurement: the overlap range is back
+    assert cal.settings is None  # run.yaml only: the changed setting below is the first config setting
+    changed = predict(run, base, calibration=cal, settings=TrainingSettings(micro_batch=2))
+    assert changed.uncertainty > 0.1
 
 
 def test_calibrate_without_measured_step_is_a_clear_error() -> None:
