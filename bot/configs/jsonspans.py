@@ -8,7 +8,9 @@ starts and ends. Every problem is a :class:`ConfigError` naming the file (and th
 
 from __future__ import annotations
 
+import bisect
 import json
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -51,7 +53,7 @@ def load(text: str, source: str) -> JsonDoc:
         data = json.loads(text.lstrip("\ufeff"), object_pairs_hook=_no_duplicates(source))
     except json.JSONDecodeError as exc:
         raise ConfigError(f"not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})", source=source,
-                          hint="DeepSpeed reads the file with json.load: fix the syntax there") from None
+                          hint="the trainer reads the file with json.load: fix the syntax at that line and column") from None
     except RecursionError:  # _check_depth bounds nesting; kept so no traceback can escape
         raise ConfigError(f"JSON nested deeper than {MAX_DEPTH} levels; refused", source=source) from None
     if not isinstance(data, dict):
@@ -76,24 +78,19 @@ def _no_duplicates(source: str):  # noqa: ANN202 - a json object_pairs_hook
     return hook
 
 
+_TOKENS = re.compile(r'"(?:[^"\\]|\\.)*"|[\[\]{}]')  # a string (skipped whole) or a bracket
+_WS = re.compile(r"[ \t\r\n]*")
+
+
 def _check_depth(text: str, source: str) -> None:
     """Refuse nesting deeper than :data:`MAX_DEPTH` before parsing (brackets inside strings do not count)."""
     depth = 0
-    in_str = esc = False
-    for i, c in enumerate(text):
-        if in_str:
-            if esc:
-                esc = False
-            elif c == "\\":
-                esc = True
-            elif c == '"':
-                in_str = False
-        elif c == '"':
-            in_str = True
-        elif c in "[{":
+    for m in _TOKENS.finditer(text):
+        c = m.group()
+        if c in "[{":
             depth += 1
             if depth > MAX_DEPTH:
-                line = text.count("\n", 0, i) + 1
+                line = text.count("\n", 0, m.start()) + 1
                 raise ConfigError(f"JSON nested deeper than {MAX_DEPTH} levels (line {line}); a DeepSpeed config "
                                   "nests 3 deep: refused", source=source)
         elif c in "]}":
@@ -101,9 +98,7 @@ def _check_depth(text: str, source: str) -> None:
 
 
 def _skip_ws(text: str, i: int) -> int:
-    while i < len(text) and text[i] in " \t\r\n":
-        i += 1
-    return i
+    return _WS.match(text, i).end()  # type: ignore[union-attr]  # matches the empty string at worst
 
 
 class _Walker:
@@ -113,6 +108,7 @@ class _Walker:
         self.text = text
         self.spans = spans
         self.scan = json.JSONDecoder().scan_once
+        self.newlines = [i for i, c in enumerate(text) if c == "\n"]  # line of an offset by bisection
 
     def value(self, i: int, path: str) -> int:
         t = self.text
@@ -141,7 +137,7 @@ class _Walker:
             start = i
             end = self.value(i, f"{path}.{key}" if path else key)
             dotted = f"{path}.{key}" if path else key
-            self.spans[dotted] = Span(start, end, t.count("\n", 0, key_start) + 1, key_start)
+            self.spans[dotted] = Span(start, end, bisect.bisect_left(self.newlines, key_start) + 1, key_start)
             i = _skip_ws(t, end)
             if t[i] == ",":
                 i = _skip_ws(t, i + 1)
