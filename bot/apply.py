@@ -168,6 +168,7 @@ def apply_proposal(
     check_target_matches_run(cfg, run, pset, path)
     mesh = Mesh(ici=proposal.mesh.get("ici", {}), dcn=proposal.mesh.get("dcn", {}))  # type: ignore[arg-type]
     new_text = apply_changes(cfg, mesh, dict(proposal.settings))
+    _refuse_record(cfg, text, new_text, path, index)
     if new_text == text:
         owned = [c for c in proposal.settings_changes if "not written" in c]
         if owned:  # the whole change is in values the recorded launch command sets, which apply does not edit
@@ -195,6 +196,18 @@ def apply_proposal(
                        config_path=path, commit_sha=commit.sha, diff=diff,
                        message=f"opened {pull.url} applying proposal {index} of run {run.id} "
                                f"({change_summary(pset, proposal)}) to {path}")
+
+
+def _refuse_record(cfg: Any, text: str, new_text: str, path: str, index: int) -> None:
+    """A torchtitan JSON record is written by the run, not read by it: a pull request editing it changes nothing,
+    so apply names the assignments to make in the config function instead."""
+    from bot.configs.torchtitan_json import DUMP, changed_assignments
+
+    if cfg.vintage == DUMP:
+        raise AsapError(f"{path} is torchtitan's record of the run's config function, which torchtitan does not read "
+                        f"back: a pull request editing it would change nothing. Make proposal {index} in the function "
+                        f"that builds the Trainer.Config: {changed_assignments(text, new_text) or 'no change'}",
+                        field="config_path")
 
 
 SCHEDULE_SETTINGS = frozenset({"steps", "train_iters", "max_steps", "learning_rate", "lr", "checkpoint_period",

@@ -416,6 +416,7 @@ def _stage_memory(shape: Shape, nd: np.ndarray, nf: np.ndarray, nt: np.ndarray, 
     # distributed optimizer shards the optimizer state over data x context instead).
     seq_shard = ns if shape.framework != "megatron" else np.ones_like(ns)
     w_exp = w_exp / seq_shard
+    dense_shard = seq_shard * (ne if shape.fsdp_over_expert else 1.0)  # beyond fsdp x tensor
     first_exp, last_exp = w_exp * first_share, w_exp * last_share
 
     # FSDP keeps ~2 layers' gathered bf16 weights live (current + prefetched next).
@@ -424,12 +425,12 @@ def _stage_memory(shape: Shape, nd: np.ndarray, nf: np.ndarray, nt: np.ndarray, 
     # DeepSpeed ZeRO over the data ranks [ZeRO §5]: stage 2 shards the gradients, stage 3 the parameters
     # too (gathered per layer like FSDP); offload_param keeps only the gathered layers in HBM.
     zero3 = shape.zero_stage >= 3
-    sharded = (nf * seq_shard > 1) | (zero3 & (nd * ns * ne > 1))
+    sharded = (nf * dense_shard > 1) | (zero3 & (nd * ns * ne > 1))
     # LoRA: the adapters add their own weights; gradients and optimizer state are theirs alone (trainable_share)
     trained = shape.trainable_share
 
     def state(dense: np.ndarray, w_exp: np.ndarray) -> dict[str, np.ndarray]:
-        w_dense = dense / (nf * nt * seq_shard)
+        w_dense = dense / (nf * nt * dense_shard)
         w_shard = w_dense + w_exp
         zero_shard = w_dense / (nd * ns * ne) + w_exp / (nd * ns)  # over the data-parallel ranks
         opt_shard = zero_shard if shape.distributed_optimizer else w_shard

@@ -113,6 +113,7 @@ class Shape:
     loss_parallel: bool = False  # torchtitan: under TP the cross-entropy runs on vocab-sharded logits (loss_parallel)
     loss_compiled: bool = False  # torchtitan with torch.compile (2025 layout): inductor fuses the cross-entropy
     reduce_fp32: bool = False  # torchtitan: FSDP2 reduce-scatters / all-reduces gradients in fp32 (mixed_precision_reduce)
+    fsdp_over_expert: bool = False  # torchtitan: FSDP2 shards dense weights over dp_shard, expert ranks included
     fp8_rowwise: bool = False  # torchao's rowwise-scaled float8 recipe (torchtitan [float8] recipe_name rowwise*)
     tp_fp8_gather: bool = False  # torchtitan float8 tensorwise: the TP all-gathers of the linears' inputs in fp8
     fp8_casts: bool = False  # torchao Float8Linear (torchtitan float8): separate fp8 cast kernels per linear
@@ -725,6 +726,9 @@ def _mesh_behaviour(run: RunRecord, cfg: TrainingSettings | None, notes: list[st
         # torchtitan's MixedPrecisionPolicy reduce_dtype: float32 (parallelize_llama.py @04133643 hard-codes it;
         # training.mixed_precision_reduce @9dec370 offers only "float32"; configs.py 2026: Literal["float32"])
         "reduce_fp32": titan,
+        # torchtitan's expert ranks are carved out of dp_shard (the efsdp x ep mesh): the dense weights are still
+        # fully sharded over all of dp_shard (parallelize.py applies fully_shard on the dp_shard_cp mesh)
+        "fsdp_over_expert": titan,
         "virtual_stages": virtual,
         "pipeline_output_on_last": framework != "maxtext",
         "pipeline_embedding_slot": bool(as_bool(uneven.get("account_for_embedding_in_pipeline_split"))),

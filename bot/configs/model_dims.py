@@ -150,8 +150,11 @@ def _torchtitan(config: ShardingConfig) -> ModelDims:
     """torchtitan's ``[model] name`` + ``flavor`` looked up in its own model args (bot.configs.torchtitan_models);
     ``[training] seq_len`` (torchtitan's default 2048 when unset)."""
     from bot.configs.torchtitan import LEGACY
+    from bot.configs.torchtitan_json import DUMP
     from bot.configs.torchtitan_models import llama3
 
+    if config.vintage == DUMP:
+        return _torchtitan_dump(config)
     d = _Dims(config.source)
     name, flavor = config.settings.get("model.name"), config.settings.get("model.flavor")
     legacy = config.vintage == LEGACY
@@ -172,6 +175,26 @@ def _torchtitan(config: ShardingConfig) -> ModelDims:
     d.notes.append(f"torchtitan's {name} {flavor} model args ({where}); d_ff {fields['d_ff']} by torchtitan's "
                    "FeedForward rule (2/3 x 4 x dim, x ffn_dim_multiplier, rounded up to multiple_of)")
     d.notes.extend(notes)
+    return d.build()
+
+
+def _torchtitan_dump(config: ShardingConfig) -> ModelDims:
+    """The sizes torchtitan built, from the dump's model tree (bot.configs.torchtitan_json.model_fields)."""
+    from bot.configs.torchtitan_json import model_fields
+
+    d = _Dims(config.source)
+    seq = _int(config.settings.get("training.seq_len"))
+    if seq:
+        d.set("seq_len", seq, "training.max_context_length")
+    fields, notes, problems = model_fields(config)
+    name = f"{config.settings.get('model.name', '?')} {config.settings.get('model.flavor', '')}".strip()
+    for field, value in fields.items():
+        if isinstance(value, bool):
+            d.flag(field, value, "model_spec.model.enable_weight_tying")
+        else:
+            d.set(field, value, f"model_spec.model ({name})")
+    d.notes.extend(notes)
+    d.problems.extend(problems)
     return d.build()
 
 

@@ -337,6 +337,10 @@ def plan(config: ShardingConfig, root: object, target: Mesh) -> list[Splice]:
                 raise ConfigError(f"{key.path} is {key.via}", source=config.source, field=key.path,
                                   hint=f"set {name} = {value} by hand")
             splices.append(Splice(key.start, key.end, str(value)))
+        elif config.vintage.startswith("torchtitan of March 2026"):  # a JSON record holds every degree
+            from bot.configs.torchtitan_json import refuse_edit
+
+            raise refuse_edit(config, {f"parallelism.{name}": value})
         else:
             table = (LEGACY_TABLE[name] if legacy else "parallelism",)
             new.setdefault(table, []).append((name, str(value)))

@@ -171,15 +171,19 @@ def _torchtitan_batch(ctx: Context, cand: Candidate) -> list[str]:
     if dp == old_dp:
         return []
     batch = st.local_batch * old_dp
+    from bot.configs.torchtitan_json import DUMP
     from bot.proposals.rebatch import titan_batch_key
 
     key = titan_batch_key(ctx.cfg)
-    if key == "training.local_batch_size":
+    seq = ctx.cfg.settings.get("training.seq_len") if ctx.cfg is not None else None
+    if ctx.cfg is not None and ctx.cfg.vintage == DUMP and isinstance(seq, int):
+        fix = f"set config.training.num_tokens_per_train_step = {batch * seq} in the config function"
+    elif key == "training.local_batch_size":
         fix = f"set global_batch_size = {batch}"
     elif batch % dp == 0:
         fix = f"set batch_size = {batch // dp} (this torchtitan has no global_batch_size)"
     else:
         fix = f"no whole batch_size does it over {dp} ranks (this torchtitan has no global_batch_size)"
-    return [f"torchtitan runs its local batch x data-parallel degree sequences per step (the TOML sets no "
+    return [f"torchtitan runs its local batch x data-parallel degree sequences per step (the config sets no "
             f"global batch): with data-parallel degree {old_dp} -> {dp}, {fix} to keep the step's {batch} sequences "
             "this prediction assumes"]
