@@ -330,6 +330,16 @@ def pick_launch(script: Script, source: str) -> tuple[Command, str]:
     return found[-1]
 
 
+def _recipe_hint(text: str) -> str | None:
+    """Megatron-Bridge's ``scripts/training/run_recipe.py --recipe NAME key=value ...`` builds its config in Python
+    from the recipe function, so the launch line alone does not hold it: say what to give instead."""
+    if "run_recipe.py" in text:
+        return ("Megatron-Bridge's run_recipe.py builds the config from its --recipe function in Python, so the "
+                "launch line does not hold it; point config: at a YAML of the run's resolved values (model: "
+                "tensor_model_parallel_size, ..., train: global_batch_size, ...: read as a Megatron config)")
+    return None
+
+
 def _xpk_command(cmd: Command) -> int | None:
     """Index of the value of ``--command`` in an ``xpk workload create`` line."""
     words = [w.text or "" for w in cmd.words]
@@ -348,7 +358,13 @@ def script_config(text: str, source: str, files: Files, args: list[str] | None, 
     """A launch script read without running it: its launch line resolved into a MaxText or Megatron config."""
     script = read_script(text, source, args=args, resolve=files.find, files={})
     script.files.pop(source, None)
-    cmd, kind = pick_launch(script, source)
+    try:
+        cmd, kind = pick_launch(script, source)
+    except ConfigError as exc:
+        hint = _recipe_hint(text)
+        if hint is None or exc.hint is not None:
+            raise
+        raise ConfigError(exc.message, source=source, hint=hint) from None
     if kind == "xpk":
         return _xpk_config(cmd, text, source, files, script)
     where = f"{Path(cmd.file).name} line {cmd.line}"
