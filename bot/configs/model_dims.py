@@ -186,14 +186,13 @@ def _torchtitan_dump(config: ShardingConfig) -> ModelDims:
     seq = _int(config.settings.get("training.seq_len"))
     if seq:
         d.set("seq_len", seq, "training.max_context_length")
-    fields, notes, problems = model_fields(config)
+    fields, problems = model_fields(config)
     name = f"{config.settings.get('model.name', '?')} {config.settings.get('model.flavor', '')}".strip()
     for field, value in fields.items():
         if isinstance(value, bool):
             d.flag(field, value, "model_spec.model.enable_weight_tying")
         else:
             d.set(field, value, f"model_spec.model ({name})")
-    d.notes.extend(notes)
     d.problems.extend(problems)
     return d.build()
 

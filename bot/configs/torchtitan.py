@@ -251,6 +251,12 @@ def degrees(config: ShardingConfig, num_devices: int) -> dict[str, int]:
     return d
 
 
+def _is_record(config: ShardingConfig) -> bool:
+    from bot.configs.torchtitan_json import DUMP  # (it imports this module's names)
+
+    return config.vintage == DUMP
+
+
 def _path(config: ShardingConfig, name: str) -> str:
     k = config.key(name)
     if k is not None:
@@ -337,7 +343,7 @@ def plan(config: ShardingConfig, root: object, target: Mesh) -> list[Splice]:
                 raise ConfigError(f"{key.path} is {key.via}", source=config.source, field=key.path,
                                   hint=f"set {name} = {value} by hand")
             splices.append(Splice(key.start, key.end, str(value)))
-        elif config.vintage.startswith("torchtitan of March 2026"):  # a JSON record holds every degree
+        elif _is_record(config):  # a JSON record holds every degree: one it lacks is not torchtitan's
             from bot.configs.torchtitan_json import refuse_edit
 
             raise refuse_edit(config, {f"parallelism.{name}": value})

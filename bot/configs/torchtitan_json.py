@@ -78,11 +78,9 @@ def _key(doc: JsonDoc, name: str) -> ConfigKey:
 
 def _int(doc: JsonDoc, dotted: str, *, allow_minus_one: bool = False) -> int | None:
     """A positive integer at ``dotted`` (None when absent); ConfigError naming the field otherwise."""
-    node: Any = doc.data
-    for part in dotted.split("."):
-        if not isinstance(node, dict) or part not in node:
-            return None
-        node = node[part]
+    node = _get(doc.data, *dotted.split("."))
+    if node is None:
+        return None
     if isinstance(node, int) and not isinstance(node, bool) and (node > 0 or (allow_minus_one and node == -1)):
         return node
     raise ConfigError(f"must be a positive integer{' or -1' if allow_minus_one else ''}, got {node!r:.40}",
@@ -203,14 +201,14 @@ def _pos(value: object) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
 
 
-def model_fields(config: ShardingConfig) -> tuple[dict[str, int | bool], list[str], list[str]]:
-    """(run.yaml model fields, notes, problems) from the dump's ``model_spec.model`` tree: the per-layer configs
-    hold every size torchtitan built (``dim``, ``vocab_size``, each layer's attention, feed_forward / moe)."""
-    doc = load(config.text, config.source)
-    model = _get(doc.data, "model_spec", "model")
+def model_fields(config: ShardingConfig) -> tuple[dict[str, int | bool], list[str]]:
+    """(run.yaml model fields, problems) from the dump's ``model_spec.model`` tree: the per-layer configs hold every
+    size torchtitan built (``dim``, ``vocab_size``, each layer's attention, feed_forward / moe). The text was
+    validated when the config was read."""
+    model = _get(json.loads(config.text), "model_spec", "model")
     layers = _get(model, "layers")
     if not isinstance(model, dict) or not isinstance(layers, list) or not layers:
-        return {}, [], ["the dump has no model_spec.model.layers; give the model in run.yaml"]
+        return {}, ["the dump has no model_spec.model.layers; give the model in run.yaml"]
     out: dict[str, int | bool] = {"layers": len(layers)}
     for field, key in (("d_model", "dim"), ("vocab", "vocab_size")):
         if _pos(model.get(key)):
@@ -219,14 +217,13 @@ def model_fields(config: ShardingConfig) -> tuple[dict[str, int | bool], list[st
         out["tied_embeddings"] = model["enable_weight_tying"]
     last = layers[-1]
     out.update(_attention(_get(last, "attention")))
-    notes: list[str] = []
     dense = [i for i, layer in enumerate(layers) if _get(layer, "moe") is None]
     moe = _get(last, "moe")
     if isinstance(moe, dict):
         out.update(_moe(moe))
         lead = len(dense)
         if dense != list(range(lead)):
-            return out, notes, ["dense and MoE layers interleave; ASAP's MoE shape has leading dense layers only"]
+            return out, ["dense and MoE layers interleave; ASAP's MoE shape has leading dense layers only"]
         if lead:
             out["dense_layers"] = lead
             width = _pos(_get(layers[0], "feed_forward", "w1", "out_features"))
@@ -240,7 +237,7 @@ def model_fields(config: ShardingConfig) -> tuple[dict[str, int | bool], list[st
     mtp = model.get("mtp_layers")
     if isinstance(mtp, list) and mtp:
         out["mtp_layers"] = len(mtp)
-    return out, notes, []
+    return out, []
 
 
 def _attention(att: object) -> dict[str, int | bool]:
