@@ -185,13 +185,19 @@ def _alias_index(chips: dict[str, Chip], *, source: str | None = None) -> dict[s
     return index
 
 
+@lru_cache(maxsize=4)
+def _catalog_index(path: Path) -> dict[str, str]:
+    """The alias index of the catalog at ``path``, built once: every prediction looks its chip up."""
+    return _alias_index(load_catalog(path), source=str(path))
+
+
 def get_chip(name: str) -> Chip:
     """Look a chip up by key, display name or alias ("v5p", "TPU v5p", "H100").
 
     An unknown name raises :class:`UnknownChip` listing the closest known names.
     """
     chips = load_catalog()
-    index = _alias_index(chips)
+    index = _catalog_index(CATALOG_PATH)
     norm = _normalize(name)
     if norm in index:
         return chips[index[norm]]
