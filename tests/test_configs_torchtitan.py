@@ -83,10 +83,13 @@ def test_model_from_flavor_uses_torchtitans_args_and_ffn_rule() -> None:
 
 
 def test_unknown_model_is_named_not_guessed() -> None:
-    text = (NEW / "llama3_8b.toml").read_text().replace('name = "llama3"', 'name = "qwen3"', 1)
+    # llama4 (torchtitan's 17Bx16E / 17Bx128E) is not in ASAP's table; qwen3 8B now is
+    text = (NEW / "llama3_8b.toml").read_text().replace('name = "llama3"', 'name = "llama4"', 1)
     dims = read_model_dims(parse_config(text, "q.toml"))
     assert dims is not None and dims.layers is None
-    assert "torchtitan model 'qwen3' flavor '8B' is not in ASAP's table" in dims.problems[0]
+    assert "torchtitan model 'llama4' flavor '8B' is not in ASAP's table" in dims.problems[0]
+    qwen = read_model_dims(parse_config(text.replace('name = "llama4"', 'name = "qwen3"', 1), "q.toml"))
+    assert qwen is not None and (qwen.layers, qwen.d_model, qwen.d_ff) == (36, 4096, 12288)
 
 
 def test_settings_remat_batch_and_float8() -> None:

@@ -162,3 +162,14 @@ def test_apply_names_the_assignments_instead_of_opening_a_pull_request_on_the_re
     assert err.value.field == "config_path"
     branches = subprocess.run(["git", "-C", str(repo), "branch"], check=True, capture_output=True, text=True).stdout
     assert "asap/" not in branches  # nothing was pushed
+
+
+def test_the_toml_eras_moe_flavors_give_the_model_the_record_holds() -> None:
+    """Two independent readings of DeepSeek-V3 16B agree field for field: torchtitan's last TOML
+    (tests/data/real/torchtitan/2026/deepseek_v3_16b.toml @ 238fa99, ``name = "deepseek_v3"``, ``flavor = "16B"``,
+    looked up in ASAP's copy of torchtitan's ``deepseekv3_args``) and the record torchtitan writes at b5bcd76c."""
+    toml = settings_from_config(load_config(DUMPS.parent / "2026" / "deepseek_v3_16b.toml")).model_dims
+    record = settings_from_config(load_config(DSV3)).model_dims
+    assert toml is not None and record is not None and not toml.problems
+    assert toml.stated() == record.stated()
+    assert toml.stated()["experts"] == 64 and toml.stated()["dense_layers"] == 1

@@ -151,7 +151,7 @@ def _torchtitan(config: ShardingConfig) -> ModelDims:
     ``[training] seq_len`` (torchtitan's default 2048 when unset)."""
     from bot.configs.torchtitan import LEGACY
     from bot.configs.torchtitan_json import DUMP
-    from bot.configs.torchtitan_models import llama3
+    from bot.configs.torchtitan_models import llama3, moe_model
 
     if config.vintage == DUMP:
         return _torchtitan_dump(config)
@@ -164,10 +164,21 @@ def _torchtitan(config: ShardingConfig) -> ModelDims:
         d.problems.append("the TOML names no model.name and model.flavor (torchtitan's defaults are the llama3 "
                           "debugmodel); give the model in run.yaml")
         return d.build()
+    other = moe_model(str(name), str(flavor)) if name != "llama3" else None
+    if other is not None:
+        fields, where = other
+        for field, value in fields.items():
+            if isinstance(value, bool):
+                d.flag(field, value, f"model.flavor {flavor} of {name}")
+            else:
+                d.set(field, value, f"model.flavor {flavor} of {name}")
+        d.notes.append(f"torchtitan's {name} {flavor} model args ({where})")
+        return d.build()
     got = llama3(str(flavor), legacy) if name == "llama3" else None
     if got is None:
         d.problems.append(f"torchtitan model {name!r} flavor {flavor!r} is not in ASAP's table of torchtitan models "
-                          "(llama3 8B, 70B, 405B, debugmodel); give the model dimensions in run.yaml")
+                          "(llama3 8B, 70B, 405B, debugmodel; qwen3 0.6B-32B, 30B-A3B, 235B-A22B; deepseek_v3 16B, 236B, 671B); "
+                          "give the model dimensions in run.yaml")
         return d.build()
     fields, where, notes = got
     for field, value in fields.items():

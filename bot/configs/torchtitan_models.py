@@ -59,3 +59,45 @@ def llama3(flavor: str, legacy: bool) -> tuple[dict[str, int], str, list[str]] |
     else:
         fields["vocab"] = 2048 if base == "debugmodel" else LLAMA3_VOCAB
     return fields, where, notes
+
+
+# torchtitan's MoE model args at the last TOML commit (238fa9953e4a, pytorch/torchtitan, BSD-3-Clause):
+# ``qwen3_args`` in torchtitan/models/qwen3/__init__.py and ``deepseekv3_args`` in
+# torchtitan/models/deepseek_v3/__init__.py. Field names are run.yaml's; every Qwen3 MoE layer is a MoE layer.
+MOE_TABLES = {"qwen3": "torchtitan/models/qwen3/__init__.py @238fa99",
+              "deepseek_v3": "torchtitan/models/deepseek_v3/__init__.py @238fa99"}
+_QWEN3_COMMON: dict[str, int | bool] = {"vocab": 151936, "head_dim": 128, "mlp_matrices": 3, "tied_embeddings": False}
+QWEN3: dict[str, dict[str, int | bool]] = {
+    "0.6B": {"d_model": 1024, "layers": 28, "heads": 16, "kv_heads": 8, "d_ff": 3072, "tied_embeddings": True},
+    "1.7B": {"d_model": 2048, "layers": 28, "heads": 16, "kv_heads": 8, "d_ff": 6144, "tied_embeddings": True},
+    "4B": {"d_model": 2560, "layers": 36, "heads": 32, "kv_heads": 8, "d_ff": 9728, "tied_embeddings": True},
+    "8B": {"d_model": 4096, "layers": 36, "heads": 32, "kv_heads": 8, "d_ff": 12288},
+    "14B": {"d_model": 5120, "layers": 40, "heads": 40, "kv_heads": 8, "d_ff": 17408},
+    "32B": {"d_model": 5120, "layers": 64, "heads": 64, "kv_heads": 8, "d_ff": 25600},
+    "30B-A3B": {"d_model": 2048, "layers": 48, "heads": 32, "kv_heads": 4, "d_ff": 768, "experts": 128,
+                "experts_per_token": 8},
+    "235B-A22B": {"d_model": 4096, "layers": 94, "heads": 64, "kv_heads": 4, "d_ff": 1536, "experts": 128,
+                  "experts_per_token": 8},
+}
+_MLA: dict[str, int | bool] = {"kv_lora_rank": 512, "qk_nope_head_dim": 128, "qk_rope_head_dim": 64, "v_head_dim": 128,
+                               "mlp_matrices": 3, "tied_embeddings": False}
+DEEPSEEK_V3: dict[str, dict[str, int | bool]] = {
+    "16B": {"vocab": 102400, "d_model": 2048, "dense_d_ff": 10944, "d_ff": 1408, "layers": 27, "dense_layers": 1,
+            "heads": 16, "kv_heads": 16, "experts": 64, "shared_experts": 2, "experts_per_token": 6},
+    "236B": {"vocab": 102400, "d_model": 5120, "dense_d_ff": 12288, "d_ff": 1536, "layers": 60, "dense_layers": 1,
+             "heads": 128, "kv_heads": 128, "experts": 160, "shared_experts": 2, "experts_per_token": 6,
+             "q_lora_rank": 1536},
+    "671B": {"vocab": 129280, "d_model": 7168, "dense_d_ff": 18432, "d_ff": 2048, "layers": 61, "dense_layers": 3,
+             "heads": 128, "kv_heads": 128, "experts": 256, "shared_experts": 1, "experts_per_token": 8,
+             "q_lora_rank": 1536},
+}
+
+
+def moe_model(name: str, flavor: str) -> tuple[dict[str, int | bool], str] | None:
+    """(run.yaml model fields, where they came from) for a Qwen3 or DeepSeek-V3 flavor; None when there is none.
+    (MLA models: kv_heads = heads, the latent's up-projection gives every head its own K and V.)"""
+    if name == "qwen3" and flavor in QWEN3:
+        return {**_QWEN3_COMMON, **QWEN3[flavor]}, MOE_TABLES[name]
+    if name == "deepseek_v3" and flavor in DEEPSEEK_V3:
+        return {**_MLA, **DEEPSEEK_V3[flavor]}, MOE_TABLES[name]
+    return None
