@@ -25,6 +25,8 @@ from bot.configs.mesh import Mesh
 from bot.configs.torchtitan_json import DUMP
 from bot.configs.torchtitan_models import LLAMA3, ffn_hidden
 from bot.errors import ConfigError
+from bot.proposals.moves import SettingsMove
+from bot.proposals.settings import expand
 from bot.runs.record import RunRecord
 from knowledge import costmodel
 from knowledge.cost_settings import settings_from_config
@@ -173,3 +175,15 @@ def test_the_toml_eras_moe_flavors_give_the_model_the_record_holds() -> None:
     assert toml is not None and record is not None and not toml.problems
     assert toml.stated() == record.stated()
     assert toml.stated()["experts"] == 64 and toml.stated()["dense_layers"] == 1
+
+
+def test_checkpointing_proposals_name_only_the_policies_torchtitan_2026_has() -> None:
+    """The 2026 SelectiveAC is per-op only (torchtitan/distributed/activation_checkpoint.py @ b5bcd76c): a record's
+    run is never offered the TOML era's every-k-th-layer policy."""
+    cfg = load_config(LLAMA)  # FullAC: every lighter policy is a candidate
+    settings = settings_from_config(cfg)
+    changes = expand(SettingsMove(change="remat", direction="lighter"), settings=settings, config=cfg,
+                     framework="other", runyaml_remat=None, runyaml_micro_batch=None, global_batch=None,
+                     data_parallel=8)
+    names = {c.as_dict().get("remat") for c in changes}
+    assert names == {"selective_op", "none"}  # the TOML era also offered selective_layer_2
