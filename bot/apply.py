@@ -201,9 +201,9 @@ def apply_proposal(
 def _refuse_record(cfg: Any, text: str, new_text: str, path: str, index: int) -> None:
     """A torchtitan JSON record is written by the run, not read by it: a pull request editing it changes nothing,
     so apply names the assignments to make in the config function instead."""
-    from bot.configs.torchtitan_json import DUMP, changed_assignments
+    from bot.configs.torchtitan_json import changed_assignments, is_record
 
-    if cfg.vintage == DUMP:
+    if is_record(cfg):
         raise AsapError(f"{path} is torchtitan's record of the run's config function, which torchtitan does not read "
                         f"back: a pull request editing it would change nothing. Make proposal {index} in the function "
                         f"that builds the Trainer.Config: {changed_assignments(text, new_text) or 'no change'}",

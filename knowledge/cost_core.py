@@ -826,16 +826,16 @@ def _activation_collectives(shape: Shape, chip: Chip, mm: _MeshSplit, st: Stages
         tp_comm = tp_comm * (1.0 - 0.5 * 2.0 * forward_passes / (2.0 * n_ar))
     # Exposed by default; overlapped with the GEMMs only where the framework does it (Megatron
     # --tp-comm-overlap, Transformer Engine userbuffers).
-    # torchtitan's async TP (micro-pipelined through symmetric memory) hides only part of it: ASYNC_TP_SHARE
-    share = ASYNC_TP_SHARE if shape.async_tp else 1.0
-    if not shape.tp_comm_overlap and shape.framework in XLA_FUSING:
-        # XLA's scheduler overlaps what has independent work beside it: all but the forward pass's pair
+    # torchtitan's async TP (micro-pipelined through symmetric memory) hides only part of it: ASYNC_TP_SHARE.
+    # XLA's scheduler overlaps what has independent work beside it: all but the forward pass's pair.
+    if shape.tp_comm_overlap:
+        share = ASYNC_TP_SHARE if shape.async_tp else 1.0
+    elif shape.framework in XLA_FUSING:
         share = (n_ar - XLA_TP_EXPOSED) / n_ar
-    if shape.tp_comm_overlap or shape.framework in XLA_FUSING:
-        comm_ovl["tensor"] = share * tp_comm
-        comm_crit["tensor"] = (1.0 - share) * tp_comm
     else:
-        comm_crit["tensor"] = tp_comm
+        share = 0.0
+    comm_ovl["tensor"] = share * tp_comm
+    comm_crit["tensor"] = (1.0 - share) * tp_comm
 
     # Sequence/context: attention needs every chip's K and V: all-gather (or ring-pass) K,V in forward,
     # again in backward, reduce-scatter dK,dV: 3 gathers of the full-sequence K,V for the local KV heads

@@ -125,6 +125,14 @@ class _Dims:
             self.values[field] = bool(value)
             self.origin[field] = where
 
+    def fill(self, fields: dict[str, int | bool], where: str) -> None:
+        """Several fields from one place (numbers through ``set``, yes/no through ``flag``)."""
+        for field, value in fields.items():
+            if isinstance(value, bool):
+                self.flag(field, value, where)
+            else:
+                self.set(field, value, where)
+
     def default(self, field: str, value: int, where: str) -> None:
         """A field the config leaves unstated, at the framework's default: it fills a gap but states nothing."""
         self.set(field, value, where)
@@ -150,10 +158,10 @@ def _torchtitan(config: ShardingConfig) -> ModelDims:
     """torchtitan's ``[model] name`` + ``flavor`` looked up in its own model args (bot.configs.torchtitan_models);
     ``[training] seq_len`` (torchtitan's default 2048 when unset)."""
     from bot.configs.torchtitan import LEGACY
-    from bot.configs.torchtitan_json import DUMP
+    from bot.configs.torchtitan_json import is_record
     from bot.configs.torchtitan_models import llama3, moe_model
 
-    if config.vintage == DUMP:
+    if is_record(config):
         return _torchtitan_dump(config)
     d = _Dims(config.source)
     name, flavor = config.settings.get("model.name"), config.settings.get("model.flavor")
@@ -167,11 +175,7 @@ def _torchtitan(config: ShardingConfig) -> ModelDims:
     other = moe_model(str(name), str(flavor)) if name != "llama3" else None
     if other is not None:
         fields, where = other
-        for field, value in fields.items():
-            if isinstance(value, bool):
-                d.flag(field, value, f"model.flavor {flavor} of {name}")
-            else:
-                d.set(field, value, f"model.flavor {flavor} of {name}")
+        d.fill(fields, f"model.flavor {flavor} of {name}")
         d.notes.append(f"torchtitan's {name} {flavor} model args ({where})")
         return d.build()
     got = llama3(str(flavor), legacy) if name == "llama3" else None
@@ -199,11 +203,7 @@ def _torchtitan_dump(config: ShardingConfig) -> ModelDims:
         d.set("seq_len", seq, "training.max_context_length")
     fields, problems = model_fields(config)
     name = f"{config.settings.get('model.name', '?')} {config.settings.get('model.flavor', '')}".strip()
-    for field, value in fields.items():
-        if isinstance(value, bool):
-            d.flag(field, value, "model_spec.model.enable_weight_tying")
-        else:
-            d.set(field, value, f"model_spec.model ({name})")
+    d.fill(fields, f"model_spec.model ({name})")
     d.problems.extend(problems)
     return d.build()
 

@@ -251,10 +251,10 @@ def degrees(config: ShardingConfig, num_devices: int) -> dict[str, int]:
     return d
 
 
-def _is_record(config: ShardingConfig) -> bool:
-    from bot.configs.torchtitan_json import DUMP  # (it imports this module's names)
+def _record(config: ShardingConfig) -> bool:
+    from bot.configs.torchtitan_json import is_record  # (it imports this module's names)
 
-    return config.vintage == DUMP
+    return is_record(config)
 
 
 def _path(config: ShardingConfig, name: str) -> str:
@@ -343,7 +343,7 @@ def plan(config: ShardingConfig, root: object, target: Mesh) -> list[Splice]:
                 raise ConfigError(f"{key.path} is {key.via}", source=config.source, field=key.path,
                                   hint=f"set {name} = {value} by hand")
             splices.append(Splice(key.start, key.end, str(value)))
-        elif _is_record(config):  # a JSON record holds every degree: one it lacks is not torchtitan's
+        elif _record(config):  # a JSON record holds every degree: one it lacks is not torchtitan's
             from bot.configs.torchtitan_json import refuse_edit
 
             raise refuse_edit(config, {f"parallelism.{name}": value})

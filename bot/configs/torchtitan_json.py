@@ -38,6 +38,11 @@ DUMP = ("torchtitan of March 2026 on (a config function's Trainer.Config, as tor
 _AC_BASE = {"preserve_rng_state", "determinism_check", "debug"}
 
 
+def is_record(config: ShardingConfig) -> bool:
+    """Whether ``config`` was read from such a record (not from a TOML file)."""
+    return config.vintage == DUMP
+
+
 def looks_like(data: object) -> bool:
     """A Trainer.Config dump: a ``parallelism`` object with a degree and a ``training`` object with torchtitan's
     token-slot batch (``num_tokens_per_microbatch_per_dp_rank``)."""
