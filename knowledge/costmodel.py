@@ -259,6 +259,11 @@ def _assumptions(shape: Shape, terms: Terms, chip: Chip, mesh: Mesh) -> list[str
         reduced = "fp32 (torchtitan's FSDP2 reduce_dtype float32)"
     elif reduce_bytes(shape) == 4.0:
         reduced = "fp32 (MaxText grad_dtype float32)"
+    elif shape.framework == "megatron" and shape.grad_bytes == 4.0:
+        # Megatron-LM accumulates and reduces bf16 runs' gradients in fp32 unless --grad-reduce-in-bf16
+        # (arguments.py); pricing those bytes fits its published tables worse (docs/cost-model.md)
+        reduced = ("fp32 (Megatron's default for bf16: grad_reduce_in_fp32), priced as bf16 traffic, the fit "
+                   "across the published Megatron tables")
     else:
         reduced = "bf16"
     assumptions.append("fused/flash attention assumed (attention scores not stored); gradients reduced in " + reduced)

@@ -193,3 +193,19 @@ def test_nvfp4_launch_flags_run_the_matmuls_at_the_fp4_peak_and_keep_fp4_weights
     bf16_step = costmodel.predict(record, mesh, settings=_settings(DDP).model_copy(
         update={"fp8": False, "fp8_params": None})).breakdown_ms["compute"]
     assert not bf16.fp4 and fp4_step < 0.75 * bf16_step  # B200's dense fp4 peak is 4x its bf16 one on the linears
+
+
+def _reduction_note(name: str) -> str:
+    s = _settings(name)
+    pred = costmodel.predict(RunRecord(id="r", chip="h100", num_chips=8, config="train.sh"), Mesh(ici={"data": 8}),
+                             settings=s)
+    return next(a for a in pred.assumptions if "gradients reduced in" in a)
+
+
+def test_the_answer_says_in_which_dtype_megatron_reduces_the_gradients() -> None:
+    """Megatron-LM reduces a bf16 run's gradients in fp32 unless --grad-reduce-in-bf16 (arguments.py @ d98e8a64: "bfloat16
+    requires gradient accumulation and all-reduce to be done in fp32"). The FSDP example leaves the default; the DDP
+    example sets the flag. The answer used to say "reduced in bf16" for both."""
+    assert "reduced in fp32 (Megatron's default for bf16" in _reduction_note(FSDP)
+    assert "priced as bf16 traffic" in _reduction_note(FSDP)  # the pricing choice is named, not hidden
+    assert _reduction_note(DDP).endswith("gradients reduced in bf16")
