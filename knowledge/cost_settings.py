@@ -27,7 +27,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from bot.configs.common import as_bool, find_by_name, positive_int
+from bot.configs.common import as_bool, find_by_name, positive_int, trained_seq_length
 from bot.configs.common import settings as read_settings
 from bot.configs.maxtext import REMAT_TENSOR_KEYS
 from bot.configs.model_dims import MAXTEXT_BASE_SEQ_LEN, ModelDims, read_model_dims
@@ -63,7 +63,8 @@ NAMES: tuple[str, ...] = OVERLAP_NAMES + (
     "remat_policy", "remat", "recompute_granularity", "recompute_method", "recompute_num_layers", "recompute_modules",
     "activations_checkpoint_granularity", "activations_checkpoint_method", "activations_checkpoint_num_layers",
     "micro_batch_size", "per_device_batch_size", "gradient_accumulation_steps", "microbatches",
-    "num_microbatches", "grad_accum_steps", "global_batch_size", "seq_length", "max_target_length", "seq_len",
+    "num_microbatches", "grad_accum_steps", "global_batch_size", "seq_length", "sequence_length", "max_target_length",
+    "seq_len",
     "use_distributed_optimizer", "grad_reduce_in_fp32", "accumulate_allreduce_grads_in_fp32", "weight_dtype",
     "param_dtype", "optimizer_memory_host_offload", "parameter_memory_host_offload", "sequence_parallel",
     "use_flash_attention", "attention", "attention_kernel", "cross_entropy_loss_fusion", "hidden_dropout",
@@ -307,7 +308,7 @@ def settings_from_config(config: ShardingConfig) -> TrainingSettings:
     out["grad_accum"] = _int(_lookup(v, "gradient_accumulation_steps", "grad_accum_steps", "num_microbatches",
                                      "microbatches")[1])
     out["global_batch"] = _int(_lookup(v, "global_batch_size")[1])
-    out["seq_len"] = _int(_lookup(v, "seq_length", "max_target_length", "seq_len")[1])
+    out["seq_len"] = _int(trained_seq_length(v, "seq_length", "max_target_length", "seq_len")[1])
     if out["seq_len"] is None and fmt == "maxtext":  # pyconfig fills in base.yml's max_target_length
         out["seq_len"] = MAXTEXT_BASE_SEQ_LEN
 

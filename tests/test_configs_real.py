@@ -481,9 +481,10 @@ def test_megatron_lm_launch_flags_count_the_embedding_and_loss_as_pipeline_layer
 def test_a_megatron_bridge_recipe_launch_is_refused_saying_what_to_give_instead() -> None:
     """Megatron-Bridge's own example (tests/data/real/megatron_bridge) launches scripts/training/run_recipe.py, which
     builds its config from a Python recipe: the script holds overrides, not the config. The refusal names that and
-    asks for the resolved values, instead of only expecting MaxText or Megatron-LM launch lines."""
+    points at the run_config.yaml Megatron-Bridge writes with every checkpoint (which ASAP reads, see
+    tests/test_megatron_bridge_run_config.py), instead of only expecting MaxText or Megatron-LM launch lines."""
     script = Path(__file__).parent / "data" / "real" / "megatron_bridge" / "nemotron_3_nano_slurm_pretrain.sh"
     with pytest.raises(ConfigError, match="no training launch found") as info:
         load_config(script)
     assert info.value.hint is not None and "run_recipe.py" in info.value.hint and "--recipe" in info.value.hint
-    assert "tensor_model_parallel_size" in info.value.hint
+    assert "run_config.yaml" in info.value.hint

@@ -20,12 +20,24 @@ from bot.errors import ConfigError
 
 
 # ---------------------------------------------------------------------------------------------- reading
-def unique(root: Node, names: Collection[str], source: str, *, normalize: bool = False) -> dict[str, Found]:
-    """Each of ``names`` found in the tree, which must occur at most once (else ConfigError with lines)."""
+def unique(root: Node, names: Collection[str], source: str, *, normalize: bool = False,
+           owner: str | None = None, unrelated: Collection[str] = ()) -> dict[str, Found]:
+    """Each of ``names`` found in the tree, which must occur at most once (else ConfigError with lines).
+
+    With ``owner`` (a top-level section), a name stated once inside that section and otherwise only in the
+    ``unrelated`` sections is the owner's: the same name means something else there (Megatron-Bridge's
+    run_config.yaml also has a ``dataset.context_parallel_size`` and a ``tokenizer.tensor_model_parallel_size``,
+    which pad samples and the vocabulary and do not place ranks). A repeat anywhere else is still refused.
+    """
     found: dict[str, list[Found]] = {}
     for hit in walk(root, names, normalize=normalize):
         found.setdefault(hit.key, []).append(hit)
     for name, hits in found.items():
+        owned = [h for h in hits if owner is not None and h.dotted.startswith(owner + ".")]
+        others = [h for h in hits if h not in owned]
+        if len(hits) > 1 and len(owned) == 1 and all(h.dotted.split(".", 1)[0] in unrelated for h in others):
+            found[name] = owned
+            continue
         if len(hits) > 1:
             where = ", ".join(f"line {h.line} ({h.dotted})" for h in hits)
             raise ConfigError(
@@ -333,3 +345,34 @@ def find_by_name(values: Mapping[str, object], *names: str) -> tuple[str | None,
             if path.rsplit(".", 1)[-1] == name:
                 return path, value
     return None, None
+
+
+# Where a config states the length of the sequences its data loader makes: Megatron-Bridge's ConfigContainer
+# ``dataset.seq_length`` (``dataset.sequence_length`` before 2026), NeMo 2's ``data.seq_length``, NeMo 1's
+# ``model.data.seq_length``.
+DATA_SECTIONS: tuple[str, ...] = ("dataset", "data")
+DATA_SEQ_NAMES: tuple[str, ...] = ("seq_length", "sequence_length")
+
+
+def trained_seq_length(values: Mapping[str, object], *model_names: str) -> tuple[str | None, object, str | None]:
+    """(path, value, note) of the sequence length a run trains on.
+
+    The model's ``seq_length`` is the length its position embeddings are built for; the data loader's is the length
+    of every sample. Megatron-Bridge's run_config.yaml states both, and a ``dataset.seq_length`` override leaves the
+    model's at the recipe's value (a Llama 3.1 provider keeps 131,072 for 1,024-token samples): the data's length is
+    what each step processes. When the two differ the note names both; a data-side value that is not a number
+    (NeMo's ``${model.encoder_seq_length}``) defers to the model's.
+    """
+    data = [(p, v) for p, v in values.items()
+            if p.rsplit(".", 1)[-1] in DATA_SEQ_NAMES and set(p.split(".")[:-1]) & set(DATA_SECTIONS)
+            and positive_int(v)]
+    model_path, model_value = find_by_name(
+        {p: v for p, v in values.items() if not set(p.split(".")[:-1]) & set(DATA_SECTIONS)}, *model_names)
+    if not data:
+        return model_path, model_value, None
+    path, value = data[0]
+    note = None
+    if model_path is not None and positive_int(model_value) and positive_int(model_value) != positive_int(value):
+        note = (f"{model_path} {model_value} (the length the model's positions are built for) differs from {path} "
+                f"{value}: each sample has the data loader's {value} tokens, and that is what is priced")
+    return path, value, note

@@ -335,8 +335,9 @@ def _recipe_hint(text: str) -> str | None:
     from the recipe function, so the launch line alone does not hold it: say what to give instead."""
     if "run_recipe.py" in text:
         return ("Megatron-Bridge's run_recipe.py builds the config from its --recipe function in Python, so the "
-                "launch line does not hold it; point config: at a YAML of the run's resolved values (model: "
-                "tensor_model_parallel_size, ..., train: global_batch_size, ...: read as a Megatron config)")
+                "launch line does not hold it; point config: at the run_config.yaml Megatron-Bridge writes next to "
+                "every checkpoint (or the file logger.save_config_filepath names), which holds the run's resolved "
+                "values and is read as a Megatron config")
     return None
 
 

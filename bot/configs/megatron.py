@@ -37,6 +37,9 @@ AXIS_OF: dict[str, Axis] = {
 }
 KEY_OF: dict[Axis, str] = {axis: key for key, axis in AXIS_OF.items()}
 KEYS: tuple[str, ...] = tuple(AXIS_OF)
+MODEL_SECTION = "model"  # NeMo / Megatron-Bridge: the model config holds the parallel sizes (ModelParallelConfig)
+# Megatron-Bridge ConfigContainer sections that repeat a size for padding (packed sequences, the vocabulary)
+PADDING_SECTIONS: tuple[str, ...] = ("dataset", "tokenizer")
 SHORT = {"tensor_model_parallel_size": "tp", "pipeline_model_parallel_size": "pp",
          "context_parallel_size": "cp", "expert_model_parallel_size": "ep"}
 LAYOUT: tuple[Axis, ...] = ("tensor", "sequence", "expert", "data", "pipeline")  # Megatron 'tp-cp-ep-dp-pp'
@@ -114,8 +117,12 @@ SETTINGS: tuple[str, ...] = (
 
 
 def read(root: Node, text: str, source: str) -> ShardingConfig:
-    """Parse the Megatron parallel sizes (positive integers; Megatron has no -1)."""
-    found = unique(root, KEYS, source, normalize=True)
+    """Parse the Megatron parallel sizes (positive integers; Megatron has no -1).
+
+    In a Megatron-Bridge ConfigContainer (its run_config.yaml) the sizes are the ``model:`` section's (nested
+    under ``model.transformer:`` since the builder-backed model configs of 2026); the same names under its
+    ``dataset:`` and ``tokenizer:`` sections pad samples and the vocabulary and are not read."""
+    found = unique(root, KEYS, source, normalize=True, owner=MODEL_SECTION, unrelated=PADDING_SECTIONS)
     keys: list[ConfigKey] = []
     for name, hit in sorted(found.items(), key=lambda kv: kv[1].key_node.start_mark.index):
         value = size_value(hit, source, allow_rest=False)

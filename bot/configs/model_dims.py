@@ -33,7 +33,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
-from bot.configs.common import as_bool, find_by_name, positive_int
+from bot.configs.common import as_bool, find_by_name, positive_int, trained_seq_length
 from bot.configs.common import settings as read_settings
 from bot.configs.sharding import Scalar, ShardingConfig
 from bot.configs.yamlscan import compose
@@ -253,7 +253,7 @@ MEGATRON_NAMES: tuple[str, ...] = (
     "num_layers", "hidden_size", "ffn_hidden_size", "num_attention_heads", "num_query_groups",
     "group_query_attention", "kv_channels", "swiglu", "activation", "activation_func", "gated_linear_unit",
     "vocab_size", "padded_vocab_size", "make_vocab_size_divisible_by", "num_experts", "num_moe_experts",
-    "moe_router_topk", "seq_length", "encoder_seq_length", "tokenizer_type", "tokenizer_model", "vocab_file",
+    "moe_router_topk", "seq_length", "sequence_length", "encoder_seq_length", "tokenizer_type", "tokenizer_model", "vocab_file",
     "tensor_model_parallel_size", "type", "library", "untie_embeddings_and_output_weights",
     "share_embeddings_and_output_weights", "window_size", "window_attn_skip_freq",
     # DeepSeek-V3-style MoE and MLA (Megatron-LM arguments.py _add_moe_args / _add_mla_args; Megatron-Core
@@ -281,11 +281,14 @@ def _megatron(config: ShardingConfig) -> ModelDims:
 
     for field, keys in (("layers", ("num_layers",)), ("d_model", ("hidden_size",)),
                         ("heads", ("num_attention_heads",)), ("head_dim", ("kv_channels",)),
-                        ("seq_len", ("seq_length", "encoder_seq_length")),
                         ("experts", ("num_moe_experts", "num_experts"))):
         path, value = _find(v, *keys)
         if path is not None:
             d.set(field, _number(v, value, d.notes, path), where(path))
+    path, value, differs = trained_seq_length(v, "seq_length", "encoder_seq_length")
+    if path is not None:
+        d.set("seq_len", _number(v, value, d.notes, path), where(path))
+    d.notes.extend([differs] if differs else [])
     gated = _megatron_gated(v, d, where, launch)
     _megatron_ffn(v, d, where, gated)
     _megatron_kv(v, d, where, launch)
