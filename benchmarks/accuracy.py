@@ -18,6 +18,10 @@ For every published table of the eval corpus (the cases that are not ``sample-*`
   A row whose source itself says its figure is a quirk rather than the configuration (``anomaly:`` in the case's
   expected.yaml, quoting the source) is left out of the ranking; the table is marked ``*`` and the Spearman with it
   counted is printed below the table.
+* **pairs>noise**: the row pairs of a table whose measured metric differs by more than the noise floor (the median
+  release-to-release spread of one configuration measured in several tables, listed under the table), and how many
+  of them the model orders as measured. A Spearman over rows closer than that floor ranks run-to-run noise; this
+  column is the part of the ranking the measurements can decide.
 * **memory**: predicted / measured peak memory per chip, min-max over the rows that publish it.
 
 Targets (issue 12): median throughput error <= 10% after calibration, Spearman >= 0.85 within each table,
@@ -46,11 +50,13 @@ def accuracy(cases_dir: Path) -> dict[str, object]:
     rho = {t.table: (t.metric, t.spearman) for t in (report.published.tables if report.published else [])}
     flagged = {t.table: (t.flagged_rows, t.spearman_all_rows) for t in (report.published.tables if report.published else [])}
     rows = []
+    floor = noise_floor(repeats(points_by_table(published)))
     for table, pts in points_by_table(published).items():
         raw, calibrated = step_errors(pts, None), step_errors(pts, cal)
         ratios = memory_ratios(pts)
         metric, spearman = rho.get(table, (None, None))
         measured = [p.metrics[metric][0] for p in pts if metric in p.metrics]
+        pairs = [tuple(p.metrics[metric]) for p in pts if metric in p.metrics and p.anomaly is None]
         rows.append({
             "table": table,
             "families": sorted({p.family for p in pts}),
@@ -62,6 +68,9 @@ def accuracy(cases_dir: Path) -> dict[str, object]:
             "spearman_all_rows": flagged.get(table, (0, None))[1],
             # how far apart the rows being ranked are: a Spearman over rows 3% apart ranks measurement noise
             "measured_spread": (max(measured) / min(measured) - 1.0) if len(measured) > 1 and min(measured) > 0 else None,
+            # row pairs measured further apart than one configuration's release-to-release spread, and how many of
+            # them the model orders as measured: what a ranking can be judged on above the noise
+            "pairs_above_noise": resolvable_pairs(pairs, floor),
             "step_error_median_raw": statistics.median(raw) if raw else None,
             "step_error_median_calibrated": statistics.median(calibrated) if calibrated else None,
             "step_error_max_calibrated": max(calibrated) if calibrated else None,
@@ -73,6 +82,7 @@ def accuracy(cases_dir: Path) -> dict[str, object]:
     all_ratios = memory_ratios(points)
     return {
         "cases": len(published),
+        "noise_floor": floor,
         "calibration": cal,
         "tables": rows,
         "repeats": repeats(points_by_table(published)),
@@ -106,12 +116,30 @@ def repeats(by_table: dict[str, list]) -> list[dict[str, object]]:  # type: igno
     return sorted(out, key=lambda r: (r["tables"], r["mesh"]))
 
 
+def noise_floor(repeated: list[dict[str, object]]) -> float:
+    """The median release-to-release spread of one configuration measured in several tables (0 when none is)."""
+    spreads = [float(r["spread"]) for r in repeated]  # type: ignore[arg-type]
+    return statistics.median(spreads) if spreads else 0.0
+
+
+def resolvable_pairs(points: list[tuple[float, ...]], floor: float) -> list[int]:
+    """[ordered as measured, pairs] over the row pairs whose measured metric differs by more than ``floor``."""
+    ordered = total = 0
+    for i, (mi, pi) in enumerate(points):
+        for mj, pj in points[i + 1:]:
+            if min(mi, mj) > 0 and max(mi, mj) / min(mi, mj) - 1.0 > floor:
+                total += 1
+                ordered += (mi - mj) * (pi - pj) > 0
+    return [ordered, total]
+
+
 def _pct(x: float | None) -> str:
     return "-" if x is None else f"{x:.1%}"
 
 
 def _print(result: dict) -> None:  # type: ignore[type-arg]
-    head = f"{'table':34} {'family':26} {'rows':>4} {'metric':>12} {'Spearman':>8} {'spread':>7} {'err raw':>8} {'err cal':>8} {'max cal':>8} {'mem pred/meas':>14}"
+    head = (f"{'table':34} {'family':26} {'rows':>4} {'metric':>12} {'Spearman':>8} {'spread':>7} {'pairs>noise':>11} "
+            f"{'err raw':>8} {'err cal':>8} {'max cal':>8} {'mem pred/meas':>14}")
     print(head)
     print("-" * len(head))
     notes: list[str] = []
@@ -124,7 +152,10 @@ def _print(result: dict) -> None:  # type: ignore[type-arg]
         mem = "-" if r["memory_ratio_min"] is None else f"{r['memory_ratio_min']:.2f}-{r['memory_ratio_max']:.2f}"
         metric = {"tflops_per_chip": "TFLOP/s/chip", "mfu_percent": "MFU", "tokens_per_second_per_chip": "tokens/s/chip"}.get(
             r["metric"], "-")
+        ok, n = r["pairs_above_noise"]
+        pairs = f"{ok}/{n}" if n else "-"
         print(f"{r['table']:34} {','.join(r['families']):26} {r['rows']:>4} {metric:>12} {rho:>8} {_pct(r['measured_spread']):>7} "
+              f"{pairs:>11} "
               f"{_pct(r['step_error_median_raw']):>8} {_pct(r['step_error_median_calibrated']):>8} "
               f"{_pct(r['step_error_max_calibrated']):>8} {mem:>14}")
     for n in notes:
@@ -134,6 +165,8 @@ def _print(result: dict) -> None:  # type: ignore[type-arg]
         for r in result["repeats"]:
             print(f"  {r['mesh']} ({r['family']}): {' vs '.join(r['tables'])}: "
                   f"{' / '.join(f'{ms:.0f}' for ms in r['measured_step_ms'])} ms, {_pct(r['spread'])} apart")
+    print(f"pairs>noise: row pairs of a table measured more than {_pct(result['noise_floor'])} apart (the median spread "
+          "above), ordered as measured / in all")
     o = result["overall"]
     cal = ", ".join(f"{k} x{v:.3f}" for k, v in result["calibration"].items())
     print(f"\n{result['cases']} published cases. Calibration (measured/predicted step time, one per family): {cal}")
