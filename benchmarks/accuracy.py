@@ -50,8 +50,10 @@ def accuracy(cases_dir: Path) -> dict[str, object]:
     rho = {t.table: (t.metric, t.spearman) for t in (report.published.tables if report.published else [])}
     flagged = {t.table: (t.flagged_rows, t.spearman_all_rows) for t in (report.published.tables if report.published else [])}
     rows = []
-    floor = noise_floor(repeats(points_by_table(published)))
-    for table, pts in points_by_table(published).items():
+    by_table = points_by_table(published)
+    repeated = repeats(by_table)
+    floor = noise_floor(repeated)
+    for table, pts in by_table.items():
         raw, calibrated = step_errors(pts, None), step_errors(pts, cal)
         ratios = memory_ratios(pts)
         metric, spearman = rho.get(table, (None, None))
@@ -85,7 +87,7 @@ def accuracy(cases_dir: Path) -> dict[str, object]:
         "noise_floor": floor,
         "calibration": cal,
         "tables": rows,
-        "repeats": repeats(points_by_table(published)),
+        "repeats": repeated,
         "overall": {
             "step_error_median_raw": statistics.median(step_errors(points, None)) if points else None,
             "step_error_median_calibrated": statistics.median(all_cal) if all_cal else None,

@@ -354,20 +354,22 @@ DATA_SECTIONS: tuple[str, ...] = ("dataset", "data")
 DATA_SEQ_NAMES: tuple[str, ...] = ("seq_length", "sequence_length")
 
 
+def _in_data_section(path: str) -> bool:
+    return bool(set(path.split(".")[:-1]) & set(DATA_SECTIONS))
+
+
 def trained_seq_length(values: Mapping[str, object], *model_names: str) -> tuple[str | None, object, str | None]:
     """(path, value, note) of the sequence length a run trains on.
 
     The model's ``seq_length`` is the length its position embeddings are built for; the data loader's is the length
-    of every sample. Megatron-Bridge's run_config.yaml states both, and a ``dataset.seq_length`` override leaves the
-    model's at the recipe's value (a Llama 3.1 provider keeps 131,072 for 1,024-token samples): the data's length is
-    what each step processes. When the two differ the note names both; a data-side value that is not a number
-    (NeMo's ``${model.encoder_seq_length}``) defers to the model's.
+    of every sample, and what each step processes. Megatron-Bridge's run_config.yaml states both; its 2025 releases
+    ran with them apart (a Llama 3.1 provider's 131,072 over 1,024-token samples), its 2026 releases refuse that.
+    When the two differ the note names both; a data-side value that is not a number (NeMo's
+    ``${model.encoder_seq_length}``) defers to the model's.
     """
     data = [(p, v) for p, v in values.items()
-            if p.rsplit(".", 1)[-1] in DATA_SEQ_NAMES and set(p.split(".")[:-1]) & set(DATA_SECTIONS)
-            and positive_int(v)]
-    model_path, model_value = find_by_name(
-        {p: v for p, v in values.items() if not set(p.split(".")[:-1]) & set(DATA_SECTIONS)}, *model_names)
+            if p.rsplit(".", 1)[-1] in DATA_SEQ_NAMES and _in_data_section(p) and positive_int(v)]
+    model_path, model_value = find_by_name({p: v for p, v in values.items() if not _in_data_section(p)}, *model_names)
     if not data:
         return model_path, model_value, None
     path, value = data[0]
