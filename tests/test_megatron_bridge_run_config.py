@@ -24,6 +24,7 @@ import shutil
 import sys
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 import bot.cli.proposals  # noqa: F401  (registers propose)
@@ -31,6 +32,7 @@ from bot.cli import cli
 from bot.configs.detect import load_config
 from bot.configs.megatron import mesh
 from bot.configs.mesh import Mesh
+from bot.errors import ConfigError
 from knowledge.cost_settings import settings_from_config
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -119,3 +121,13 @@ def test_the_data_loaders_sequence_length_wins_over_the_models(tmp_path: Path) -
     assert s.seq_len == 1024
     assert s.model_dims is not None and s.model_dims.seq_len == 1024
     assert any("model.seq_length 8192" in n and "dataset.sequence_length 1024" in n for n in s.model_dims.notes)
+
+
+def test_a_distillation_config_is_refused_naming_the_teacher() -> None:
+    """Megatron-Bridge's own distillation override (examples/distillation/llama/conf, 067f987d) states the teacher's
+    sizes under model.teacher. ASAP prices one model's step, not a student beside a teacher's forward pass; it used to
+    answer "tensor_model_parallel_size appears 2 times ... remove the duplicates", which sent the user the wrong way."""
+    with pytest.raises(ConfigError, match="knowledge-distillation") as info:
+        load_config(RUN_CONFIGS.parent / "llama32_3b-1b_distill_override_example.yaml")
+    assert info.value.field == "model.teacher"
+    assert "appears 2 times" not in str(info.value)

@@ -122,6 +122,7 @@ def read(root: Node, text: str, source: str) -> ShardingConfig:
     In a Megatron-Bridge ConfigContainer (its run_config.yaml) the sizes are the ``model:`` section's (nested
     under ``model.transformer:`` since the builder-backed model configs of 2026); the same names under its
     ``dataset:`` and ``tokenizer:`` sections pad samples and the vocabulary and are not read."""
+    _refuse_teacher(root, source)
     found = unique(root, KEYS, source, normalize=True, owner=MODEL_SECTION, unrelated=PADDING_SECTIONS)
     keys: list[ConfigKey] = []
     for name, hit in sorted(found.items(), key=lambda kv: kv[1].key_node.start_mark.index):
@@ -136,6 +137,22 @@ def read(root: Node, text: str, source: str) -> ShardingConfig:
         n = nodes if _pos_int(nodes) else 1
         cfg = cfg.model_copy(update={"devices": devices * n, "nodes": n})  # type: ignore[operator]
     return cfg
+
+
+def _refuse_teacher(root: Node, source: str) -> None:
+    """A knowledge-distillation config (Megatron-Bridge's ``model.teacher``) trains a student beside a teacher's
+    forward pass, which ASAP does not price: say so by name instead of calling the teacher's sizes duplicates."""
+    teacher = next((h for h in walk(root, KEYS, normalize=True) if h.dotted.startswith(f"{MODEL_SECTION}.teacher.")),
+                   None)
+    if teacher is not None:
+        raise ConfigError(
+            f"{teacher.dotted} (line {teacher.line}) belongs to a knowledge-distillation run: a student trained beside "
+            "a teacher's forward pass, which ASAP does not price (it predicts one model's training step)",
+            source=source,
+            field=f"{MODEL_SECTION}.teacher",
+            hint="give the student's own training config (its model: section without teacher:) and read the "
+            "prediction as a lower bound: the teacher's forward pass comes on top",
+        )
 
 
 def sizes(config: ShardingConfig) -> dict[str, int]:
