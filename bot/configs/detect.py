@@ -22,6 +22,7 @@ from typing import Any
 from yaml.nodes import MappingNode
 
 from bot.configs import maxtext, megatron, plainmesh
+from bot.configs.accelerate_hint import accelerate_hint
 from bot.configs.sharding import Format, ShardingConfig
 from bot.configs.yamlscan import MAX_CONFIG_BYTES, compose, walk
 from bot.errors import ConfigError
@@ -117,6 +118,9 @@ def _detect(root: MappingNode, source: str) -> Format:
     hits = {fmt: next(iter(walk(root, names, normalize=fmt == "megatron")), None) for fmt, names in FORMAT_KEYS.items()}
     present = {fmt: hit for fmt, hit in hits.items() if hit is not None}
     if not present:
+        accelerate = accelerate_hint(root)
+        if accelerate is not None:
+            raise ConfigError(accelerate[0], source=source, hint=accelerate[1])
         raise ConfigError(f"no sharding keys found; expected one of: {expected_keys()}", source=source,
                           hint="for a launch script, give ASAP the .sh file (or a name ending in .sh)")
     if len(present) > 1:

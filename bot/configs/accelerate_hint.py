@@ -1,0 +1,79 @@
+"""Hugging Face Accelerate configs (``accelerate launch --config_file``): recognised, and answered with what to give.
+
+An Accelerate config says how a job shards (``distributed_type``: FSDP, DEEPSPEED, MULTI_GPU; the FSDP sharding
+strategy; ``num_processes`` over ``num_machines``), but neither the model nor the batch, which the training script
+sets. ASAP does not read it as a config; it names the file as one and says which file ASAP does read for the same
+layout: the plain mesh for FSDP and plain data parallelism, the DeepSpeed JSON for DeepSpeed. Keys and values as
+Accelerate writes them (src/accelerate/utils/constants.py ``FSDP_SHARDING_STRATEGY``; examples/config_yaml_templates).
+"""
+
+from __future__ import annotations
+
+from yaml.nodes import MappingNode, Node
+
+from bot.configs.yamlscan import as_int, scalar
+
+DETECT = ("distributed_type", "num_processes")
+
+
+def _top(root: MappingNode) -> dict[object, Node]:
+    return {scalar(k): v for k, v in root.value}
+
+
+def _scalar_at(node: object, key: str) -> object:
+    if isinstance(node, MappingNode):
+        for k, v in node.value:
+            if scalar(k) == key:
+                return scalar(v)
+    return None
+
+
+def _fsdp_mesh(strategy: str, per_machine: int, machines: int) -> str | None:
+    """The plain mesh that states the same layout, for the strategies one mesh can state."""
+    inner = f"ici_mesh: {{fsdp: {per_machine}}}"
+    if strategy == "FULL_SHARD":
+        return inner + (f", dcn_mesh: {{fsdp: {machines}}}" if machines > 1 else "")
+    if strategy == "HYBRID_SHARD":
+        return inner + (f", dcn_mesh: {{data: {machines}}}" if machines > 1 else "")
+    if strategy == "NO_SHARD":
+        return f"ici_mesh: {{data: {per_machine}}}" + (f", dcn_mesh: {{data: {machines}}}" if machines > 1 else "")
+    return None
+
+
+def accelerate_hint(root: MappingNode) -> tuple[str, str] | None:
+    """(message, hint) for an Accelerate config, None for any other file."""
+    top = _top(root)
+    if not all(k in top for k in DETECT):
+        return None
+    kind = str(scalar(top["distributed_type"])).upper()
+    processes = as_int(top["num_processes"]) or 0
+    machines = as_int(top["num_machines"]) if "num_machines" in top else 1
+    machines = machines if machines and machines > 0 else 1
+    per_machine = processes // machines if processes and processes % machines == 0 else processes
+    message = (f"a Hugging Face Accelerate config (distributed_type: {kind}, num_processes: {processes}): it states "
+               "how the job shards but not the model or the batch, and ASAP does not read it as a config")
+    if kind == "FSDP":
+        fsdp = top.get("fsdp_config")
+        strategy = str(_scalar_at(fsdp, "fsdp_sharding_strategy") or "")
+        if not strategy and _scalar_at(fsdp, "fsdp_version") in (2, "2"):
+            reshard = _scalar_at(fsdp, "fsdp_reshard_after_forward")
+            strategy = "SHARD_GRAD_OP" if reshard is False or str(reshard).lower() == "false" else "FULL_SHARD"
+        mesh = _fsdp_mesh(strategy.upper() or "FULL_SHARD", per_machine, machines)
+        if mesh:
+            return message, (f"point config: at a plain mesh YAML with the same layout ({mesh}; FSDP "
+                             f"{strategy.upper() or 'FULL_SHARD'}) and give the model and batch in run.yaml")
+        return message, (f"FSDP {strategy.upper()} keeps the weights whole and shards gradients and optimizer state "
+                         "(ZeRO-2): a DeepSpeed JSON with zero_optimization.stage 2 states the same memory layout; "
+                         "give the model and batch in run.yaml")
+    if kind == "DEEPSPEED":
+        ds = top.get("deepspeed_config")
+        path = _scalar_at(ds, "deepspeed_config_file")
+        if path:
+            return message, f"point config: at the DeepSpeed JSON it names ({path}); ASAP reads DeepSpeed's own file"
+        stage = _scalar_at(ds, "zero_stage")
+        return message, (f"write the DeepSpeed settings as a ds_config.json (zero_optimization.stage {stage}) and point "
+                         "config: at it; ASAP reads DeepSpeed's own file")
+    if kind in ("MULTI_GPU", "NO"):
+        mesh = _fsdp_mesh("NO_SHARD", per_machine, machines)
+        return message, f"point config: at a plain mesh YAML ({mesh}) and give the model and batch in run.yaml"
+    return message, "give ASAP the training framework's own config (MaxText, Megatron, torchtitan or DeepSpeed)"
