@@ -49,3 +49,16 @@ def test_a_multi_node_data_parallel_config_counts_processes_over_machines(tmp_pa
 def test_a_deepspeed_config_points_at_the_json_it_names() -> None:
     err = _refusal("deepspeed.yaml")
     assert "../deepspeed_config_templates/zero_stage1_config.json" in (err.hint or "")
+
+
+def test_a_numbered_strategy_reads_as_torchs_sharding_strategy(tmp_path: Path) -> None:
+    """Accelerate also takes torch's ShardingStrategy number (utils/dataclasses.py: ``ShardingStrategy(int(...))``);
+    4 is HYBRID_SHARD: shards inside a machine, replicates across machines."""
+    text = (ACCELERATE / "fsdp.yaml").read_text().replace("fsdp_sharding_strategy: FULL_SHARD", "fsdp_sharding_strategy: 4")
+    text = text.replace("num_processes: 2", "num_processes: 16\nnum_machines: 2")
+    (tmp_path / "old").mkdir()
+    (tmp_path / "old" / "fsdp.yaml").write_text(text)
+    with pytest.raises(ConfigError) as info:
+        load_config(tmp_path / "old" / "fsdp.yaml")
+    assert "HYBRID_SHARD" in (info.value.hint or "")
+    assert _suggested_mesh(info.value, tmp_path, 16, 2) == Mesh(ici={"fsdp": 8}, dcn={"data": 2})

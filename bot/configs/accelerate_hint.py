@@ -14,6 +14,8 @@ from yaml.nodes import MappingNode, Node
 from bot.configs.yamlscan import as_int, scalar
 
 DETECT = ("distributed_type", "num_processes")
+# Older Accelerate configs write the strategy as torch's ShardingStrategy number (1-based, in this order)
+STRATEGIES = ("FULL_SHARD", "SHARD_GRAD_OP", "NO_SHARD", "HYBRID_SHARD", "HYBRID_SHARD_ZERO2")
 
 
 def _top(root: MappingNode) -> dict[object, Node]:
@@ -26,6 +28,18 @@ def _scalar_at(node: object, key: str) -> object:
             if scalar(k) == key:
                 return scalar(v)
     return None
+
+
+def _strategy(fsdp: object) -> str:
+    """The FSDP sharding strategy by name: stated (a name or torch's number), FSDP2's reshard_after_forward, or
+    Accelerate's default FULL_SHARD."""
+    stated = str(_scalar_at(fsdp, "fsdp_sharding_strategy") or "").strip().upper()
+    if stated.isdigit() and 1 <= int(stated) <= len(STRATEGIES):
+        return STRATEGIES[int(stated) - 1]
+    if stated:
+        return stated
+    reshard = _scalar_at(fsdp, "fsdp_reshard_after_forward")
+    return "SHARD_GRAD_OP" if reshard is False or str(reshard).lower() == "false" else "FULL_SHARD"
 
 
 def _fsdp_mesh(strategy: str, per_machine: int, machines: int) -> str | None:
@@ -53,16 +67,12 @@ def accelerate_hint(root: MappingNode) -> tuple[str, str] | None:
     message = (f"a Hugging Face Accelerate config (distributed_type: {kind}, num_processes: {processes}): it states "
                "how the job shards but not the model or the batch, and ASAP does not read it as a config")
     if kind == "FSDP":
-        fsdp = top.get("fsdp_config")
-        strategy = str(_scalar_at(fsdp, "fsdp_sharding_strategy") or "")
-        if not strategy and _scalar_at(fsdp, "fsdp_version") in (2, "2"):
-            reshard = _scalar_at(fsdp, "fsdp_reshard_after_forward")
-            strategy = "SHARD_GRAD_OP" if reshard is False or str(reshard).lower() == "false" else "FULL_SHARD"
-        mesh = _fsdp_mesh(strategy.upper() or "FULL_SHARD", per_machine, machines)
+        strategy = _strategy(top.get("fsdp_config"))
+        mesh = _fsdp_mesh(strategy, per_machine, machines)
         if mesh:
-            return message, (f"point config: at a plain mesh YAML with the same layout ({mesh}; FSDP "
-                             f"{strategy.upper() or 'FULL_SHARD'}) and give the model and batch in run.yaml")
-        return message, (f"FSDP {strategy.upper()} keeps the weights whole and shards gradients and optimizer state "
+            return message, (f"point config: at a plain mesh YAML with the same layout ({mesh}; FSDP {strategy}) and "
+                             "give the model and batch in run.yaml")
+        return message, (f"FSDP {strategy} keeps the weights whole and shards gradients and optimizer state "
                          "(ZeRO-2): a DeepSpeed JSON with zero_optimization.stage 2 states the same memory layout; "
                          "give the model and batch in run.yaml")
     if kind == "DEEPSPEED":
