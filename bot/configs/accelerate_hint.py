@@ -9,36 +9,26 @@ Accelerate writes them (src/accelerate/utils/constants.py ``FSDP_SHARDING_STRATE
 
 from __future__ import annotations
 
-from yaml.nodes import MappingNode, Node
+from yaml.nodes import MappingNode
 
-from bot.configs.yamlscan import as_int, scalar
+from bot.configs.common import find_by_name, positive_int, settings
 
 DETECT = ("distributed_type", "num_processes")
+NAMES = (*DETECT, "num_machines", "fsdp_sharding_strategy", "fsdp_reshard_after_forward", "deepspeed_config_file",
+         "zero_stage")
 # Older Accelerate configs write the strategy as torch's ShardingStrategy number (1-based, in this order)
 STRATEGIES = ("FULL_SHARD", "SHARD_GRAD_OP", "NO_SHARD", "HYBRID_SHARD", "HYBRID_SHARD_ZERO2")
 
 
-def _top(root: MappingNode) -> dict[object, Node]:
-    return {scalar(k): v for k, v in root.value}
-
-
-def _scalar_at(node: object, key: str) -> object:
-    if isinstance(node, MappingNode):
-        for k, v in node.value:
-            if scalar(k) == key:
-                return scalar(v)
-    return None
-
-
-def _strategy(fsdp: object) -> str:
+def _strategy(values: dict[str, object]) -> str:
     """The FSDP sharding strategy by name: stated (a name or torch's number), FSDP2's reshard_after_forward, or
     Accelerate's default FULL_SHARD."""
-    stated = str(_scalar_at(fsdp, "fsdp_sharding_strategy") or "").strip().upper()
+    stated = str(find_by_name(values, "fsdp_sharding_strategy")[1] or "").strip().upper()
     if stated.isdigit() and 1 <= int(stated) <= len(STRATEGIES):
         return STRATEGIES[int(stated) - 1]
     if stated:
         return stated
-    reshard = _scalar_at(fsdp, "fsdp_reshard_after_forward")
+    reshard = find_by_name(values, "fsdp_reshard_after_forward")[1]
     return "SHARD_GRAD_OP" if reshard is False or str(reshard).lower() == "false" else "FULL_SHARD"
 
 
@@ -56,18 +46,17 @@ def _fsdp_mesh(strategy: str, per_machine: int, machines: int) -> str | None:
 
 def accelerate_hint(root: MappingNode) -> tuple[str, str] | None:
     """(message, hint) for an Accelerate config, None for any other file."""
-    top = _top(root)
-    if not all(k in top for k in DETECT):
+    values: dict[str, object] = dict(settings(root, NAMES))
+    if not all(k in values for k in DETECT):  # Accelerate writes both at the top level
         return None
-    kind = str(scalar(top["distributed_type"])).upper()
-    processes = as_int(top["num_processes"]) or 0
-    machines = as_int(top["num_machines"]) if "num_machines" in top else 1
-    machines = machines if machines and machines > 0 else 1
+    kind = str(values["distributed_type"]).upper()
+    processes = positive_int(values["num_processes"]) or 0
+    machines = positive_int(values.get("num_machines")) or 1
     per_machine = processes // machines if processes and processes % machines == 0 else processes
     message = (f"a Hugging Face Accelerate config (distributed_type: {kind}, num_processes: {processes}): it states "
                "how the job shards but not the model or the batch, and ASAP does not read it as a config")
     if kind == "FSDP":
-        strategy = _strategy(top.get("fsdp_config"))
+        strategy = _strategy(values)
         mesh = _fsdp_mesh(strategy, per_machine, machines)
         if mesh:
             return message, (f"point config: at a plain mesh YAML with the same layout ({mesh}; FSDP {strategy}) and "
@@ -76,11 +65,10 @@ def accelerate_hint(root: MappingNode) -> tuple[str, str] | None:
                          "(ZeRO-2): a DeepSpeed JSON with zero_optimization.stage 2 states the same memory layout; "
                          "give the model and batch in run.yaml")
     if kind == "DEEPSPEED":
-        ds = top.get("deepspeed_config")
-        path = _scalar_at(ds, "deepspeed_config_file")
+        path = find_by_name(values, "deepspeed_config_file")[1]
         if path:
             return message, f"point config: at the DeepSpeed JSON it names ({path}); ASAP reads DeepSpeed's own file"
-        stage = _scalar_at(ds, "zero_stage")
+        stage = find_by_name(values, "zero_stage")[1]
         return message, (f"write the DeepSpeed settings as a ds_config.json (zero_optimization.stage {stage}) and point "
                          "config: at it; ASAP reads DeepSpeed's own file")
     if kind in ("MULTI_GPU", "NO"):
