@@ -25,6 +25,7 @@ import numpy as np
 
 from knowledge.cost_act_offload import kept_layers, offload_copy_seconds
 from knowledge.cost_fp8_recipe import MXFP8_DENSE_GEMM_SLOWDOWN
+from knowledge.cost_moe_grid import ExpertGrid, expert_grid, expert_network
 from knowledge.cost_network import (
     AxisNetwork,
     allreduce_time,
@@ -381,7 +382,7 @@ def _fsdp_unsharded_with_pp(shape: Shape) -> bool:
 
 def _stage_memory(shape: Shape, nd: np.ndarray, nf: np.ndarray, nt: np.ndarray, ns: np.ndarray,
                   ne: np.ndarray, npp: np.ndarray, m: np.ndarray, tok_mb: np.ndarray,
-                  local_layers: np.ndarray, st: Stages) -> dict[str, np.ndarray]:
+                  local_layers: np.ndarray, st: Stages, grid: ExpertGrid) -> dict[str, np.ndarray]:
     """Memory per chip of the fullest pipeline stage (the OOM check is the maximum over stages).
 
     Model state [ZeRO §3.1] in the bytes per parameter of the run's framework and config, divided by the
@@ -411,7 +412,10 @@ def _stage_memory(shape: Shape, nd: np.ndarray, nf: np.ndarray, nt: np.ndarray, 
         last_dense = np.where(pp, layers_dense * last_share + emb + mtp_emb, P_ne)
     else:
         first_dense = last_dense = layers_dense / npp + copies * emb
-    w_exp = P_e / (nf * nt * ne)  # x a stage's share below
+    # expert weights over the MoE layers' grid: expert x expert-tensor ranks (the mesh's expert x tensor unless the
+    # config folds experts over tensor ranks or sets expert_tensor_parallel_size; knowledge.cost_moe_grid)
+    ep, etp = grid.ep, grid.etp
+    w_exp = P_e / (nf * etp * ep)  # x a stage's share below
 
     # Sequence/context ranks shard the weights FSDP-style in MaxText (logical axis 'embed' -> fsdp, sequence,
     # context) and torchtitan (FSDP over dp_shard x cp); Megatron's context ranks replicate them (its
@@ -423,7 +427,7 @@ def _stage_memory(shape: Shape, nd: np.ndarray, nf: np.ndarray, nt: np.ndarray, 
 
     # FSDP keeps ~2 layers' gathered bf16 weights live (current + prefetched next).
     # (fp8 parameters, Megatron --fp8-param-gather, are gathered in fp8.)
-    gathered_layer = min(BF16, shape.weight_bytes) * (layers_dense / L / nt + P_e / L / (nt * ne))
+    gathered_layer = min(BF16, shape.weight_bytes) * (layers_dense / L / nt + P_e / L / (etp * ep))
     # DeepSpeed ZeRO over the data ranks [ZeRO §5]: stage 2 shards the gradients, stage 3 the parameters
     # too (gathered per layer like FSDP); offload_param keeps only the gathered layers in HBM.
     zero3 = shape.zero_stage >= 3
@@ -434,7 +438,8 @@ def _stage_memory(shape: Shape, nd: np.ndarray, nf: np.ndarray, nt: np.ndarray, 
     def state(dense: np.ndarray, w_exp: np.ndarray) -> dict[str, np.ndarray]:
         w_dense = dense / (nf * nt * dense_shard)
         w_shard = w_dense + w_exp
-        zero_shard = w_dense / (nd * ns * ne) + w_exp / (nd * ns)  # over the data-parallel ranks
+        # over the data-parallel ranks; expert weights over the expert-data ranks (data x context on the mesh's grid)
+        zero_shard = w_dense / (nd * ns * ne) + w_exp / (nd * ns) * (ep * etp) / (ne * nt)
         opt_shard = zero_shard if shape.distributed_optimizer else w_shard
         held = 0.0 if shape.param_offload else shape.weight_bytes * (zero_shard if zero3 else w_shard)
         held = held * (1.0 + trained) if shape.frozen_base else held
@@ -507,6 +512,8 @@ class _MeshSplit:
     mb: np.ndarray  # sequences per micro-batch per data rank
     tok_mb: np.ndarray  # tokens one chip processes per micro-batch
     net: AxisNetwork
+    grid: ExpertGrid  # the MoE layers' own grid (Megatron-Core parallel folding; the mesh's axes otherwise)
+    moe_net: AxisNetwork  # net with the expert axis widened to the MoE layers' all-to-all group
 
 
 def _split(shape: Shape, net: AxisNetwork, n: np.ndarray) -> _MeshSplit:
@@ -535,8 +542,9 @@ def _split(shape: Shape, net: AxisNetwork, n: np.ndarray) -> _MeshSplit:
         mb = per_rank / np.maximum(m_guess, 1.0)
     m = np.maximum(per_rank / np.maximum(mb, 1e-12), 1.0)
     tok_mb = mb * S / ns  # tokens one chip processes per micro-batch (tensor ranks share them)
+    grid = expert_grid(shape.moe_ep, shape.moe_etp, nd, nt, ns, ne)
 
-    return _MeshSplit(nd, nf, nt, ns, ne, npp, chips, dp, m, mb, tok_mb, net)
+    return _MeshSplit(nd, nf, nt, ns, ne, npp, chips, dp, m, mb, tok_mb, net, grid, expert_network(net, grid.fold))
 
 
 @dataclass(frozen=True)
@@ -554,7 +562,7 @@ def _device_time(shape: Shape, chip: Chip, efficiency: float, mm: _MeshSplit) ->
     S, B = float(shape.seq_len), float(shape.global_batch)
     V = float(shape.vocab)
     E, K = float(shape.experts), float(shape.top_k)
-    nt, ns, ne, npp = mm.nt, mm.ns, mm.ne, mm.npp
+    nt, ns, npp = mm.nt, mm.ns, mm.npp
     chips, tok_mb = mm.chips, mm.tok_mb
     # --- compute -------------------------------------------------------------------------------
     # Training FLOPs = 6 x active params x tokens + attention 12·L·H·hd·S per token [PaLM App. B].
@@ -611,8 +619,11 @@ def _device_time(shape: Shape, chip: Chip, efficiency: float, mm: _MeshSplit) ->
     # Roofline per matmul group: time = max(FLOPs / peak, bytes / HBM BW) with bytes = FLOPs / intensity.
     # Intensity follows tokens per chip per micro-batch (weights re-read every micro-batch) [SB rooflines].
     i_dense = _intensity(tok_mb, D, F / nt)
-    tok_expert = tok_mb * K * ne / E  # tokens each local expert sees per micro-batch
-    i_expert = _intensity(tok_expert, D, F / nt)
+    # Tokens each local expert sees per micro-batch: a chip's share of the routed token-passes over its E / ep
+    # experts, each split over etp ranks (tok_mb x K x ne / E on the mesh's own grid, etp = tensor, ep = expert).
+    ep, etp = mm.grid.ep, mm.grid.etp
+    tok_expert = tok_mb * K * ep * etp / (E * nt)
+    i_expert = _intensity(tok_expert, D, F / etp)
     # fp8 linear layers (Transformer Engine, torchao Float8) run the dense matmuls at the fp8 peak; the
     # attention core stays in bf16.
     # Quantized int8 matmuls (MaxText quantization: int8, AQT) run at the int8 peak where one is published.
@@ -633,7 +644,7 @@ def _device_time(shape: Shape, chip: Chip, efficiency: float, mm: _MeshSplit) ->
         # torchtitan's float8 converter leaves the output projection in bf16 (module_filter_fn fqn != "output"
         # @9dec370; [float8] filter_fqns = ["output"] in its 2025 configs)
         t_dense_c = t_dense_c + dense_flops / chips * share["out"] / f_out * (1.0 / peak - 1.0 / mm_peak)
-    t_expert_c = expert_flops / chips / mm_peak / shape_factor(tok_expert, D, F / nt)
+    t_expert_c = expert_flops / chips / mm_peak / shape_factor(tok_expert, D, F / etp)
     # Flash attention: compute-bound at any practical S. Causal context parallelism without load balancing
     # leaves the last rank the whole lower triangle: 2·cp/(cp+1) of the mean [Megatron-Core context
     # parallelism docs; Liu et al. 2023, ring attention] unless the sequence is split in balanced chunks.
@@ -761,13 +772,14 @@ def _collectives(shape: Shape, chip: Chip, mm: _MeshSplit, st: Stages) -> tuple[
 
 def _weight_collectives(shape: Shape, mm: _MeshSplit, comm_ovl: dict[str, np.ndarray]) -> None:
     """Weight and gradient traffic, once per step or micro-batch: FSDP / ZeRO gathers, gradient reductions."""
-    nf, nt, ne, npp = mm.nf, mm.nt, mm.ne, mm.npp
+    nf, nt, npp = mm.nf, mm.nt, mm.npp
     m, net = mm.m, mm.net
     P_ne, P_e = shape.params_dense, shape.params_expert
     # FSDP: per micro-batch, all-gather the weights in forward and again in backward, reduce-scatter
     # the gradients: 3 x (gathered bytes) [ZeRO §7.2.2: 1.5x the 2Ψ of data parallelism; SB
     # "FSDP": AllGather fwd + AllGather bwd + ReduceScatter, each V/W]. Prefetch overlaps with compute.
-    gathered = BF16 * (P_ne / (nt * npp) + P_e / (nt * npp * ne))
+    ep, etp = mm.grid.ep, mm.grid.etp  # expert weights live on the MoE layers' grid (knowledge.cost_moe_grid)
+    gathered = BF16 * (P_ne / (nt * npp) + P_e / (etp * npp * ep))
     # torchtitan under pipelining keeps the weights gathered and defers the reduce-scatter to the last
     # micro-batch (see _stage_memory): one all-gather and one reduce-scatter per step.
     fsdp_rounds = np.where(npp > 1, 2.0 / 3.0, m) if _fsdp_unsharded_with_pp(shape) else m
@@ -780,7 +792,7 @@ def _weight_collectives(shape: Shape, mm: _MeshSplit, comm_ovl: dict[str, np.nda
     # Data: one gradient all-reduce per step of the (FSDP-sharded) bf16 gradient, 2V/W [SB; DESIGN.md].
     # Sequence ranks hold replicated weights (Megatron context parallel), so their gradients are
     # all-reduced too; expert ranks replicate the dense weights, so dense gradients reduce over them.
-    weight_shard = BF16 * (P_ne / (nf * nt * npp) + P_e / (nf * nt * npp * ne))
+    weight_shard = BF16 * (P_ne / (nf * nt * npp) + P_e / (nf * etp * npp * ep))
     grad_shard = trained * weight_shard
     # MaxText reduces the gradients in grad_dtype (base.yml: float32, as its fp32 weights), torchtitan in fp32
     # (FSDP2 reduce_dtype); the other PyTorch trainers here in bf16 (Megatron's DDP bucket when
@@ -820,6 +832,13 @@ def _activation_collectives(shape: Shape, chip: Chip, mm: _MeshSplit, st: Stages
     act = BF16 * tok_mb * D
     # (a hybrid stack's layer is one block: one collective pair, not a transformer layer's two)
     tp_comm = m * local_layers * shape.block_share * n_ar * allreduce_time(act, net, TENSOR)
+    if shape.is_moe:
+        # A MoE layer's MLP half (its gather before and scatter after the experts) runs over the expert-tensor
+        # group: none when experts are whole (expert_tensor_parallel_size 1), the ring's (etp-1)/etp share else.
+        etp = mm.grid.etp
+        ring = np.divide((etp - 1.0) / etp, (nt - 1.0) / nt, out=np.ones_like(nt), where=nt > 1)
+        moe_share = np.divide(st.slow_moe, local_layers, out=np.zeros_like(nt), where=local_layers > 0)
+        tp_comm = tp_comm * (1.0 - 0.5 * moe_share * (1.0 - ring))
     if shape.tp_fp8_gather:
         # the forward's two all-gathers per layer (of the 2·n_ar gathers / reduce-scatters) move fp8: half the bytes
         forward_passes = 2.0 if full else 1.0
@@ -862,11 +881,13 @@ def _activation_collectives(shape: Shape, chip: Chip, mm: _MeshSplit, st: Stages
     # with another micro-batch's compute (Megatron-Core overlap_moe_expert_parallel_comm).
     if shape.is_moe:
         a2a = BF16 * tok_mb * K * D / (nt if shape.sequence_parallel else 1.0)
-        share = node_dedup_share(float(shape.experts), K, net.n_slow[:, EXPERT]) if shape.ep_node_dedup else 1.0
+        # over the MoE layers' all-to-all group: the expert axis, widened by ranks folded out of tensor / context
+        moe_net = mm.moe_net
+        share = node_dedup_share(float(shape.experts), K, moe_net.n_slow[:, EXPERT]) if shape.ep_node_dedup else 1.0
         # per MoE layer: the leading dense_layers dispatch nothing
         # (a re-run MoE forward, full recompute or Megatron's ``moe`` module, dispatches and combines again)
         rerun = shape.spec.reruns_moe_layer
-        ep_comm = m * st.slow_moe * (6.0 if rerun else 4.0) * alltoall_time(a2a, net, EXPERT, share)
+        ep_comm = m * st.slow_moe * (6.0 if rerun else 4.0) * alltoall_time(a2a, moe_net, EXPERT, share)
         if shape.ep_comm_overlap:
             comm_ovl["expert"] = comm_ovl["expert"] + ep_comm
         else:
@@ -940,7 +961,7 @@ def evaluate(
     # framework and config give (knowledge.cost_shapes._model_state), divided by the axes that shard them:
     # fsdp, tensor, pipeline, and expert for expert weights; data/sequence replicate. Megatron's distributed
     # optimizer shards the optimizer state over data x context (x expert for dense weights) as well.
-    memory = _stage_memory(shape, nd, nf, nt, ns, ne, npp, m, tok_mb, local_layers, dev.stages)
+    memory = _stage_memory(shape, nd, nf, nt, ns, ne, npp, m, tok_mb, local_layers, dev.stages, mm.grid)
     stages = {
         "first_stage_memory": memory.pop("_first_stage_total"),
         "last_stage_memory": memory.pop("_last_stage_total"),

@@ -55,7 +55,8 @@ OVERLAP_NAMES: tuple[str, ...] = (
     "use_flash_attn", "tp_comm_overlap", "overlap_moe_expert_parallel_comm", "moe_token_dispatcher_type",
     "moe_enable_deepep", "moe_flex_dispatcher_backend", "virtual_pipeline_model_parallel_size",
     "num_layers_per_virtual_pipeline_stage", "overlap_p2p_comm", "overlap_p2p_communication", "num_layers",
-    "pipeline_model_parallel_size", "pipeline_model_parallel_layout",
+    "pipeline_model_parallel_size", "pipeline_model_parallel_layout", "expert_model_parallel_size",
+    "expert_tensor_parallel_size",
 )
 
 # Every key this module reads (the config readers' own SETTINGS lists do not hold all of them).
@@ -223,6 +224,11 @@ class TrainingSettings(BaseModel):
                                                   "host memory (Megatron cpu_offloading_num_layers); None = not stated")
     full_iteration_graph: bool | None = Field(default=None, description="Megatron-Core captures the whole training "
                                               "step in one CUDA graph (knowledge.cost_cuda_graph); None = not stated")
+    expert_parallel: int | None = Field(default=None, description="Megatron expert_model_parallel_size as configured: "
+                                        "larger than the data ranks, it folds over tensor / context ranks "
+                                        "(knowledge.cost_moe_grid); None = not stated")
+    expert_tensor_parallel: int | None = Field(default=None, description="Megatron expert_tensor_parallel_size; None "
+                                               "= not stated (Megatron-LM then uses the tensor size)")
 
 
 def dtype_bytes(name: str | None) -> float:
@@ -501,6 +507,8 @@ def overlap_settings(values: dict[str, Any]) -> dict[str, Any]:
     out["tp_comm_overlap"] = _bool(_lookup(values, "tp_comm_overlap")[1])
     out["overlap_p2p"] = _bool(_lookup(values, "overlap_p2p_comm", "overlap_p2p_communication")[1])
     out["ep_comm_overlap"] = _bool(_lookup(values, "overlap_moe_expert_parallel_comm")[1])
+    out["expert_parallel"] = _int(_lookup(values, "expert_model_parallel_size")[1])
+    out["expert_tensor_parallel"] = _int(_lookup(values, "expert_tensor_parallel_size")[1])
     dispatcher = _lookup(values, "moe_token_dispatcher_type")[1]
     deepep = _bool(_lookup(values, "moe_enable_deepep")[1])
     backend = _lookup(values, "moe_flex_dispatcher_backend")[1]

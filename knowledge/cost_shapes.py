@@ -95,6 +95,8 @@ class Shape:
     full_iteration_graph: bool = False  # Megatron-Core whole-step CUDA graph: MoE layers without host launches / syncs
     attention_keys: float = 0.0  # keys per query averaged over layers (the window on local layers); 0 = seq_len
     ep_node_dedup: bool = False  # the dispatcher sends a token once per destination node (DeepEP / HybridEP, flex)
+    moe_ep: int = 0  # Megatron expert_model_parallel_size as configured (0: the mesh's expert axis; cost_moe_grid)
+    moe_etp: int = 0  # Megatron expert_tensor_parallel_size (0: the mesh's tensor axis, Megatron-LM's default)
     moe_dense_capacity: float = 0.0  # MaxText dense MoE path with token dropping: the capacity factor (0: dropless)
     zero_stage: int = 0  # DeepSpeed ZeRO over the data ranks: 1 optimizer, 2 + gradients, 3 + parameters [ZeRO §5]
     param_offload: bool = False  # DeepSpeed ZeRO-3 offload_param: only the gathered layers live in HBM
@@ -737,10 +739,18 @@ def _mesh_behaviour(run: RunRecord, cfg: TrainingSettings | None, notes: list[st
         "tp_comm_overlap": bool(tp_overlap),
         "ep_comm_overlap": bool(ep_overlap),
         "ep_node_dedup": dedup,
+        "moe_ep": _stated_size(cfg, "expert_parallel") if megatron else 0,
+        "moe_etp": _stated_size(cfg, "expert_tensor_parallel") if megatron else 0,
         "full_iteration_graph": graph,
         "moe_dense_capacity": dense_cf,
         "cp_load_balanced": True if balance is None else bool(balance),
     }
+
+
+def _stated_size(cfg: TrainingSettings | None, field: str) -> int:
+    """A parallel size the config states (0 when it does not)."""
+    v = getattr(cfg, field, None) if cfg is not None else None
+    return int(v) if isinstance(v, int) and not isinstance(v, bool) and v > 0 else 0
 
 
 def _resolve_remat(

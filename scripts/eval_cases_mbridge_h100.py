@@ -89,8 +89,9 @@ MOE_ASSUMED = {
     "qwen3-30b-a3b": ["every layer is a MoE layer with no shared expert (Qwen3-MoE)"],
     "qwen3-235b-a22b": [
         "every layer is a MoE layer with no shared expert (Qwen3-MoE)",
-        "EP 32 > data parallel 16: Megatron-Core MoE parallel folding; ASAP prices it as the expert axis over the data "
-        "ranks with the experts split over tensor (approximate)",
+        "EP 32 > data parallel 16: Megatron-Core MoE parallel folding; ASAP prices the experts on their own grid, "
+        "expert parallel 32 over the 16 data ranks x the 2 tensor ranks, each expert whole (expert_tensor_parallel_size "
+        "1)",
     ],
 }
 # Settings the 25.11 performance recipes set for the H100 MoE rows (scripts/performance/configs/{qwen,gpt_oss}/
@@ -100,8 +101,10 @@ RECIPE_2511 = {
                      "GPT_OSS_120B_PRETRAIN_CONFIG_H100_BF16_BASE_CONFIG"),
     "qwen3-30b-a3b": ({"overlap_moe_expert_parallel_comm": True},
                       "QWEN3_30B_A3B_PRETRAIN_CONFIG_H100_FP8_CS_BASE_CONFIG (moe_a2a_overlap=True)"),
-    "qwen3-235b-a22b": ({"overlap_moe_expert_parallel_comm": True},
-                        "QWEN3_235B_A22B_PRETRAIN_CONFIG_H100_FP8_CS_BASE_CONFIG (moe_a2a_overlap=True)"),
+    # BASE_QWEN3_235B_A22B_CONFIG sets expert_tensor_parallel_size=1: whole experts beside TP 2
+    "qwen3-235b-a22b": ({"overlap_moe_expert_parallel_comm": True, "expert_tensor_parallel_size": 1},
+                        "QWEN3_235B_A22B_PRETRAIN_CONFIG_H100_FP8_CS_BASE_CONFIG (moe_a2a_overlap=True; "
+                        "BASE_QWEN3_235B_A22B_CONFIG expert_tensor_parallel_size=1)"),
 }
 # A row whose own columns contradict each other: what the case takes, and why.
 ROW_FIXES: dict[tuple[str, str], tuple[dict[str, int], str]] = {

@@ -200,6 +200,34 @@ def expert_fold(tp: int, cp: int, dp: int, ep: int) -> int | None:
     return fold if (tp * cp) % (ep // fold) == 0 else None
 
 
+def kept_expert_size(configured: int, expert: int, data: int, tensor: int, context: int) -> int:
+    """expert_model_parallel_size for a mesh with these ``expert`` / ``data`` / ``tensor`` / ``context`` axes when the
+    run's config sets ``configured``: the configured size where Megatron-Core would fold it over this mesh with the
+    mesh's expert axis as the data ranks' part (so the written config reads back as the mesh), else the mesh's expert
+    axis. A candidate keeps a folded expert grid it can run, and the size written is the one the cost model prices
+    (knowledge.cost_moe_grid.expert_grid applies the same rule)."""
+    if configured != expert and expert_fold(tensor, context, data * expert, configured) == expert:
+        return configured
+    return expert
+
+
+def expert_grid_change(configured: int | None, base: Mesh, mesh: Mesh) -> str | None:
+    """What a move from ``base`` to ``mesh`` does to a folded expert grid, in the config's own terms, or None when
+    neither folds (the mesh's expert axis then says it all). A mesh's expert axis counts only the data ranks experts
+    span; a run whose expert_model_parallel_size also spans tensor ranks keeps that size where it can, so ``expert
+    1->4`` alone would misstate a move that leaves expert parallelism at 4."""
+    if not configured or configured <= 1:
+        return None
+    b, m = base.sizes(), mesh.sizes()
+    old = kept_expert_size(configured, b["expert"], b["data"], b["tensor"], b["sequence"])
+    new = kept_expert_size(configured, m["expert"], m["data"], m["tensor"], m["sequence"])
+    old_fold, new_fold = old // b["expert"], new // m["expert"]
+    if old_fold == 1 and new_fold == 1:
+        return None
+    return (f"expert_model_parallel_size {old}->{new} (experts folded over {old_fold}->{new_fold} tensor/context "
+            f"ranks x {b['expert']}->{m['expert']} data ranks)")
+
+
 def _path(config: ShardingConfig, key: str) -> str:
     k = config.key(key)
     return k.path if k is not None else key
@@ -268,12 +296,13 @@ def notes(config: ShardingConfig, num_devices: int, num_slices: int) -> list[str
         rest = ep // total["expert"]
         out.append(
             f"expert_model_parallel_size={ep} is larger than the data parallel size: Megatron-Core folds it over "
-            f"data {total['expert']} x {rest} tensor/context ranks (MoE parallel folding). Priced as expert="
-            f"{total['expert']} with each expert's weights split over those ranks: the same expert shard per GPU and "
-            f"the same FLOPs, but the token all-to-all over {total['expert']} ranks, not {ep} (approximate)")
+            f"data {total['expert']} x {rest} tensor/context ranks (MoE parallel folding). The mesh shows the dense "
+            f"layers' grid (expert={total['expert']}); the MoE layers are priced on their own, the token all-to-all "
+            f"over all {ep} expert ranks")
     etp = st("expert_tensor_parallel_size")
-    if isinstance(etp, int) and not isinstance(etp, bool) and etp != tp and total["expert"] > 1:
-        out.append(f"expert_tensor_parallel_size={etp} differs from tp={tp}: the mesh describes the dense layers")
+    if isinstance(etp, int) and not isinstance(etp, bool) and etp != tp and ep > 1:
+        out.append(f"expert_tensor_parallel_size={etp} differs from tp={tp}: each expert's matrices are split over "
+                   f"{etp} rank(s), the dense layers' over {tp}")
     mbs, gbs = st("micro_batch_size"), st("global_batch_size")
     dp = total["data"] * total["expert"]
     if _pos_int(mbs) and _pos_int(gbs) and gbs % (mbs * dp):  # type: ignore[operator]
@@ -306,8 +335,11 @@ def plan(config: ShardingConfig, root: Node, target: Mesh) -> list[Splice]:
     present = {k.key: k for k in config.keys}
     splices: list[Splice] = []
     new_entries: list[tuple[str, int]] = []
+    ep = sizes(config)["expert_model_parallel_size"]
     for key, axis in AXIS_OF.items():
         want = t[axis]
+        if axis == "expert":
+            want = kept_expert_size(ep, want, t["data"], t["tensor"], t["sequence"])
         if key in present:
             if present[key].value != want:
                 splices.append(replace_value(config.text_of(present[key].file), present[key], want))

@@ -13,6 +13,7 @@ import math
 import time
 from typing import TYPE_CHECKING, Any
 
+from bot.configs.megatron import expert_grid_change
 from bot.configs.mesh import AXES, Mesh
 from bot.proposals.critic import gb
 from bot.proposals.evidence import Knowledge, cite
@@ -78,6 +79,7 @@ def _rationale(
     pred: Any | None,
     base_pred: Any | None,
     rule: Rule | None,
+    grid_words: str | None = None,
 ) -> str:
     parts = []
     if bottleneck:
@@ -85,6 +87,8 @@ def _rationale(
     what = []
     if mesh_key(cand.mesh) != mesh_key(baseline):
         what.append(describe_change(baseline, cand.mesh))
+    if grid_words:
+        what.append(grid_words)
     what.extend(cand.change.words)
     parts.append(f"This changes {'; '.join(what) or 'nothing'}.")
     if pred is not None and base_pred is not None:
@@ -265,6 +269,13 @@ def labels_of(ctx: Context, c: Chosen) -> list[str]:
     return labels
 
 
+def _expert_grid_words(ctx: Context, mesh: Mesh) -> str | None:
+    """A Megatron run's folded expert grid as the move changes it (bot.configs.megatron.expert_grid_change)."""
+    if getattr(ctx.cfg, "format", None) != "megatron":
+        return None
+    return expert_grid_change(getattr(ctx.settings0, "expert_parallel", None), ctx.base, mesh)
+
+
 def proposal_of(ctx: Context, rank: int, c: Chosen, knowledge: Knowledge, facts: RunFacts) -> Proposal:
     """One kept candidate as a :class:`Proposal` (labels, rationale, trade-offs, citations, confidence)."""
     cand, pred, change = c.cand, c.prediction.pred, c.prediction.change
@@ -288,7 +299,8 @@ def proposal_of(ctx: Context, rank: int, c: Chosen, knowledge: Knowledge, facts:
         predicted=(predicted_of(pred) if ctx.known else pred) if pred is not None else None,
         change=change,
         labels=labels_of(ctx, c),
-        rationale=_rationale(ctx.bottleneck, ctx.base, cand, pred, ctx.base_pred, rule),
+        rationale=_rationale(ctx.bottleneck, ctx.base, cand, pred, ctx.base_pred, rule,
+                             grid_words=_expert_grid_words(ctx, cand.mesh)),
         tradeoffs=_tradeoffs(ctx.base, cand, pred, ctx.base_pred, rule) + c.reviewed.extra,
         move=MoveRef(id=rule.id, rationale=" ".join(rule.rationale.split()),
                      tradeoffs=" ".join(rule.tradeoffs.split()), source=rule.source, citation=rule.citation)

@@ -1,0 +1,118 @@
+"""Megatron-Core MoE parallel folding: expert layers on their own grid, priced and edited as the config runs them.
+
+Megatron-Bridge's own 8-GPU Qwen3-30B-A3B recipe (tests/data/real/megatron_bridge/run_config/
+qwen3_30b_a3b_pretrain_8gpu_h100_bf16.yaml, its ConfigContainer dump at 067f987d) runs TP 4, PP 2, EP 4 with
+expert_tensor_parallel_size 1: data parallelism is 1, so the four expert ranks are the four tensor ranks, each holding
+32 whole experts. ASAP used to price that run as if the experts were split four ways by tensor parallelism (no
+all-to-all, 192-wide expert matmuls), told the user a TP 4->1 move turned "expert 1->4" on, and wrote a config with
+expert_model_parallel_size 1 for any candidate that kept the tensor axis.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+import bot.cli.proposals  # noqa: F401  (registers propose)
+from bot.cli import cli
+from bot.configs.detect import load_config, parse_config
+from bot.configs.edit import apply_mesh
+from bot.configs.megatron import kept_expert_size, mesh
+from bot.configs.mesh import Mesh
+from knowledge.cost_moe_grid import expert_grid
+
+QWEN = Path(__file__).parent / "data" / "real" / "megatron_bridge" / "run_config" / "qwen3_30b_a3b_pretrain_8gpu_h100_bf16.yaml"
+
+
+def _propose(tmp_path: Path, config: Path) -> dict:  # type: ignore[type-arg]
+    run = tmp_path / "qwen8"
+    run.mkdir(parents=True)
+    shutil.copy(config, run / "run_config.yaml")
+    (run / "run.yaml").write_text("id: qwen8\nchip: h100\nnum_chips: 8\nnum_slices: 1\nconfig: run_config.yaml\n")
+    out = CliRunner().invoke(cli, ["--runs-dir", str(tmp_path), "propose", "qwen8", "--json"])
+    assert out.exit_code == 0, out.output
+    return json.loads(out.output)
+
+
+def test_the_recipes_folded_experts_are_priced_with_their_all_to_all_and_whole_expert_matmuls(tmp_path: Path) -> None:
+    folded = _propose(tmp_path, QWEN)["baseline"]["predicted"]["breakdown_ms"]
+    # the same file read as the mesh alone describes it: experts split over the tensor ranks, no expert ranks
+    text = QWEN.read_text().replace("  expert_model_parallel_size: 4\n", "  expert_model_parallel_size: 1\n", 1)
+    text = text.replace("  expert_tensor_parallel_size: 1\n", "  expert_tensor_parallel_size: 4\n", 1)
+    (tmp_path / "split.yaml").write_text(text)
+    split = _propose(tmp_path / "split", tmp_path / "split.yaml")
+    split_ms = split["baseline"]["predicted"]["breakdown_ms"]
+    assert split_ms.get("comm.expert", 0.0) == 0.0
+    assert folded["comm.expert"] > 100.0  # 48 MoE layers x 16 micro-batches of dispatch + combine over 4 ranks
+    # whole experts: no tensor collective around the expert MLP, and 768-wide matmuls instead of 192-wide ones
+    assert folded["comm.tensor"] < 0.6 * split_ms["comm.tensor"]
+    assert folded["compute"] < split_ms["compute"]
+
+
+def test_a_move_off_tensor_parallelism_says_expert_parallelism_stays_at_four(tmp_path: Path) -> None:
+    answer = _propose(tmp_path, QWEN)
+    assert answer["baseline"]["mesh_short"] == "tensor=4 pipeline=2"
+    off_tensor = [p for p in answer["proposals"] if p["mesh"]["ici"].get("tensor", 1) == 1]
+    assert off_tensor
+    for p in off_tensor:
+        assert "expert_model_parallel_size 4->4" in p["rationale"], p["rationale"]
+        # the edit moves tensor_model_parallel_size and leaves the configured expert size alone
+        assert "expert_model_parallel_size" not in "".join(
+            line for line in p["diff"].splitlines() if line.startswith(("-", "+")) and not line.startswith(("---", "+++")))
+
+
+def test_a_candidate_that_keeps_the_tensor_axis_keeps_the_folded_expert_size(tmp_path: Path) -> None:
+    """A candidate config must not silently drop expert parallelism: at tensor 4 the four expert ranks still fit."""
+    cfg = load_config(QWEN)
+    target = Mesh(ici={"tensor": 4, "pipeline": 2})
+    assert mesh(cfg, 8, 1) == target
+    assert apply_mesh(cfg, target) == QWEN.read_text()  # the baseline itself: nothing to write (it wrote expert 4 -> 1)
+    moved = Mesh(ici={"tensor": 8})
+    edited = apply_mesh(cfg, moved)
+    assert "expert_model_parallel_size: 4\n" in edited and "tensor_model_parallel_size: 8\n" in edited
+    again = tmp_path / "edited.yaml"
+    again.write_text(edited)
+    assert mesh(load_config(again), 8, 1) == moved
+
+
+def _meshes(chips: int) -> list[dict[str, int]]:
+    sizes = [2 ** i for i in range(int(np.log2(chips)) + 1)]
+    out = []
+    for d, t, s, e in itertools.product(sizes, repeat=4):
+        if chips % (d * t * s * e) == 0:
+            out.append({"data": d, "tensor": t, "sequence": s, "expert": e})
+    return out
+
+
+@pytest.mark.parametrize("configured", [4, 8, 32, 64])
+def test_the_cost_model_prices_the_expert_size_the_config_editor_writes(configured: int) -> None:
+    """knowledge.cost_moe_grid and bot.configs.megatron.kept_expert_size are one rule in two layers."""
+    meshes = _meshes(256)
+    nd, nt, ns, ne = (np.array([m[a] for m in meshes], dtype=np.float64) for a in ("data", "tensor", "sequence", "expert"))
+    grid = expert_grid(configured, 1, nd, nt, ns, ne)
+    written = [kept_expert_size(configured, m["expert"], m["data"], m["tensor"], m["sequence"]) for m in meshes]
+    assert list(grid.ep.astype(int)) == written
+    assert np.all(grid.edp >= 1) and np.all(np.mod(grid.edp, 1) == 0)
+
+
+def test_an_unset_expert_tensor_size_follows_tensor_parallelism_as_in_megatron_lm() -> None:
+    """arguments.py: ``if args.expert_tensor_parallel_size is None: ... = args.tensor_model_parallel_size``; where
+    that grid cannot exist (EP x TP beyond the ranks), the experts are priced on the largest one that can."""
+    one = np.ones(1)
+    assert expert_grid(0, 0, one, 2 * one, one, 8 * one).etp[0] == 2
+    folded = expert_grid(32, 0, one, 2 * one, one, 16 * one)  # the Qwen3-235B H100 layout with ETP left unset
+    assert (folded.ep[0], folded.etp[0], folded.edp[0]) == (32, 1, 1)
+
+
+def test_a_mesh_file_without_megatron_sizes_prices_experts_on_the_mesh() -> None:
+    c = parse_config("ici_mesh: {expert: 4, tensor: 2}\n", "mesh.yml")
+    assert c.mesh(8) == Mesh(ici={"expert": 4, "tensor": 2})
+    one = np.ones(1)
+    grid = expert_grid(0, 0, one, 2 * one, one, 4 * one)
+    assert (grid.ep[0], grid.etp[0], grid.fold[0]) == (4, 2, 1)
