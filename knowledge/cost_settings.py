@@ -55,8 +55,7 @@ OVERLAP_NAMES: tuple[str, ...] = (
     "use_flash_attn", "tp_comm_overlap", "overlap_moe_expert_parallel_comm", "moe_token_dispatcher_type",
     "moe_enable_deepep", "moe_flex_dispatcher_backend", "virtual_pipeline_model_parallel_size",
     "num_layers_per_virtual_pipeline_stage", "overlap_p2p_comm", "overlap_p2p_communication", "num_layers",
-    "pipeline_model_parallel_size", "pipeline_model_parallel_layout", "expert_model_parallel_size",
-    "expert_tensor_parallel_size",
+    "pipeline_model_parallel_size", "pipeline_model_parallel_layout", "expert_tensor_parallel_size",
 )
 
 # Every key this module reads (the config readers' own SETTINGS lists do not hold all of them).
@@ -108,6 +107,7 @@ KEYS: dict[str, dict[str, tuple[str, ...]]] = {
                    "megatron": ()},
     "tp_comm_overlap": {"megatron": ("tp_comm_overlap",)},
     "ep_comm_overlap": {"megatron": ("overlap_moe_expert_parallel_comm",)},
+    "expert_tensor_parallel": {"megatron": ("expert_tensor_parallel_size",)},
     "sequence_parallel": {"megatron": ("sequence_parallel",)},
 }
 
@@ -334,6 +334,10 @@ def settings_from_config(config: ShardingConfig) -> TrainingSettings:
         flash = a not in ("dot_product", "dot-product", "vanilla", "xla", "eager")
     out["flash_attention"] = flash
     out.update(overlap_settings(v))
+    # the configured expert size, as the mesh reader took it (a launch script's flag or the model section's key):
+    # larger than the data ranks, the MoE layers fold it over tensor / context ranks (knowledge.cost_moe_grid)
+    ep_key = config.key("expert_model_parallel_size") if fmt == "megatron" else None
+    out["expert_parallel"] = ep_key.value if ep_key is not None and isinstance(ep_key.value, int) else None
     out["fused_cross_entropy"] = _bool(_lookup(v, "cross_entropy_loss_fusion")[1])
     _, wd = _lookup(v, "weight_dtype", "param_dtype")
     out["weight_dtype"] = None if wd is None else str(wd).lower()
@@ -507,7 +511,6 @@ def overlap_settings(values: dict[str, Any]) -> dict[str, Any]:
     out["tp_comm_overlap"] = _bool(_lookup(values, "tp_comm_overlap")[1])
     out["overlap_p2p"] = _bool(_lookup(values, "overlap_p2p_comm", "overlap_p2p_communication")[1])
     out["ep_comm_overlap"] = _bool(_lookup(values, "overlap_moe_expert_parallel_comm")[1])
-    out["expert_parallel"] = _int(_lookup(values, "expert_model_parallel_size")[1])
     out["expert_tensor_parallel"] = _int(_lookup(values, "expert_tensor_parallel_size")[1])
     dispatcher = _lookup(values, "moe_token_dispatcher_type")[1]
     deepep = _bool(_lookup(values, "moe_enable_deepep")[1])

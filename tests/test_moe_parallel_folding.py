@@ -116,3 +116,81 @@ def test_a_mesh_file_without_megatron_sizes_prices_experts_on_the_mesh() -> None
     one = np.ones(1)
     grid = expert_grid(0, 0, one, 2 * one, one, 4 * one)
     assert (grid.ep[0], grid.etp[0], grid.fold[0]) == (4, 2, 1)
+
+
+def _split_experts_recipe(tmp_path: Path) -> Path:
+    """The recipe as a user who left expert_tensor_parallel_size to Megatron's default writes it at TP 2: EP 2 over the
+    data ranks, each expert split over the two tensor ranks (Megatron-Bridge resolves an unset size to the tensor
+    size in the dumped file, as the Llama fixture's expert_tensor_parallel_size: 4 shows)."""
+    text = QWEN.read_text()
+    for old, new in (("  tensor_model_parallel_size: 4\n", "  tensor_model_parallel_size: 2\n"),
+                     ("  expert_model_parallel_size: 4\n", "  expert_model_parallel_size: 2\n"),
+                     ("  expert_tensor_parallel_size: 1\n", "  expert_tensor_parallel_size: 2\n")):
+        assert text.count(old) == 1
+        text = text.replace(old, new)
+    path = tmp_path / "run_config.yaml"
+    path.write_text(text)
+    return path
+
+
+def test_whole_experts_keep_each_gpus_expert_share_and_drop_the_tensor_collectives_around_them(tmp_path: Path) -> None:
+    """Megatron-Core's MoE guide: "Use ETP=1 for MoE (better GEMM efficiency, less communication)"; the playbook move
+    sets expert_tensor_parallel_size 1 and grows expert_model_parallel_size by the same factor, on the run's mesh."""
+    from bot.configs.edit import apply_settings
+    from bot.proposals.moves import load_playbook
+    from bot.proposals.settings import apply, expand
+    from bot.runs.record import RunRecord
+    from knowledge import costmodel
+    from knowledge.cost_settings import settings_from_config
+
+    cfg = load_config(_split_experts_recipe(tmp_path))
+    base = mesh(cfg, 8, 1)
+    assert base == Mesh(ici={"tensor": 2, "expert": 2, "pipeline": 2})
+    settings = settings_from_config(cfg)
+    [rule] = [r for r in load_playbook().rules if r.id == "moe-whole-experts"]
+    assert rule.settings is not None
+    [change] = expand(rule.settings, settings=settings, config=cfg, framework="megatron", runyaml_remat=None,
+                      runyaml_micro_batch=None, global_batch=32, data_parallel=2, base=base)
+    assert change.config_values == {"model.expert_tensor_parallel_size": 1, "model.expert_model_parallel_size": 4}
+    assert change.only_mesh == base
+    record = RunRecord.model_validate({"id": "q", "chip": "h100", "num_chips": 8, "num_slices": 1})
+    now = costmodel.predict(record, base, settings=settings)
+    whole = costmodel.predict(record, base, settings=apply(settings, change, framework="megatron"))
+    assert whole.memory_per_chip_bytes == pytest.approx(now.memory_per_chip_bytes, rel=1e-3)
+    assert whole.breakdown_ms["comm.tensor"] == pytest.approx(now.breakdown_ms["comm.tensor"] / 2, rel=0.05)
+    assert whole.breakdown_ms["compute"] < now.breakdown_ms["compute"]  # 768-wide expert matmuls, not 384-wide
+    assert whole.breakdown_ms["comm.expert"] > now.breakdown_ms["comm.expert"]  # the all-to-all over 4 ranks, not 2
+    # the edit: both keys written in place, the mesh unchanged, Megatron folding the 4 expert ranks over 2 x 2
+    edited = tmp_path / "edited.yaml"
+    edited.write_text(apply_settings(cfg, change.config_values))
+    again = load_config(edited)
+    assert mesh(again, 8, 1) == base
+    s = settings_from_config(again)
+    assert (s.expert_parallel, s.expert_tensor_parallel) == (4, 1)
+
+
+def test_whole_experts_are_not_offered_where_the_experts_are_whole_already() -> None:
+    from bot.proposals.moves import load_playbook
+    from bot.proposals.settings import expand
+    from knowledge.cost_settings import settings_from_config
+
+    cfg = load_config(QWEN)  # the recipe itself: expert_tensor_parallel_size 1
+    [rule] = [r for r in load_playbook().rules if r.id == "moe-whole-experts"]
+    assert rule.settings is not None
+    assert expand(rule.settings, settings=settings_from_config(cfg), config=cfg, framework="megatron",
+                  runyaml_remat=None, runyaml_micro_batch=None, global_batch=32, data_parallel=1,
+                  base=mesh(cfg, 8, 1)) == []
+
+
+def test_the_diagnosis_says_the_experts_run_on_a_grid_the_mesh_string_does_not_show(tmp_path: Path) -> None:
+    run = tmp_path / "qwen8"
+    run.mkdir()
+    shutil.copy(QWEN, run / "run_config.yaml")
+    (run / "run.yaml").write_text("id: qwen8\nchip: h100\nnum_chips: 8\nnum_slices: 1\nconfig: run_config.yaml\n")
+    out = CliRunner().invoke(cli, ["--runs-dir", str(tmp_path), "why", "qwen8", "--json"])
+    assert out.exit_code == 0, out.output
+    answer = json.loads(out.output)
+    assert answer["run"]["mesh_short"] == "tensor=4 pipeline=2"
+    [fold] = [w for w in answer["warnings"] if "MoE parallel folding" in w]
+    assert "all-to-all over all 4 expert ranks" in fold
+    assert not fold.startswith("warning")  # a recommended layout, read and priced, not a problem

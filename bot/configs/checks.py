@@ -27,6 +27,8 @@ class Problem:
     message: str
 
     def render(self) -> str:
+        if self.rule == "grid":  # how the layout is read and priced, not something wrong with it
+            return self.message
         return ("error: " if self.error else "warning: ") + self.message
 
 
@@ -36,6 +38,16 @@ def _pos(v: object) -> int | None:
 
 def _from_model(model: Any, name: str) -> int | None:
     return _pos(getattr(model, name, None)) if model is not None else None
+
+
+def _note_rule(note: str) -> str:
+    """How a config note is shown: ``ignored`` (a setting that does nothing) and ``grid`` (experts on a grid of their
+    own) with the diagnosis, ``note`` only where all notes are."""
+    if "is ignored" in note or "has no effect" in note:
+        return "ignored"
+    if "MoE parallel folding" in note or note.startswith("expert_tensor_parallel_size="):
+        return "grid"
+    return "note"
 
 
 def startup_problems(config: ShardingConfig, num_chips: int, num_slices: int = 1, model: Any = None,
@@ -59,8 +71,9 @@ def startup_problems(config: ShardingConfig, num_chips: int, num_slices: int = 1
         out.extend(Problem(*p) for p in torchtitan_rules(config, mesh.sizes(), model))
     # a key this framework version does not read (current MaxText's ici_sequence_parallelism) is worth a warning
     # everywhere: a PR that sets it changes nothing; other notes are shown where notes() already is
-    out.extend(Problem(False, "ignored" if "is ignored" in n or "has no effect" in n else "note", n)
-               for n in notes if "refuses to start" not in n)
+    # and the MoE layers' own grid where it differs from the mesh shown (Megatron-Core parallel folding): the mesh
+    # string alone would hide expert parallelism that spans tensor ranks
+    out.extend(Problem(False, _note_rule(n), n) for n in notes if "refuses to start" not in n)
     # how the launch was read: which place wins when a value is set twice (edits go there), defaults assumed
     out.extend(Problem(False, "reading", n) for n in config.reading)
     if config.format == "maxtext" and config.mesh_axes is not None and config.vintage:

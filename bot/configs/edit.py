@@ -232,9 +232,15 @@ def is_flow_node(node: object) -> bool:
 
 
 def _verify_settings(config: ShardingConfig, new_text: str, values: dict[str, object], read_settings) -> None:  # type: ignore[no-untyped-def]
-    """The edited file must parse, keep its mesh keys, and read back every requested value."""
+    """The edited file must parse, keep its mesh keys (but a grid size the edit sets, ``GRID_KEYS``), and read back
+    every requested value."""
     new_cfg = parse_config(new_text, config.source)
-    if [(k.key, k.value) for k in new_cfg.keys] != [(k.key, k.value) for k in config.keys]:
+    grid = {p.rsplit(".", 1)[-1] for p in values} & set(config.grid_keys())
+
+    def mesh_keys(cfg: ShardingConfig) -> list[tuple[str, object]]:
+        return [(k.key, k.value) for k in cfg.keys if k.key not in grid]
+
+    if mesh_keys(new_cfg) != mesh_keys(config):
         raise ConfigError("internal error: a settings edit changed the mesh keys", source=config.source, field="mesh")
     root = compose(new_text, config.source)
     got = read_settings(root, {p.rsplit(".", 1)[-1] for p in values})

@@ -36,6 +36,10 @@ AXIS_OF: dict[str, Axis] = {
     "expert_model_parallel_size": "expert",
 }
 KEY_OF: dict[Axis, str] = {axis: key for key, axis in AXIS_OF.items()}
+# A size a settings edit may write: the MoE layers' expert group, which Megatron-Core folds over tensor / context ranks
+# beyond the data ranks (the whole-experts move grows it with expert_tensor_parallel_size 1). The edit is re-read and
+# refused unless the mesh stays the same (bot.configs.edit.apply_settings).
+GRID_KEYS: tuple[str, ...] = ("expert_model_parallel_size",)
 KEYS: tuple[str, ...] = tuple(AXIS_OF)
 MODEL_SECTION = "model"  # NeMo / Megatron-Bridge: the model config holds the parallel sizes (ModelParallelConfig)
 # Megatron-Bridge ConfigContainer sections that repeat a size for padding (packed sequences, the vocabulary)

@@ -106,8 +106,13 @@ class ShardingConfig(BaseModel):
         return _module(self.format).allowed_axes(self)
 
     def framework_keys(self) -> tuple[str, ...]:
-        """Setting names this framework reads (an edit never adds any other key)."""
-        return _module(self.format).SETTINGS
+        """Setting names this framework reads (an edit never adds any other key), with the sizes a settings edit may
+        write without moving the mesh (Megatron's expert size, which folds over tensor ranks: ``GRID_KEYS``)."""
+        return tuple(_module(self.format).SETTINGS) + self.grid_keys()
+
+    def grid_keys(self) -> tuple[str, ...]:
+        """Sizes a settings edit may write without moving the mesh (Megatron's folded expert size)."""
+        return tuple(getattr(_module(self.format), "GRID_KEYS", ()))
 
     def key(self, name: str) -> ConfigKey | None:
         """The mesh key written as ``name`` (e.g. ``ici_tensor_parallelism`` or ``ici_mesh.model``)."""

@@ -27,6 +27,9 @@ Semantics (and why they matter to the Critic and the person reading the proposal
   sequence parallelism is enabled"); torchtitan async TP with torch.compile, which it requires. The cost model
   prices Megatron's overlap as hiding the TP collectives behind the GEMMs and torchtitan's async TP as hiding
   ``ASYNC_TP_SHARE`` of them (``knowledge/cost_core.py``).
+* ``whole_experts``: Megatron ``expert_tensor_parallel_size`` 1 on meshes with tensor > 1: experts no longer split by
+  tensor parallelism (Megatron-LM defaults the size to the tensor size); the cost model prices the experts on their
+  own grid (``knowledge/cost_moe_grid.py``).
 """
 
 from __future__ import annotations
@@ -125,6 +128,8 @@ def expand(
         return _tp_overlap_changes(settings, config, framework)
     if move.change == "ep_overlap":
         return _ep_overlap_changes(settings, config)
+    if move.change == "whole_experts":
+        return _whole_experts_changes(settings, config, base)
     return _remat_changes(move, settings, config, framework, runyaml_remat)
 
 
@@ -342,6 +347,47 @@ def _ep_overlap_changes(settings: TrainingSettings | None, config: ShardingConfi
                            needs_axis="expert")]
 
 
+MEGATRON_WHOLE_EXPERTS_TRADEOFFS = (
+    "each GPU holds fewer, whole experts instead of a slice of more: the same expert weights per GPU, but the token "
+    "all-to-all spans the tensor ranks as well (Megatron-Core MoE parallel folding), and a skewed router loads single "
+    "GPUs more than it loads slices of every expert",
+)
+
+
+def _whole_experts_changes(settings: TrainingSettings | None, config: ShardingConfig | None,
+                           mesh: Mesh | None) -> list[SettingsChange]:
+    """Megatron's ``expert_tensor_parallel_size`` to 1 with ``expert_model_parallel_size`` grown by the same factor,
+    on the run's own mesh: each GPU keeps the same share of the expert weights, now as whole experts, and Megatron-Core
+    folds the larger expert group over the tensor ranks (MoE parallel folding). The current expert-tensor size is the
+    one the config states, else the tensor size Megatron-LM defaults it to (arguments.py). [] for other formats, when
+    it is 1 already, when the model's experts do not divide over the larger group, or when Megatron-Core would not
+    fold it over this mesh."""
+    from bot.configs.megatron import kept_expert_size
+
+    base = settings or TrainingSettings()
+    if config is None or config.format != "megatron" or mesh is None:
+        return []
+    s = mesh.sizes()
+    etp = base.expert_tensor_parallel or s["tensor"]
+    ep = base.expert_parallel or 1
+    new_ep = ep * etp
+    experts = base.model_dims.experts if base.model_dims is not None else None
+    if etp == 1 or (experts and experts % new_ep) or kept_expert_size(
+            new_ep, s["expert"], s["data"], s["tensor"], s["sequence"]) != new_ep:
+        return []
+    etp_key = key_for(base, "expert_tensor_parallel", config)
+    ep_key = config.key("expert_model_parallel_size")
+    if etp_key is None:
+        return []
+    ep_path = ep_key.path if ep_key is not None else "expert_model_parallel_size"
+    old = str(base.expert_tensor_parallel) if base.expert_tensor_parallel else f"unset (the tensor size, {etp})"
+    words = (f"{etp_key} {old} -> 1 and {ep_path.rsplit('.', 1)[-1]} {ep} -> {new_ep} (whole experts, the same "
+             "expert share per GPU: wider expert matmuls, no tensor collective around them)")
+    return [SettingsChange(values=(("expert_tensor_parallel", 1), ("expert_parallel", new_ep)), words=(words,),
+                           tradeoffs=MEGATRON_WHOLE_EXPERTS_TRADEOFFS, kind="whole-experts",
+                           config_values={etp_key: 1, ep_path: new_ep}, only_mesh=mesh)]
+
+
 def titan_words(config: ShardingConfig | None, values: dict[str, Any]) -> str:
     """What a torchtitan change writes besides its first key (``; selective_ac_option = "op"``), or why the TOML
     cannot carry it (the recorded launch command sets it); '' for other formats."""
@@ -386,6 +432,8 @@ def apply(settings: TrainingSettings | None, change: SettingsChange, *, framewor
             update["global_batch"] = int(value)
         elif logical in ("tp_comm_overlap", "sequence_parallel", "loss_compiled", "ep_comm_overlap"):
             update[logical] = bool(value)
+        elif logical in ("expert_tensor_parallel", "expert_parallel"):
+            update[logical] = int(value)
         elif logical == "remat":
             update["remat_policy"] = str(value)
             update["remat_key"] = base.remat_key or ("recompute_granularity" if framework == "megatron" else "remat_policy")
