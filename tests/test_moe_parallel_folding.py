@@ -194,3 +194,24 @@ def test_the_diagnosis_says_the_experts_run_on_a_grid_the_mesh_string_does_not_s
     [fold] = [w for w in answer["warnings"] if "MoE parallel folding" in w]
     assert "all-to-all over all 4 expert ranks" in fold
     assert not fold.startswith("warning")  # a recommended layout, read and priced, not a problem
+
+
+def test_a_review_that_halves_the_folded_expert_group_flags_the_memory_it_costs(tmp_path: Path) -> None:
+    """A PR that sets expert_model_parallel_size 4 -> 2 on the recipe leaves the mesh string as it was (tensor 4,
+    pipeline 2); each GPU then holds 64 experts instead of 32. Priced as the mesh alone, the review saw no change."""
+    run = tmp_path / "qwen8"
+    run.mkdir()
+    shutil.copy(QWEN, run / "run_config.yaml")
+    (run / "run.yaml").write_text("id: qwen8\nchip: h100\nnum_chips: 8\nnum_slices: 1\nconfig: run_config.yaml\n")
+    new = tmp_path / "new.yaml"
+    text = QWEN.read_text()
+    assert text.count("  expert_model_parallel_size: 4\n") == 1
+    new.write_text(text.replace("  expert_model_parallel_size: 4\n", "  expert_model_parallel_size: 2\n"))
+    out = CliRunner().invoke(cli, ["--runs-dir", str(tmp_path), "review", "--run", "qwen8", str(run / "run_config.yaml"),
+                                   str(new), "--json"])
+    assert out.exit_code == 1, out.output  # a problem is flagged
+    review = json.loads(out.output)
+    findings = {(f["severity"], f["check"]): f["message"] for f in review["findings"]}
+    assert "out of memory" in findings[("problem", "memory")]
+    assert findings[("info", "mesh")] == ("the mesh is unchanged; the MoE layers' grid changes: "
+                                          "expert_model_parallel_size 4 -> 2")

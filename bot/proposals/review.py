@@ -187,7 +187,7 @@ def review(
         if p.rule != "note" and not (p.rule == "mesh" and new_mesh is None):
             # a refusal the old config already has is not what this change introduces (pre-existing)
             severity = ("pre-existing" if p.message in before else "problem") if p.error else (
-                "info" if p.rule == "reading" else "warning")
+                "info" if p.rule in ("reading", "grid") else "warning")
             findings.append(ReviewFinding(severity=severity, check=f"startup_{p.rule}", message=p.message))
 
     change = None
@@ -237,7 +237,9 @@ def review(
         mesh_changed = True
         findings.append(ReviewFinding(severity="info", check="mesh", message=f"mesh change in MaxText's axes: {native}"))
     elif new_mesh is not None and not mesh_changed:
-        findings.append(ReviewFinding(severity="info", check="mesh", message="the mesh is unchanged"))
+        grid = _expert_grid_change(old_settings, new_settings)
+        findings.append(ReviewFinding(severity="info", check="mesh", message="the mesh is unchanged" + (
+            f"; the MoE layers' grid changes: {grid}" if grid else "")))
     elif new_mesh is not None:
         findings.append(ReviewFinding(severity="info", check="mesh", message=f"mesh change: {describe_change(old_mesh, new_mesh)}"))
 
@@ -263,6 +265,18 @@ def _side(path: str | Path, cfg: ShardingConfig, mesh: Mesh | None, pred: Any | 
         mesh_short=mesh.short() if mesh is not None else None,
         predicted=predicted_of(pred) if pred is not None else None,
     )
+
+
+def _expert_grid_change(old: Any, new: Any) -> str | None:
+    """Megatron's expert sizes as the change moves them when the mesh stays (a folded expert group, whole experts):
+    they change what the MoE layers cost and hold without changing the mesh string."""
+    parts = []
+    for field, name in (("expert_parallel", "expert_model_parallel_size"),
+                        ("expert_tensor_parallel", "expert_tensor_parallel_size")):
+        a, b = getattr(old, field, None), getattr(new, field, None)
+        if a != b:
+            parts.append(f"{name} {a if a is not None else 'unset'} -> {b if b is not None else 'unset'}")
+    return ", ".join(parts) or None
 
 
 def _batch_findings(
