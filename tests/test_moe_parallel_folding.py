@@ -22,10 +22,19 @@ from click.testing import CliRunner
 import bot.cli.proposals  # noqa: F401  (registers propose)
 from bot.cli import cli
 from bot.configs.detect import load_config, parse_config
-from bot.configs.edit import apply_mesh
+from bot.configs.edit import apply_mesh, apply_settings
 from bot.configs.megatron import kept_expert_size, mesh
 from bot.configs.mesh import Mesh
+from bot.proposals.critic import check_divisibility, ep_overlap_problems, expert_group
+from bot.proposals.engine import baseline_mesh
+from bot.proposals.moves import load_playbook
+from bot.proposals.settings import apply, expand
+from bot.runs.record import RunRecord
+from bot.runs.store import LocalRunStore
+from knowledge import costmodel
 from knowledge.cost_moe_grid import expert_grid
+from knowledge.cost_settings import settings_for_run, settings_from_config
+from tests.published_cases import EVAL
 
 QWEN = Path(__file__).parent / "data" / "real" / "megatron_bridge" / "run_config" / "qwen3_30b_a3b_pretrain_8gpu_h100_bf16.yaml"
 
@@ -136,12 +145,6 @@ def _split_experts_recipe(tmp_path: Path) -> Path:
 def test_whole_experts_keep_each_gpus_expert_share_and_drop_the_tensor_collectives_around_them(tmp_path: Path) -> None:
     """Megatron-Core's MoE guide: "Use ETP=1 for MoE (better GEMM efficiency, less communication)"; the playbook move
     sets expert_tensor_parallel_size 1 and grows expert_model_parallel_size by the same factor, on the run's mesh."""
-    from bot.configs.edit import apply_settings
-    from bot.proposals.moves import load_playbook
-    from bot.proposals.settings import apply, expand
-    from bot.runs.record import RunRecord
-    from knowledge import costmodel
-    from knowledge.cost_settings import settings_from_config
 
     cfg = load_config(_split_experts_recipe(tmp_path))
     base = mesh(cfg, 8, 1)
@@ -170,9 +173,6 @@ def test_whole_experts_keep_each_gpus_expert_share_and_drop_the_tensor_collectiv
 
 
 def test_whole_experts_are_not_offered_where_the_experts_are_whole_already() -> None:
-    from bot.proposals.moves import load_playbook
-    from bot.proposals.settings import expand
-    from knowledge.cost_settings import settings_from_config
 
     cfg = load_config(QWEN)  # the recipe itself: expert_tensor_parallel_size 1
     [rule] = [r for r in load_playbook().rules if r.id == "moe-whole-experts"]
@@ -215,3 +215,23 @@ def test_a_review_that_halves_the_folded_expert_group_flags_the_memory_it_costs(
     assert "out of memory" in findings[("problem", "memory")]
     assert findings[("info", "mesh")] == ("the mesh is unchanged; the MoE layers' grid changes: "
                                           "expert_model_parallel_size 4 -> 2")
+
+
+def test_the_critic_counts_expert_ranks_folded_over_tensor_ranks() -> None:
+    """The recipe's EP 4 lives on its tensor ranks (the mesh's expert axis is 1): Megatron-Core runs the expert
+    all-to-all overlap there, so the Critic must not call it 'without expert parallelism'; and a folded group the
+    experts do not divide over (Mixtral 8x22B's 8 experts over 16 ranks) is refused as Megatron-Core refuses it."""
+    cfg = load_config(QWEN)
+    base = mesh(cfg, 8, 1)
+    settings = settings_from_config(cfg).model_copy(update={"ep_comm_overlap": True, "remat_policy": None})
+    assert expert_group(base, settings) == 4
+    assert not any("without expert parallelism" in p for p in ep_overlap_problems(base, settings))
+
+    run = LocalRunStore(EVAL).get("nemo-25.02-b200-mixtral-8x22b-256gpu")
+    mixtral = settings_for_run(run)
+    assert mixtral is not None and mixtral.expert_parallel == 8
+    m, _ = baseline_mesh(run, None)
+    assert check_divisibility(run.record, m, mixtral).passed
+    bad = check_divisibility(run.record, m, mixtral.model_copy(update={"expert_parallel": 16}))
+    assert not bad.passed and "expert_model_parallel_size=16 (folded over tensor / context ranks) does not divide " \
+        "experts=8" in bad.reason

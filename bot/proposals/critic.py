@@ -150,13 +150,37 @@ def offload_problems(record: RunRecord, mesh: Mesh, settings: Any | None) -> lis
     return out
 
 
+def expert_group(mesh: Mesh, settings: Any | None) -> int:
+    """Expert-parallel ranks of the MoE layers on ``mesh``: the config's folded expert_model_parallel_size where
+    Megatron-Core folds it over this mesh (bot.configs.megatron.kept_expert_size), else the mesh's expert axis."""
+    from bot.configs.megatron import kept_expert_size
+
+    s = mesh.sizes()
+    configured = getattr(settings, "expert_parallel", None) if settings is not None else None
+    if not configured:
+        return s["expert"]
+    return kept_expert_size(configured, s["expert"], s["data"], s["tensor"], s["sequence"])
+
+
+def expert_grid_problems(record: RunRecord, mesh: Mesh, settings: Any | None) -> list[str]:
+    """A folded expert group the model's experts do not divide over (Megatron-Core asserts num_moe_experts %
+    expert_model_parallel_size == 0); the mesh's own expert axis is checked with the other sizes."""
+    m = record.model
+    ep = expert_group(mesh, settings)
+    if m is None or not m.is_moe or ep == mesh.size("expert") or not m.experts or m.experts % ep == 0:
+        return []
+    return [f"expert_model_parallel_size={ep} (folded over tensor / context ranks) does not divide "
+            f"experts={m.experts}"]
+
+
 def ep_overlap_problems(mesh: Mesh, settings: Any | None) -> list[str]:
     """Megatron's expert all-to-all overlap (``overlap_moe_expert_parallel_comm``) on a mesh Megatron-Core refuses it
-    on (transformer_config.py @ d98e8a64dd): no expert parallelism, or pipelining without interleaved stages."""
+    on (transformer_config.py @ d98e8a64dd): no expert parallelism, or pipelining without interleaved stages. Expert
+    parallelism folded over tensor ranks counts (the mesh's expert axis alone may be 1)."""
     if settings is None or not getattr(settings, "ep_comm_overlap", False):
         return []
     out: list[str] = []
-    if mesh.size("expert") <= 1:
+    if expert_group(mesh, settings) <= 1:
         out.append("overlap_moe_expert_parallel_comm without expert parallelism: Megatron-Core refuses it")
     pp = mesh.size("pipeline")
     if pp > 1:
@@ -193,7 +217,8 @@ def check_divisibility(record: RunRecord, mesh: Mesh, settings: Any | None = Non
     from knowledge.meshsearch import divisibility_problems
 
     problems = (divisibility_problems(record, mesh) + batch_split_problems(record, mesh, settings)
-                + offload_problems(record, mesh, settings) + ep_overlap_problems(mesh, settings))
+                + offload_problems(record, mesh, settings) + ep_overlap_problems(mesh, settings)
+                + expert_grid_problems(record, mesh, settings))
     uneven = [p for p in problems if p.startswith("pipeline=") and "does not divide layers" in p]
     why = _uneven_pipeline_allowed(record, mesh, settings) if uneven else None
     if why is not None:
