@@ -44,6 +44,8 @@ def expert_grid(configured_ep: int, configured_etp: int, nd: np.ndarray, nt: np.
     """The grid per mesh. ``configured_ep`` / ``configured_etp``: the config's sizes, 0 when it sets none (then the
     expert axis and the tensor axis are the grid, as in every framework without folding)."""
     nd, nt, ns, ne = (np.asarray(a, dtype=np.float64) for a in (nd, nt, ns, ne))
+    if not configured_ep and not configured_etp:  # the mesh is the grid (what every non-Megatron config gets)
+        return ExpertGrid(ep=ne, fold=np.ones_like(ne), etp=nt, edp=ns * nd)
     fold = np.ones_like(ne)
     if configured_ep:
         ep = float(configured_ep)
