@@ -39,14 +39,19 @@ from tests.published_cases import EVAL
 QWEN = Path(__file__).parent / "data" / "real" / "megatron_bridge" / "run_config" / "qwen3_30b_a3b_pretrain_8gpu_h100_bf16.yaml"
 
 
-def _propose(tmp_path: Path, config: Path) -> dict:  # type: ignore[type-arg]
-    run = tmp_path / "qwen8"
-    run.mkdir(parents=True)
+def _asap(runs: Path, *args: str, config: Path = QWEN, code: int = 0) -> dict:  # type: ignore[type-arg]
+    """``asap --runs-dir RUNS ARGS --json`` on a run 'qwen8' of 8 H100s whose config is ``config``."""
+    run = runs / "qwen8"
+    run.mkdir(parents=True, exist_ok=True)
     shutil.copy(config, run / "run_config.yaml")
     (run / "run.yaml").write_text("id: qwen8\nchip: h100\nnum_chips: 8\nnum_slices: 1\nconfig: run_config.yaml\n")
-    out = CliRunner().invoke(cli, ["--runs-dir", str(tmp_path), "propose", "qwen8", "--json"])
-    assert out.exit_code == 0, out.output
+    out = CliRunner().invoke(cli, ["--runs-dir", str(runs), *args, "--json"])
+    assert out.exit_code == code, out.output
     return json.loads(out.output)
+
+
+def _propose(tmp_path: Path, config: Path) -> dict:  # type: ignore[type-arg]
+    return _asap(tmp_path, "propose", "qwen8", config=config)
 
 
 def test_the_recipes_folded_experts_are_priced_with_their_all_to_all_and_whole_expert_matmuls(tmp_path: Path) -> None:
@@ -183,13 +188,7 @@ def test_whole_experts_are_not_offered_where_the_experts_are_whole_already() -> 
 
 
 def test_the_diagnosis_says_the_experts_run_on_a_grid_the_mesh_string_does_not_show(tmp_path: Path) -> None:
-    run = tmp_path / "qwen8"
-    run.mkdir()
-    shutil.copy(QWEN, run / "run_config.yaml")
-    (run / "run.yaml").write_text("id: qwen8\nchip: h100\nnum_chips: 8\nnum_slices: 1\nconfig: run_config.yaml\n")
-    out = CliRunner().invoke(cli, ["--runs-dir", str(tmp_path), "why", "qwen8", "--json"])
-    assert out.exit_code == 0, out.output
-    answer = json.loads(out.output)
+    answer = _asap(tmp_path, "why", "qwen8")
     assert answer["run"]["mesh_short"] == "tensor=4 pipeline=2"
     [fold] = [w for w in answer["warnings"] if "MoE parallel folding" in w]
     assert "all-to-all over all 4 expert ranks" in fold
@@ -199,18 +198,12 @@ def test_the_diagnosis_says_the_experts_run_on_a_grid_the_mesh_string_does_not_s
 def test_a_review_that_halves_the_folded_expert_group_flags_the_memory_it_costs(tmp_path: Path) -> None:
     """A PR that sets expert_model_parallel_size 4 -> 2 on the recipe leaves the mesh string as it was (tensor 4,
     pipeline 2); each GPU then holds 64 experts instead of 32. Priced as the mesh alone, the review saw no change."""
-    run = tmp_path / "qwen8"
-    run.mkdir()
-    shutil.copy(QWEN, run / "run_config.yaml")
-    (run / "run.yaml").write_text("id: qwen8\nchip: h100\nnum_chips: 8\nnum_slices: 1\nconfig: run_config.yaml\n")
     new = tmp_path / "new.yaml"
     text = QWEN.read_text()
     assert text.count("  expert_model_parallel_size: 4\n") == 1
     new.write_text(text.replace("  expert_model_parallel_size: 4\n", "  expert_model_parallel_size: 2\n"))
-    out = CliRunner().invoke(cli, ["--runs-dir", str(tmp_path), "review", "--run", "qwen8", str(run / "run_config.yaml"),
-                                   str(new), "--json"])
-    assert out.exit_code == 1, out.output  # a problem is flagged
-    review = json.loads(out.output)
+    runs = tmp_path / "runs"
+    review = _asap(runs, "review", "--run", "qwen8", str(QWEN), str(new), code=1)  # exit 1: a problem is flagged
     findings = {(f["severity"], f["check"]): f["message"] for f in review["findings"]}
     assert "out of memory" in findings[("problem", "memory")]
     assert findings[("info", "mesh")] == ("the mesh is unchanged; the MoE layers' grid changes: "
