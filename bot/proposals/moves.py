@@ -159,9 +159,7 @@ class SettingsMove(BaseModel):
         ):
             raise ValueError(
                 "remat takes direction lighter or heavier; tp_overlap, ep_overlap and whole_experts take enable; "
-                "micro_batch, "
-                "per_device_batch, "
-                "grad_accum and zero_stage take up or down"
+                "micro_batch, per_device_batch, grad_accum and zero_stage take up or down"
             )
         return self
 

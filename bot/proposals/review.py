@@ -237,7 +237,7 @@ def review(
         mesh_changed = True
         findings.append(ReviewFinding(severity="info", check="mesh", message=f"mesh change in MaxText's axes: {native}"))
     elif new_mesh is not None and not mesh_changed:
-        grid = _expert_grid_change(old_settings, new_settings)
+        grid = _expert_sizes_moved(old_settings, new_settings)
         findings.append(ReviewFinding(severity="info", check="mesh", message="the mesh is unchanged" + (
             f"; the MoE layers' grid changes: {grid}" if grid else "")))
     elif new_mesh is not None:
@@ -267,7 +267,7 @@ def _side(path: str | Path, cfg: ShardingConfig, mesh: Mesh | None, pred: Any | 
     )
 
 
-def _expert_grid_change(old: Any, new: Any) -> str | None:
+def _expert_sizes_moved(old: Any, new: Any) -> str | None:
     """Megatron's expert sizes as the change moves them when the mesh stays (a folded expert group, whole experts):
     they change what the MoE layers cost and hold without changing the mesh string."""
     parts = []
