@@ -21,6 +21,7 @@ from click.testing import CliRunner
 
 import bot.cli.proposals  # noqa: F401  (registers propose)
 from bot.cli import cli
+from bot.configs.checks import startup_problems
 from bot.configs.detect import load_config, parse_config
 from bot.configs.edit import apply_mesh, apply_settings
 from bot.configs.megatron import kept_expert_size, mesh
@@ -228,3 +229,21 @@ def test_the_critic_counts_expert_ranks_folded_over_tensor_ranks() -> None:
     bad = check_divisibility(run.record, m, mixtral.model_copy(update={"expert_parallel": 16}))
     assert not bad.passed and "expert_model_parallel_size=16 (folded over tensor / context ranks) does not divide " \
         "experts=8" in bad.reason
+
+
+def test_a_folded_expert_group_with_the_default_expert_tensor_size_is_refused_as_megatron_refuses_it(
+        tmp_path: Path) -> None:
+    """Megatron-Core builds the experts' grid only when expert_tensor_parallel_size x expert_model_parallel_size divides
+    tensor x context x data (parallel_state.py: "world_size ... is not divisible by expert_tensor_model_pipeline_parallel
+    size"). The recipe folds EP 4 over its 4 tensor ranks with expert_tensor_parallel_size 1; without that line
+    Megatron-LM takes the tensor size, 4 x 4 = 16 ranks on 4, and the run does not start."""
+    assert not [p for p in startup_problems(load_config(QWEN), 8, 1) if p.error]
+    text = QWEN.read_text()
+    assert text.count("  expert_tensor_parallel_size: 1\n") == 1
+    unset = tmp_path / "run_config.yaml"
+    unset.write_text(text.replace("  expert_tensor_parallel_size: 1\n", "  expert_tensor_parallel_size: null\n"))
+    [grid] = [p for p in startup_problems(load_config(unset), 8, 1) if p.rule == "expert_grid"]
+    assert grid.error
+    assert grid.message.startswith("expert_model_parallel_size=4 x expert_tensor_parallel_size=4 (unset: Megatron-LM "
+                                   "takes the tensor size) = 16 does not divide tensor x context x data = 4")
+    assert grid.message.endswith("expert_tensor_parallel_size: 1 (whole experts) fits")

@@ -115,14 +115,36 @@ def _megatron_rules(cfg: ShardingConfig, sizes: dict[str, int], model: Any) -> l
     layers = _pos(st("num_layers")) or _from_model(model, "layers")
     if layers and pp > 1:
         out.extend(_stage_layers(st, layers, pp))
-    experts = _pos(st("num_moe_experts")) or _from_model(model, "experts")
-    if ep > 1 and experts and experts % ep:
-        out.append(Problem(True, "experts", f"num_moe_experts={experts} is not divisible by "
-                           f"expert_model_parallel_size={ep}: Megatron refuses to start"))
+    out.extend(_expert_grid_rules(cfg, sizes, model))
     seq = _pos(st("seq_length")) or _pos(st("encoder_seq_length"))
     if cp > 1 and seq and seq % (2 * cp):
         out.append(Problem(True, "context", f"seq_length={seq} is not divisible by 2 x context_parallel_size={cp}: "
                            "Megatron's load-balanced context parallelism refuses it"))
+    return out
+
+
+def _expert_grid_rules(cfg: ShardingConfig, sizes: dict[str, int], model: Any) -> list[Problem]:
+    """The MoE layers' grid Megatron-Core builds (parallel_state.py: world_size must divide by expert-tensor x expert x
+    pipeline), on the configured expert size, which may exceed the mesh's expert axis (MoE parallel folding)."""
+    from bot.configs.megatron import sizes as megatron_sizes
+
+    st = cfg.setting
+    ep = megatron_sizes(cfg)["expert_model_parallel_size"]
+    out: list[Problem] = []
+    experts = _pos(st("num_moe_experts")) or _from_model(model, "experts")
+    if ep > 1 and experts and experts % ep:
+        out.append(Problem(True, "experts", f"num_moe_experts={experts} is not divisible by "
+                           f"expert_model_parallel_size={ep}: Megatron refuses to start"))
+    tp, cp = sizes["tensor"], sizes["sequence"]
+    ranks = tp * cp * sizes["data"] * sizes["expert"]
+    stated = _pos(st("expert_tensor_parallel_size"))
+    etp = stated or tp
+    if ep > 1 and ranks % (ep * etp):
+        unset = "" if stated else " (unset: Megatron-LM takes the tensor size)"
+        out.append(Problem(True, "expert_grid", (
+            f"expert_model_parallel_size={ep} x expert_tensor_parallel_size={etp}{unset} = {ep * etp} does not "
+            f"divide tensor x context x data = {ranks}: Megatron-Core cannot build the experts' grid and refuses to "
+            f"start" + ("; expert_tensor_parallel_size: 1 (whole experts) fits" if ranks % ep == 0 else ""))))
     return out
 
 

@@ -284,9 +284,12 @@ def notes(config: ShardingConfig, num_devices: int, num_slices: int) -> list[str
             f"its per-layer all-reduces cross the slower node network (legal, rarely fast; a GB200 / GB300 NVL72 rack "
             f"keeps up to 72 GPUs on NVLink, which the cost model prices from the chip)"
         )
+    ep = sizes(config)["expert_model_parallel_size"]
     for axis in ("tensor", "sequence", "expert"):
         if m.dcn.get(axis, 1) > 1 and not (axis == "tensor" and tp > NVLINK_DOMAIN):
-            out.append(f"{KEY_OF[axis]}={total[axis]} crosses nodes ({m.dcn[axis]} nodes): per-layer traffic on the network")
+            what = (f"{KEY_OF[axis]}={total[axis]}" if axis != "expert" or ep == total[axis] else
+                    f"expert_model_parallel_size={ep} (its {total[axis]} data ranks)")
+            out.append(f"{what} crosses nodes ({m.dcn[axis]} nodes): per-layer traffic on the network")
     for axis in straddling:
         out.append(f"{axis} parallelism ({total[axis]}) does not split evenly over nodes of {num_devices // num_slices} GPUs")
     st = config.setting
@@ -295,7 +298,6 @@ def notes(config: ShardingConfig, num_devices: int, num_slices: int) -> list[str
     vpp = st("virtual_pipeline_model_parallel_size")
     if isinstance(vpp, int) and not isinstance(vpp, bool) and vpp > 1 and total["pipeline"] == 1:
         out.append("virtual_pipeline_model_parallel_size is set but pipeline_model_parallel_size=1: no interleaving")
-    ep = sizes(config)["expert_model_parallel_size"]
     if ep != total["expert"]:
         rest = ep // total["expert"]
         out.append(
