@@ -23,7 +23,7 @@ import bot.cli.proposals  # noqa: F401  (registers propose)
 from bot.cli import cli
 from bot.configs.checks import startup_problems
 from bot.configs.detect import load_config, parse_config
-from bot.configs.edit import apply_mesh, apply_settings
+from bot.configs.edit import apply_mesh, apply_settings, config_diff
 from bot.configs.megatron import kept_expert_size, mesh
 from bot.configs.mesh import Mesh
 from bot.proposals.critic import check_divisibility, ep_overlap_problems, expert_group
@@ -158,10 +158,12 @@ def test_whole_experts_keep_each_gpus_expert_share_and_drop_the_tensor_collectiv
     settings = settings_from_config(cfg)
     [rule] = [r for r in load_playbook().rules if r.id == "moe-whole-experts"]
     assert rule.settings is not None
-    [change] = expand(rule.settings, settings=settings, config=cfg, framework="megatron", runyaml_remat=None,
-                      runyaml_micro_batch=None, global_batch=32, data_parallel=2, base=base)
+    change, alone = expand(rule.settings, settings=settings, config=cfg, framework="megatron", runyaml_remat=None,
+                           runyaml_micro_batch=None, global_batch=32, data_parallel=2, base=base)
     assert change.config_values == {"model.expert_tensor_parallel_size": 1, "model.expert_model_parallel_size": 4}
     assert change.only_mesh == base
+    # the other form rides on any mesh with tensor parallelism: whole experts replicated over the tensor ranks
+    assert (alone.config_values, alone.needs_axis) == ({"model.expert_tensor_parallel_size": 1}, "tensor")
     record = RunRecord.model_validate({"id": "q", "chip": "h100", "num_chips": 8, "num_slices": 1})
     now = costmodel.predict(record, base, settings=settings)
     whole = costmodel.predict(record, base, settings=apply(settings, change, framework="megatron"))
@@ -247,3 +249,33 @@ def test_a_folded_expert_group_with_the_default_expert_tensor_size_is_refused_as
     assert grid.message.startswith("expert_model_parallel_size=4 x expert_tensor_parallel_size=4 (unset: Megatron-LM "
                                    "takes the tensor size) = 16 does not divide tensor x context x data = 4")
     assert grid.message.endswith("expert_tensor_parallel_size: 1 (whole experts) fits")
+
+
+MIXTRAL_LAUNCH = Path(__file__).parent / "data" / "real" / "megatron" / "train_mixtral_8x7b_distributed.sh"
+
+
+def test_a_megatron_launch_gets_whole_experts_as_flags_edited_in_place(tmp_path: Path) -> None:
+    """Megatron-LM's own Mixtral 8x7B launch (examples/mixtral @ d98e8a64dd) written at TP 2 and EP 4 on 32 GPUs, as a
+    user would scale it: Megatron-LM splits each expert over the two tensor ranks (no --expert-tensor-parallel-size).
+    The folded whole-experts edit changes the launch's own --expert-model-parallel-size and adds the new flag."""
+    text = MIXTRAL_LAUNCH.read_text()
+    for old, new in (("--tensor-model-parallel-size 1", "--tensor-model-parallel-size 2"),
+                     ("--expert-model-parallel-size 8", "--expert-model-parallel-size 4")):
+        assert text.count(old) == 1
+        text = text.replace(old, new)
+    launch = tmp_path / "train.sh"
+    launch.write_text(text)
+    cfg = load_config(launch)
+    base = mesh(cfg, 32, 4)
+    settings = settings_from_config(cfg)
+    assert (settings.expert_parallel, settings.expert_tensor_parallel) == (4, None)
+    [rule] = [r for r in load_playbook().rules if r.id == "moe-whole-experts"]
+    assert rule.settings is not None
+    folded, _ = expand(rule.settings, settings=settings, config=cfg, framework="megatron", runyaml_remat=None,
+                       runyaml_micro_batch=None, global_batch=256, data_parallel=4, base=base)
+    assert folded.config_values == {"expert_tensor_parallel_size": 1, "expert_model_parallel_size": 8}
+    diff = [line for line in config_diff(cfg, base, folded.config_values, "train.sh").splitlines()
+            if line.startswith(("-", "+")) and not line.startswith(("---", "+++"))]
+    assert any("--expert-model-parallel-size 4" in line for line in diff if line.startswith("-"))
+    assert any("--expert-model-parallel-size 8" in line for line in diff if line.startswith("+"))
+    assert any("--expert-tensor-parallel-size 1" in line for line in diff if line.startswith("+"))

@@ -20,7 +20,7 @@ import difflib
 from pathlib import Path
 
 from bot.configs import deepspeed, maxtext, megatron, plainmesh, torchtitan, torchtitan_edit
-from bot.configs.common import apply_splices
+from bot.configs.common import apply_splices, replace_value
 from bot.configs.detect import parse_config
 from bot.configs.mesh import Mesh
 from bot.configs.sharding import ShardingConfig
@@ -291,10 +291,14 @@ def apply_settings_files(config: ShardingConfig, values: dict[str, object]) -> d
 
     splices: list[Splice] = []
     new_entries: list[tuple[str, str]] = []
+    grid = set(config.grid_keys())
     for path, value in values.items():
         name = path.rsplit(".", 1)[-1]
         origin = config.origins.get(name)
-        if origin is not None and origin.start >= 0:
+        size = config.key(name) if name in grid else None
+        if size is not None:  # a grid size the launch states as a mesh key (Megatron's --expert-model-parallel-size)
+            splices.append(replace_value(config.text_of(size.file), size, int(value)))  # type: ignore[call-overload]
+        elif origin is not None and origin.start >= 0:
             raw = config.text_of(origin.file)[origin.start:origin.end]
             splices.append(Splice(origin.start, origin.end, _setting_text(value, raw), origin.file))
         elif origin is not None:
@@ -315,7 +319,8 @@ def apply_settings_files(config: ShardingConfig, values: dict[str, object]) -> d
     again = reparse(config, texts)
     for path, want in values.items():
         name = path.rsplit(".", 1)[-1]
-        have = again.setting(name)
+        size = again.key(name) if name in grid else None
+        have = size.value if size is not None else again.setting(name)
         expect = int(want) if isinstance(want, float) and want.is_integer() else want
         if have != expect:
             raise ConfigError(f"internal error: the edited launch reads {name} as {have!r}, not {expect!r}",

@@ -354,38 +354,60 @@ MEGATRON_WHOLE_EXPERTS_TRADEOFFS = (
 )
 
 
+MEGATRON_WHOLE_EXPERTS_ALONE_TRADEOFFS = (
+    "every tensor rank holds whole copies of its experts: expert weights, gradients and optimizer state per GPU grow "
+    "by the tensor size unless the mesh's expert axis grows with them; the memory check prices it",
+)
+
+
 def _whole_experts_changes(settings: TrainingSettings | None, config: ShardingConfig | None,
                            mesh: Mesh | None) -> list[SettingsChange]:
-    """Megatron's ``expert_tensor_parallel_size`` to 1 with ``expert_model_parallel_size`` grown by the same factor,
-    on the run's own mesh: each GPU keeps the same share of the expert weights, now as whole experts, and Megatron-Core
-    folds the larger expert group over the tensor ranks (MoE parallel folding). The current expert-tensor size is the
-    one the config states, else the tensor size Megatron-LM defaults it to (arguments.py). [] for other formats, when
-    it is 1 already, when the model's experts do not divide over the larger group, or when Megatron-Core would not
-    fold it over this mesh."""
-    from bot.configs.megatron import kept_expert_size
+    """Megatron's ``expert_tensor_parallel_size`` to 1 (whole experts) on a config whose experts are split now (the
+    size it states, else the tensor size Megatron-LM defaults it to: arguments.py). Two changes:
 
+    * folded, on the run's own mesh: ``expert_model_parallel_size`` grown by the old expert-tensor size, so each GPU
+      keeps its share of the expert weights and Megatron-Core folds the larger group over the tensor ranks (MoE
+      parallel folding); only where the model's experts divide over it and Megatron-Core folds it over this mesh;
+    * alone, on any mesh with tensor parallelism: the experts whole and replicated over the tensor ranks unless the
+      mesh's expert axis grows (the memory check prices that).
+
+    [] for other formats or when the experts are whole already."""
     base = settings or TrainingSettings()
     if config is None or config.format != "megatron" or mesh is None:
         return []
+    etp = base.expert_tensor_parallel or mesh.size("tensor")
+    etp_key = key_for(base, "expert_tensor_parallel", config)
+    if etp == 1 or etp_key is None:
+        return []
+    old = str(base.expert_tensor_parallel) if base.expert_tensor_parallel else f"unset (the tensor size, {etp})"
+    alone = SettingsChange(
+        values=(("expert_tensor_parallel", 1),), kind="whole-experts", config_values={etp_key: 1}, needs_axis="tensor",
+        words=(f"{etp_key} {old} -> 1 (whole experts, replicated over the tensor ranks: wider expert matmuls, no "
+               "tensor collective around them)",), tradeoffs=MEGATRON_WHOLE_EXPERTS_ALONE_TRADEOFFS)
+    folded = _folded_whole_experts(base, config, mesh, etp, etp_key, old)
+    return [folded, alone] if folded is not None else [alone]
+
+
+def _folded_whole_experts(base: TrainingSettings, config: ShardingConfig, mesh: Mesh, etp: int, etp_key: str,
+                          old: str) -> SettingsChange | None:
+    """Whole experts with the expert group grown by ``etp`` on ``mesh`` (see :func:`_whole_experts_changes`)."""
+    from bot.configs.megatron import kept_expert_size
+
     s = mesh.sizes()
-    etp = base.expert_tensor_parallel or s["tensor"]
     ep = base.expert_parallel or 1
     new_ep = ep * etp
     experts = base.model_dims.experts if base.model_dims is not None else None
-    if etp == 1 or (experts and experts % new_ep) or kept_expert_size(
+    if (experts and experts % new_ep) or kept_expert_size(
             new_ep, s["expert"], s["data"], s["tensor"], s["sequence"]) != new_ep:
-        return []
-    etp_key = key_for(base, "expert_tensor_parallel", config)
+        return None
     ep_key = config.key("expert_model_parallel_size")
-    if etp_key is None:
-        return []
-    ep_path = ep_key.path if ep_key is not None else "expert_model_parallel_size"
-    old = str(base.expert_tensor_parallel) if base.expert_tensor_parallel else f"unset (the tensor size, {etp})"
+    # a YAML key is edited at its dotted path; a launch flag by its name (bot.configs.edit.apply_settings_files)
+    ep_path = ep_key.path if ep_key is not None and not config.launch else "expert_model_parallel_size"
     words = (f"{etp_key} {old} -> 1 and {ep_path.rsplit('.', 1)[-1]} {ep} -> {new_ep} (whole experts, the same "
              "expert share per GPU: wider expert matmuls, no tensor collective around them)")
-    return [SettingsChange(values=(("expert_tensor_parallel", 1), ("expert_parallel", new_ep)), words=(words,),
-                           tradeoffs=MEGATRON_WHOLE_EXPERTS_TRADEOFFS, kind="whole-experts",
-                           config_values={etp_key: 1, ep_path: new_ep}, only_mesh=mesh)]
+    return SettingsChange(values=(("expert_tensor_parallel", 1), ("expert_parallel", new_ep)), words=(words,),
+                          tradeoffs=MEGATRON_WHOLE_EXPERTS_TRADEOFFS, kind="whole-experts",
+                          config_values={etp_key: 1, ep_path: new_ep}, only_mesh=mesh)
 
 
 def titan_words(config: ShardingConfig | None, values: dict[str, Any]) -> str:
