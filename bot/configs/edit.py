@@ -23,7 +23,7 @@ from bot.configs import deepspeed, maxtext, megatron, plainmesh, torchtitan, tor
 from bot.configs.common import apply_splices, replace_value
 from bot.configs.detect import parse_config
 from bot.configs.mesh import Mesh
-from bot.configs.sharding import ShardingConfig
+from bot.configs.sharding import ConfigKey, ShardingConfig
 from bot.configs.stale_comments import HASH_COMMENT_FORMATS, stale_comment_notes
 from bot.configs.yamlscan import compose
 from bot.errors import ConfigError
@@ -291,11 +291,10 @@ def apply_settings_files(config: ShardingConfig, values: dict[str, object]) -> d
 
     splices: list[Splice] = []
     new_entries: list[tuple[str, str]] = []
-    grid = set(config.grid_keys())
     for path, value in values.items():
         name = path.rsplit(".", 1)[-1]
         origin = config.origins.get(name)
-        size = config.key(name) if name in grid else None
+        size = _grid_key(config, name)
         if size is not None:  # a grid size the launch states as a mesh key (Megatron's --expert-model-parallel-size)
             splices.append(replace_value(config.text_of(size.file), size, int(value)))  # type: ignore[call-overload]
         elif origin is not None and origin.start >= 0:
@@ -319,13 +318,18 @@ def apply_settings_files(config: ShardingConfig, values: dict[str, object]) -> d
     again = reparse(config, texts)
     for path, want in values.items():
         name = path.rsplit(".", 1)[-1]
-        size = again.key(name) if name in grid else None
+        size = _grid_key(again, name)
         have = size.value if size is not None else again.setting(name)
         expect = int(want) if isinstance(want, float) and want.is_integer() else want
         if have != expect:
             raise ConfigError(f"internal error: the edited launch reads {name} as {have!r}, not {expect!r}",
                               source=config.source, field=name)
     return texts
+
+
+def _grid_key(config: ShardingConfig, name: str) -> ConfigKey | None:
+    """The mesh key a settings edit may write (``ShardingConfig.grid_keys``), as the launch states it; else None."""
+    return config.key(name) if name in config.grid_keys() else None
 
 
 def config_diff(config: ShardingConfig, mesh: Mesh, settings: dict[str, object] | None, label: str) -> str:

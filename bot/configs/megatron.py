@@ -215,6 +215,13 @@ def kept_expert_size(configured: int, expert: int, data: int, tensor: int, conte
     return expert
 
 
+def expert_size_on(configured: int, mesh: Mesh) -> int:
+    """:func:`kept_expert_size` for ``mesh``'s axes: the expert_model_parallel_size a config setting ``configured``
+    runs with on that mesh."""
+    s = mesh.sizes()
+    return kept_expert_size(configured, s["expert"], s["data"], s["tensor"], s["sequence"])
+
+
 def expert_grid_change(configured: int | None, base: Mesh, mesh: Mesh) -> str | None:
     """What a move from ``base`` to ``mesh`` does to a folded expert grid, in the config's own terms, or None when
     neither folds (the mesh's expert axis then says it all). A mesh's expert axis counts only the data ranks experts
@@ -223,8 +230,7 @@ def expert_grid_change(configured: int | None, base: Mesh, mesh: Mesh) -> str | 
     if not configured or configured <= 1:
         return None
     b, m = base.sizes(), mesh.sizes()
-    old = kept_expert_size(configured, b["expert"], b["data"], b["tensor"], b["sequence"])
-    new = kept_expert_size(configured, m["expert"], m["data"], m["tensor"], m["sequence"])
+    old, new = expert_size_on(configured, base), expert_size_on(configured, mesh)
     old_fold, new_fold = old // b["expert"], new // m["expert"]
     if old_fold == 1 and new_fold == 1:
         return None
@@ -343,9 +349,7 @@ def plan(config: ShardingConfig, root: Node, target: Mesh) -> list[Splice]:
     new_entries: list[tuple[str, int]] = []
     ep = sizes(config)["expert_model_parallel_size"]
     for key, axis in AXIS_OF.items():
-        want = t[axis]
-        if axis == "expert":
-            want = kept_expert_size(ep, want, t["data"], t["tensor"], t["sequence"])
+        want = expert_size_on(ep, target) if axis == "expert" else t[axis]
         if key in present:
             if present[key].value != want:
                 splices.append(replace_value(config.text_of(present[key].file), present[key], want))

@@ -153,13 +153,10 @@ def offload_problems(record: RunRecord, mesh: Mesh, settings: Any | None) -> lis
 def expert_group(mesh: Mesh, settings: Any | None) -> int:
     """Expert-parallel ranks of the MoE layers on ``mesh``: the config's folded expert_model_parallel_size where
     Megatron-Core folds it over this mesh (bot.configs.megatron.kept_expert_size), else the mesh's expert axis."""
-    from bot.configs.megatron import kept_expert_size
+    from bot.configs.megatron import expert_size_on
 
-    s = mesh.sizes()
     configured = getattr(settings, "expert_parallel", None) if settings is not None else None
-    if not configured:
-        return s["expert"]
-    return kept_expert_size(configured, s["expert"], s["data"], s["tensor"], s["sequence"])
+    return expert_size_on(configured, mesh) if configured else mesh.size("expert")
 
 
 def expert_grid_problems(record: RunRecord, mesh: Mesh, settings: Any | None) -> list[str]:

@@ -391,14 +391,12 @@ def _whole_experts_changes(settings: TrainingSettings | None, config: ShardingCo
 def _folded_whole_experts(base: TrainingSettings, config: ShardingConfig, mesh: Mesh, etp: int, etp_key: str,
                           old: str) -> SettingsChange | None:
     """Whole experts with the expert group grown by ``etp`` on ``mesh`` (see :func:`_whole_experts_changes`)."""
-    from bot.configs.megatron import kept_expert_size
+    from bot.configs.megatron import expert_size_on
 
-    s = mesh.sizes()
     ep = base.expert_parallel or 1
     new_ep = ep * etp
     experts = base.model_dims.experts if base.model_dims is not None else None
-    if (experts and experts % new_ep) or kept_expert_size(
-            new_ep, s["expert"], s["data"], s["tensor"], s["sequence"]) != new_ep:
+    if (experts and experts % new_ep) or expert_size_on(new_ep, mesh) != new_ep:
         return None
     ep_key = config.key("expert_model_parallel_size")
     # a YAML key is edited at its dotted path; a launch flag by its name (bot.configs.edit.apply_settings_files)
