@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from bot import fmt
-from bot.configs.detect import load_config, parse_config
+from bot.configs.detect import for_run, load_config, parse_config
 from bot.configs.edit import apply_changes, diff_text
 from bot.configs.mesh import Mesh
 from bot.configs.sharding import ShardingConfig
@@ -164,7 +164,7 @@ def apply_proposal(
     if text is None:
         raise ConfigError(f"no file {path} on {base} in {host.name}", source=path, field="config_path")
     # read as the run's launch resolves it: run.yaml's command: overrides win over the file (and are not edited)
-    cfg = parse_config(text, path, command=run.record.command)
+    cfg = for_run(parse_config(text, path, command=run.record.command), run.record)
     check_target_matches_run(cfg, run, pset, path)
     mesh = Mesh(ici=proposal.mesh.get("ici", {}), dcn=proposal.mesh.get("dcn", {}))  # type: ignore[arg-type]
     new_text = apply_changes(cfg, mesh, dict(proposal.settings))
@@ -224,7 +224,8 @@ def _run_config(run: Run) -> ShardingConfig | None:
     if not run.record.config:
         return None
     try:
-        return load_config(run.path(run.record.config, field="config"), command=run.record.command)
+        return for_run(load_config(run.path(run.record.config, field="config"), command=run.record.command),
+                       run.record)
     except AsapError:
         return None
 

@@ -63,7 +63,7 @@ def settings_at_chips(record: RunRecord, settings: TrainingSettings | None, chip
         return Scaled(None, [], scaling)
     kept = kept_settings(settings)
     if settings.per_device_batch and not settings.global_batch and batch:
-        per_device = batch / (chips * (settings.grad_accum or 1))
+        per_device = batch / (chips * record.jax_devices_per_chip * (settings.grad_accum or 1))
         settings = settings.model_copy(update={"global_batch": batch, "per_device_batch": per_device})
         scaling.append(f"per_device_batch_size {kept_per_device(record, batch, settings)} -> {per_device:g} "
                        "(MaxText states the batch per device)")
@@ -75,4 +75,4 @@ def settings_at_chips(record: RunRecord, settings: TrainingSettings | None, chip
 
 def kept_per_device(record: RunRecord, batch: int, settings: TrainingSettings) -> str:
     """The run's own per-device batch, as the scaling sentence names it."""
-    return f"{batch / (record.num_chips * (settings.grad_accum or 1)):g}"
+    return f"{batch / (record.num_chips * record.jax_devices_per_chip * (settings.grad_accum or 1)):g}"

@@ -265,7 +265,8 @@ def config_global_batch(run: RunRecord, settings: TrainingSettings | None) -> in
     if settings.global_batch:
         return settings.global_batch
     if settings.per_device_batch:
-        total = settings.per_device_batch * run.num_chips * (settings.grad_accum or 1)
+        # MaxText counts JAX devices: two per TPU7x chip (RunRecord.jax_devices_per_chip)
+        total = settings.per_device_batch * run.num_chips * run.jax_devices_per_chip * (settings.grad_accum or 1)
         if total >= 1 and float(total).is_integer():
             return int(total)
     if settings.local_batch and settings.batch_divisor and run.num_chips % settings.batch_divisor == 0:

@@ -95,6 +95,11 @@ class Chip(BaseModel):
         "(docs/cost-model.md, 'Blackwell: attention core and GEMMs'); null: 1, the A100 / H100 fit, where the "
         "attention core's own shape factor sets its rate",
     )
+    jax_devices_per_chip: int = Field(
+        default=1, ge=1, le=8,
+        description="devices JAX (and so MaxText's mesh sizes and per_device_batch_size) counts per chip: 2 on "
+        "TPU7x, whose two TensorCores are separate devices; 1 elsewhere (v4 / v5p megacore is one device per chip)",
+    )
     sources: tuple[str, ...] = Field(min_length=1, description="where the figures come from")
 
     @property

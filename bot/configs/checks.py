@@ -192,9 +192,11 @@ def _maxtext_rules(cfg: ShardingConfig, sizes: dict[str, int], num_chips: int, m
     out: list[Problem] = []
     pdbs = st("per_device_batch_size")
     if isinstance(pdbs, int | float) and not isinstance(pdbs, bool) and pdbs > 0:
-        total = pdbs * num_chips
+        per_chip = cfg.jax_per_chip()  # JAX devices per chip: two on TPU7x
+        total = pdbs * num_chips * per_chip
         if total < 1 or abs(total - round(total)) > 1e-9:
-            out.append(Problem(True, "global_batch", f"per_device_batch_size={pdbs} x {num_chips} chips = {total:g} "
+            devices = f"{num_chips} chips" if per_chip == 1 else f"{num_chips * per_chip} devices ({num_chips} chips)"
+            out.append(Problem(True, "global_batch", f"per_device_batch_size={pdbs} x {devices} = {total:g} "
                                "is not a whole number of sequences: MaxText refuses to start"))
     pp = sizes["pipeline"]
     own = st("model_name") in (None, "default")  # else MaxText loads the model's own file for the sizes

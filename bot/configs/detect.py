@@ -195,8 +195,15 @@ def load_config(path: Path, *, command: str | None = None, root: Path | None = N
 
 def load_run_config(run: Any) -> ShardingConfig:
     """The run's config read as its launch resolves it: ``config:`` plus ``command:`` from run.yaml."""
-    return load_config(run.path(run.record.config, field="config"), command=getattr(run.record, "command", None),
-                       root=repo_root_of_run(run))
+    cfg = load_config(run.path(run.record.config, field="config"), command=getattr(run.record, "command", None),
+                      root=repo_root_of_run(run))
+    return for_run(cfg, run.record)
+
+
+def for_run(cfg: ShardingConfig, record: Any) -> ShardingConfig:
+    """The config read for a run of ``record``'s hardware: MaxText's sizes count that chip's JAX devices."""
+    per_chip = getattr(record, "jax_devices_per_chip", 1)
+    return cfg if per_chip == cfg.devices_per_chip else cfg.model_copy(update={"devices_per_chip": per_chip})
 
 
 def repo_root_of_run(run: Any) -> Path:

@@ -22,7 +22,7 @@ from pathlib import Path
 from bot.configs import deepspeed, maxtext, megatron, plainmesh, torchtitan, torchtitan_edit
 from bot.configs.common import apply_splices, replace_value
 from bot.configs.detect import parse_config
-from bot.configs.mesh import Mesh
+from bot.configs.mesh import Mesh, unfold_devices
 from bot.configs.sharding import ConfigKey, ShardingConfig
 from bot.configs.stale_comments import HASH_COMMENT_FORMATS, stale_comment_notes
 from bot.configs.yamlscan import compose
@@ -71,7 +71,9 @@ def apply_mesh_files(config: ShardingConfig, mesh: Mesh) -> dict[str, str]:
             source=config.source, field="mesh",
         )
     root = None if config.launch or config.format in ("deepspeed", "torchtitan") else compose(config.text, config.source)
-    splices = _PLANNERS[config.format](config, root, mesh)  # type: ignore[arg-type]
+    # MaxText's sizes count JAX devices (two per TPU7x chip): the chip mesh is written as its device mesh
+    written = unfold_devices(mesh, config.jax_per_chip())
+    splices = _PLANNERS[config.format](config, root, written)  # type: ignore[arg-type]
     texts = _apply_by_file(config, splices)
     _verify(config, texts, mesh)
     return texts
@@ -93,9 +95,15 @@ def _apply_by_file(config: ShardingConfig, splices: list) -> dict[str, str]:  # 
 def reparse(config: ShardingConfig, texts: dict[str, str]) -> ShardingConfig:
     """Read the config again with some files' texts replaced (to verify an edit means what was asked)."""
     overlay = {f: t for f, t in texts.items() if f != config.source}
-    return parse_config(texts.get(config.source, config.text), config.source,
-                        path=Path(config.source) if config.has_path else None, command=config.command,
-                        overlay=overlay or None, root=Path(config.root) if config.root else None)
+    return _same_run(config, parse_config(texts.get(config.source, config.text), config.source,
+                                          path=Path(config.source) if config.has_path else None,
+                                          command=config.command, overlay=overlay or None,
+                                          root=Path(config.root) if config.root else None))
+
+
+def _same_run(config: ShardingConfig, again: ShardingConfig) -> ShardingConfig:
+    """A re-read config for the same run's hardware as ``config`` (its JAX devices per chip)."""
+    return again.model_copy(update={"devices_per_chip": config.devices_per_chip})
 
 
 def _verify(config: ShardingConfig, texts: dict[str, str], mesh: Mesh) -> None:
@@ -234,7 +242,7 @@ def is_flow_node(node: object) -> bool:
 def _verify_settings(config: ShardingConfig, new_text: str, values: dict[str, object], read_settings) -> None:  # type: ignore[no-untyped-def]
     """The edited file must parse, keep its mesh keys (but a grid size the edit sets, ``GRID_KEYS``), and read back
     every requested value."""
-    new_cfg = parse_config(new_text, config.source)
+    new_cfg = _same_run(config, parse_config(new_text, config.source))
     grid = {p.rsplit(".", 1)[-1] for p in values} & set(config.grid_keys())
 
     def mesh_keys(cfg: ShardingConfig) -> list[tuple[str, object]]:
@@ -268,7 +276,7 @@ def apply_changes(config: ShardingConfig, mesh: Mesh, values: dict[str, object])
         return text
     # a torchtitan TOML is read again with its recorded command (the command's values win over the file)
     edited = reparse(config, {config.source: text}) if config.format == "torchtitan" else \
-        parse_config(text, config.source)
+        _same_run(config, parse_config(text, config.source))
     return apply_settings(edited, values)
 
 
@@ -406,7 +414,7 @@ def settings_applied(config: ShardingConfig, values: dict[str, object]) -> Shard
         return reparse(config, apply_settings_files(config, values))
     if config.format == "torchtitan":
         return reparse(config, {config.source: apply_settings(config, values)})
-    return parse_config(apply_settings(config, values), config.source)
+    return _same_run(config, parse_config(apply_settings(config, values), config.source))
 
 
 def _by_origin(config: ShardingConfig) -> bool:

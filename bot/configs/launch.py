@@ -30,7 +30,7 @@ from bot.configs.megatron_launch import (
     yaml_value,
 )
 from bot.configs.sharding import ConfigKey, Scalar, ShardingConfig
-from bot.configs.shell import Command, Script, Val, read_script
+from bot.configs.shell import Command, Piece, Script, Val, hole_reason, read_script
 from bot.configs.yamlscan import compose, scalar
 from bot.errors import ConfigError
 
@@ -342,8 +342,12 @@ def _recipe_hint(text: str) -> str | None:
 
 
 def _xpk_command(cmd: Command) -> int | None:
-    """Index of the value of ``--command`` in an ``xpk workload create`` line."""
-    words = [w.text or "" for w in cmd.words]
+    """Index of the value of ``--command`` in an ``xpk workload create`` line.
+
+    Words are matched on their known text: a ``--command`` string that holds one unknown part (the recipes'
+    ``run_name=${WORKLOAD_NAME}``, built with ``$(date ...)``) is still the command.
+    """
+    words = [_known_text(w) for w in cmd.words]
     if "workload" not in words or not any(w.endswith("xpk") or w.endswith("xpk.py") for w in words[:3]):
         return None
     for i, w in enumerate(words):
@@ -359,6 +363,11 @@ def script_config(text: str, source: str, files: Files, args: list[str] | None, 
     """A launch script read without running it: its launch line resolved into a MaxText or Megatron config."""
     script = read_script(text, source, args=args, resolve=files.find, files={})
     script.files.pop(source, None)
+    return _config_from_script(script, text, source, files)
+
+
+def _config_from_script(script: Script, text: str, source: str, files: Files) -> ShardingConfig:
+    """The config of a script already walked: its (last) launch line resolved."""
     try:
         cmd, kind = pick_launch(script, source)
     except ConfigError as exc:
@@ -433,17 +442,79 @@ def _xpk_config(cmd: Command, text: str, source: str, files: Files, script: Scri
     """``xpk workload create ... --num-slices N --command "python3 -m MaxText.train ..."``."""
     i = _xpk_command(cmd)
     assert i is not None
-    words = [w.text or "" for w in cmd.words]
+    words = [_known_text(w) for w in cmd.words]
     inner = cmd.words[i]
-    if inner.unknown:
-        raise ConfigError(f"the XPK --command (line {cmd.line}) cannot be read: {inner.unknown}", source=source)
-    slices = next((to_int(words[j + 1]) for j, w in enumerate(words[:-1]) if w == "--num-slices"), None)
-    inner_text = inner.text or ""
-    cfg = script_config(inner_text, source, files, None, None) if inner.span() is None else \
-        _inner_script(inner, text, source, files)
+    if words[i].startswith("--command="):
+        inner = inner.slice(len("--command=")) if not inner.unknown else _after(inner, len("--command="))
+    cfg = _inner_script(inner, text, source, files) if inner.span() is not None else \
+        _inner_from_pieces(inner, text, source, files)
+    slices = _flag_value(words, "--num-slices")
     if slices:
         cfg = cfg.model_copy(update={"nodes": slices})
     return cfg
+
+
+def _known_text(w: Val) -> str:
+    """A word's text with any unknown part left as its hole (``shell.HOLE``)."""
+    return "".join(p.text for p in w.pieces)
+
+
+def _after(w: Val, n: int) -> Val:
+    """The word without its first ``n`` characters, unknown parts kept unknown."""
+    cut = Val(w.pieces, None, w.assumed).slice(n)
+    return Val(cut.pieces, hole_reason(cut.pieces), w.assumed)
+
+
+def _flag_value(words: list[str], flag: str) -> int | None:
+    """``--flag N`` or ``--flag=N`` as an integer (the last one wins, as argparse does), else None."""
+    found = None
+    for j, w in enumerate(words):
+        if w == flag and j + 1 < len(words):
+            found = to_int(words[j + 1])
+        elif w.startswith(flag + "="):
+            found = to_int(w[len(flag) + 1:])
+    return found
+
+
+_INNER = "<xpk --command>"
+
+
+def _inner_from_pieces(inner: Val, text: str, source: str, files: Files) -> ShardingConfig:
+    """The --command string read as a script when it is built from variables (``--command="... ${MAXTEXT_ARGS}"``).
+
+    Each character of the string keeps where it was written, so a key set in ``MAXTEXT_ARGS="..."`` is read, and
+    edited, where that assignment writes it. A part bash would only know at run time (``run_name=${WORKLOAD_NAME}``
+    with ``$(date ...)``) stays unknown to that one word instead of hiding the whole command.
+    """
+    inner_text = _known_text(inner)
+    origin = [(p.file, p.start + k if p.start >= 0 else -1) for p in inner.pieces for k in range(len(p.text))]
+    script = read_script(inner_text, _INNER, resolve=files.find, files={})
+    script.files.pop(_INNER, None)
+    for c in script.commands:
+        c.words = [_remap(w, origin) for w in c.words]
+        written = next((q.start for w in c.words for q in w.pieces if q.file == source and q.start >= 0), None)
+        c.file, c.line = source, (text.count("\n", 0, written) + 1) if written is not None else c.line
+    cfg = _config_from_script(script, text, source, files)
+    return cfg.model_copy(update={"text": text})
+
+
+def _remap(w: Val, origin: list[tuple[str | None, int]]) -> Val:
+    """A word of the inner script with each character's origin taken back to where the outer script wrote it."""
+    pieces: list[Piece] = []
+    for p in w.pieces:
+        if p.file != _INNER or p.start < 0:
+            pieces.append(p)
+            continue
+        for k, ch in enumerate(p.text):
+            file, at = origin[p.start + k]
+            last = pieces[-1] if pieces else None
+            joins = last is not None and last.file == file and (
+                (at < 0 and last.start < 0) or (at >= 0 and last.start >= 0 and last.start + len(last.text) == at))
+            if joins and last is not None:
+                pieces[-1] = Piece(last.text + ch, file, last.start)
+            else:
+                pieces.append(Piece(ch, file, at))
+    return Val(tuple(pieces), w.unknown or hole_reason(tuple(pieces)), w.assumed)
 
 
 def _inner_script(inner: Val, text: str, source: str, files: Files) -> ShardingConfig:

@@ -214,7 +214,7 @@ def _resolve(config: ShardingConfig, num_devices: int, num_slices: int) -> tuple
         per_slice,
         group="ici",
         source=config.source,
-        mismatch=lambda parts, p: f"{parts} = {p} devices per slice, but the run has {num_devices} chips "
+        mismatch=lambda parts, p: f"{parts} = {p} devices per slice, but the run has {_count(config, num_devices)} "
         f"in {num_slices} {slice_word} ({per_slice} per slice)",
     )
     if num_slices == 1:  # MaxText builds no DCN mesh for one slice: every dcn_* value is ignored
@@ -227,6 +227,12 @@ def _resolve(config: ShardingConfig, num_devices: int, num_slices: int) -> tuple
         mismatch=lambda parts, p: f"{parts} = {p} slices, but the run has {num_slices} {slice_word}",
     )
     return ici, dcn
+
+
+def _count(config: ShardingConfig, num_devices: int) -> str:
+    """The run's size in the words of its hardware: chips, or chips and the JAX devices they are (TPU7x)."""
+    k = config.jax_per_chip()
+    return f"{num_devices} chips" if k == 1 else f"{num_devices // k} chips = {num_devices} devices"
 
 
 def mesh(config: ShardingConfig, num_devices: int, num_slices: int) -> Mesh:

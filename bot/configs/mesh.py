@@ -84,6 +84,44 @@ class Mesh(BaseModel):
             )
 
 
+# MaxText's create_device_mesh lays the mesh's last axes on the nearest devices; in ASAP's axes, innermost first.
+# On a chip JAX shows as several devices (TPU7x: its two TensorCores) those devices sit on these axes first.
+JAX_INNER_FIRST: tuple[Axis, ...] = ("expert", "tensor", "sequence", "fsdp", "pipeline", "data")
+
+
+def fold_devices(mesh: Mesh, per_chip: int, *, source: str | None = None) -> Mesh:
+    """A mesh over JAX devices as the mesh over chips of ``per_chip`` devices each.
+
+    The chip's devices are taken off the innermost axes that hold them (``JAX_INNER_FIRST``): MaxText's
+    ``ici_fsdp_parallelism=64 ici_data_parallelism=2`` on 64 TPU7x chips (128 devices) is fsdp 32 x data 2 over
+    chips, each chip holding two neighbouring FSDP shards. ASAP prices chips: per chip the same weights shard and
+    batch, and the traffic between a chip's own two devices does not leave it.
+    """
+    if per_chip == 1:
+        return mesh
+    ici, left = dict(mesh.ici), per_chip
+    for axis in JAX_INNER_FIRST:
+        g = math.gcd(ici.get(axis, 1), left)
+        if g > 1:
+            ici[axis] //= g
+            left //= g
+    if left != 1:
+        raise ConfigError(f"the ICI mesh {mesh.short()} cannot be laid over chips of {per_chip} devices each "
+                          f"(its sizes do not hold a factor of {per_chip})", source=source, field="mesh")
+    return Mesh(ici=ici, dcn=dict(mesh.dcn))
+
+
+def unfold_devices(mesh: Mesh, per_chip: int) -> Mesh:
+    """The device mesh a chip mesh is written as (the inverse of :func:`fold_devices`): the chip's devices join
+    the innermost axis in use (FSDP when every axis is 1)."""
+    if per_chip == 1:
+        return mesh
+    ici = dict(mesh.ici)
+    axis = next((a for a in JAX_INNER_FIRST if ici.get(a, 1) > 1), "fsdp")
+    ici[axis] = ici.get(axis, 1) * per_chip
+    return Mesh(ici=ici, dcn=dict(mesh.dcn))
+
+
 def resolve_wildcard(sizes: dict[str, int], total: int, *, source: str | None = None, group: str = "ici") -> dict[str, int]:
     """Replace a single ``-1`` axis ("the rest") so that ``sizes`` multiply to ``total``.
 

@@ -14,7 +14,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from bot.configs.mesh import Axis, Mesh
+from bot.configs.mesh import Axis, Mesh, fold_devices
 from bot.errors import ConfigError
 
 Format = Literal["maxtext", "ici_mesh", "megatron", "deepspeed", "torchtitan"]
@@ -78,6 +78,11 @@ class ShardingConfig(BaseModel):
     vintage: str | None = Field(default=None, description="MaxText: which MaxText version the axes look like; "
                                 "torchtitan: which TOML layout the file uses")
     devices: int | None = Field(default=None, description="the device count the launch itself states, if any")
+    devices_per_chip: int = Field(
+        default=1, ge=1,
+        description="MaxText: JAX devices per chip of the run's hardware (2 on TPU7x): the config's mesh sizes count "
+        "devices and mesh() folds them into chips; set by whoever reads the config for a run",
+    )
     nodes: int | None = Field(default=None, description="nodes / slices the launch itself states, if any")
     launch: str | None = Field(default=None, description="the launch command read, e.g. 'torchrun ... (train.sh:77)'")
     insert_at: int | None = Field(
@@ -135,12 +140,35 @@ class ShardingConfig(BaseModel):
         normalized (size-1 axes dropped). Raises :class:`ConfigError` naming the key and the arithmetic.
         """
         _check_counts(num_devices, num_slices, self.source)
-        return _module(self.format).mesh(self, num_devices, num_slices)
+        per_chip = self.jax_per_chip()
+        if per_chip == 1:
+            return _module(self.format).mesh(self, num_devices, num_slices)
+        try:
+            devices = _module(self.format).mesh(self, num_devices * per_chip, num_slices)
+        except ConfigError as exc:
+            raise ConfigError(exc.message, source=exc.source, field=exc.field, hint=self._per_chip_hint(num_devices)) \
+                from None
+        return fold_devices(devices, per_chip, source=self.source)
+
+    def jax_per_chip(self) -> int:
+        """Devices per chip the config's sizes count: ``devices_per_chip`` for MaxText (JAX devices), else 1."""
+        return self.devices_per_chip if self.format == "maxtext" else 1
+
+    def _per_chip_hint(self, chips: int) -> str:
+        return (f"MaxText counts JAX devices: {self.devices_per_chip} per chip on this hardware, so its ici_*/dcn_* "
+                f"sizes multiply to {chips * self.devices_per_chip} for these {chips} chips")
 
     def notes(self, num_devices: int, num_slices: int = 1) -> list[str]:
         """Legal-but-notable facts about this config on that run (e.g. tensor parallelism across nodes)."""
         _check_counts(num_devices, num_slices, self.source)
-        return _module(self.format).notes(self, num_devices, num_slices)
+        per_chip = self.jax_per_chip()
+        out = _module(self.format).notes(self, num_devices * per_chip, num_slices)
+        if per_chip > 1:
+            devices = _module(self.format).mesh(self, num_devices * per_chip, num_slices).normalized()
+            out.append(f"{num_devices} chips are {num_devices * per_chip} JAX devices ({per_chip} per chip): the "
+                       f"config's mesh {devices.short()} over devices is {self.mesh(num_devices, num_slices).normalized().short()} "
+                       "over chips, which ASAP prices")
+        return out
 
 
 def _check_counts(num_devices: int, num_slices: int, source: str) -> None:

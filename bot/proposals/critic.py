@@ -115,10 +115,13 @@ def batch_split_problems(record: RunRecord, mesh: Mesh, settings: Any | None) ->
                 f"= {settings.micro_batch * dp}"
             )
     if settings.per_device_batch:
-        total = settings.per_device_batch * record.num_chips
+        per_chip = record.jax_devices_per_chip  # MaxText counts JAX devices: two per TPU7x chip
+        total = settings.per_device_batch * record.num_chips * per_chip
         if total < 1 or not float(total).is_integer():
+            devices = f"{record.num_chips} chips" if per_chip == 1 else \
+                f"{record.num_chips * per_chip} devices ({record.num_chips} chips)"
             out.append(
-                f"per_device_batch_size {settings.per_device_batch:g} x {record.num_chips} chips = {total:g} is not a "
+                f"per_device_batch_size {settings.per_device_batch:g} x {devices} = {total:g} is not a "
                 "whole number of sequences"
             )
     return out

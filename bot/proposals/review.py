@@ -57,7 +57,7 @@ def review(
     Unreadable files raise :class:`~bot.errors.AsapError` (bad input); everything about the meshes
     themselves is reported as findings.
     """
-    from bot.configs.detect import load_config
+    from bot.configs.detect import for_run, load_config
 
     old_cfg = load_config(Path(old_path))
     new_cfg = load_config(Path(new_path))
@@ -65,6 +65,8 @@ def review(
     skipped: list[str] = []
 
     record = run.record if run is not None else None
+    if record is not None:  # MaxText's sizes count the run's JAX devices (two per TPU7x chip)
+        old_cfg, new_cfg = for_run(old_cfg, record), for_run(new_cfg, record)
     if record is not None:
         chips, slices = record.num_chips, record.num_slices
     elif num_chips is not None:

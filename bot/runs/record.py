@@ -407,3 +407,15 @@ class RunRecord(BaseModel):
     @property
     def chips_per_slice(self) -> int:
         return self.num_chips // self.num_slices
+
+    @property
+    def jax_devices_per_chip(self) -> int:
+        """Devices JAX counts per chip of this run's hardware (2 on TPU7x; 1 elsewhere or for an unknown chip):
+        what MaxText's mesh sizes and per_device_batch_size count."""
+        from bot.errors import UnknownChip
+        from knowledge.hardware import get_chip
+
+        try:
+            return get_chip(self.chip).jax_devices_per_chip
+        except UnknownChip:
+            return 1
