@@ -14,7 +14,7 @@ from typing import Any
 
 from bot.configs.common import as_bool
 from bot.configs.pipeline_layout import check_layout, edge_stage_layout, rank_layers
-from bot.errors import AsapError
+from bot.errors import AsapError, UnknownChip
 from bot.runs.record import RunRecord, TrainingSpec
 from knowledge.cost_act_offload import offload_layers
 from knowledge.cost_fp8_recipe import recipe_note
@@ -23,6 +23,7 @@ from knowledge.cost_packing import packing_note
 from knowledge.cost_peft import ALL_TARGETS, DEFAULT_RANK, adapter_params_per_layer
 from knowledge.cost_remat import RematSpec, config_policy, megatron_policy, runyaml_policy
 from knowledge.cost_settings import TrainingSettings, dtype_bytes, matmul_dtype
+from knowledge.hardware import get_chip
 
 RematPolicy = str  # the policy as written: "none", "full", "minimal", "save_dot_except_mlpwi", "selective", ...
 
@@ -832,7 +833,7 @@ def _model_state(run: RunRecord, cfg: TrainingSettings | None, notes: list[str])
         else:
             out.update(weight_bytes=4.0, grad_bytes=4.0, optimizer_bytes=opt - 4.0)
         out["sequence_parallel"] = True
-        out["fused_cross_entropy"] = False
+        out["fused_cross_entropy"] = _xla_tpu_loss_fused(run, cfg)
     flash = True if cfg is None or cfg.flash_attention is None else cfg.flash_attention
     out["flash_attention"] = flash
     if not flash:
@@ -842,6 +843,24 @@ def _model_state(run: RunRecord, cfg: TrainingSettings | None, notes: list[str])
     if out["optimizer_offload"] and not (cfg is not None and cfg.deepspeed):
         notes.append("optimizer_memory_host_offload: optimizer state kept in host memory, not HBM")
     return out
+
+
+def _xla_tpu_loss_fused(run: RunRecord, cfg: TrainingSettings | None) -> bool:
+    """MaxText / JAX on TPU: XLA fuses the fp32 softmax into the loss reduction, so only the bf16 logits stay live.
+
+    Evidence, not a default: Google's Ironwood recipes run gpt-oss-120b (201,088-token vocabulary, 163,840 tokens
+    per chip) and gemma4-26b (262,144, 131,072 tokens per chip) with ``num_vocab_tiling=1`` on 192 GiB chips, and the
+    materialized softmax (6 bytes per logit) alone would take 198 and 206 GB (tpu-recipes training/ironwood @
+    c8cfe2f); MaxText's Gemma 2 / 3 recipes on 32 GB v6e likewise. The band's high edge keeps the materialized
+    softmax (costmodel._materialized_loss_excess, which also says so). XLA:GPU has no such evidence here and keeps
+    the materialized point.
+    """
+    if effective_framework(run.framework, cfg) not in XLA_FUSING:
+        return False
+    try:
+        return get_chip(run.chip).family == "tpu"
+    except UnknownChip:
+        return False
 
 
 _ZERO_SHARDS = {0: "nothing (plain data parallelism)", 1: "the optimizer state", 2: "optimizer state and gradients",

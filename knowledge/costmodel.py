@@ -364,6 +364,7 @@ def _memory(shape: Shape, terms: Terms, chip: Chip, mesh: Mesh, calibration: Cal
     mem_low -= min(_fused_loss_saving(shape, terms, assumptions) * act_scale, memory["activations"]) * (1 - u_act)
     mem_low -= min(_prefetch_saving(shape, terms, assumptions), memory.get("weights", 0.0)) * (1 - U_STATE)
     mem_high = state_mem * (1 + U_STATE) + memory["activations"] * (1 + u_act)
+    mem_high += _materialized_loss_excess(shape, terms, assumptions) * act_scale * (1 + u_act)
     capacity = chip.hbm_bytes
     fits = total_mem <= capacity * (1 - DEFAULT_HEADROOM)
     if not fits and _is_baseline(mesh, calibration) and total_mem <= capacity:
@@ -403,6 +404,22 @@ def _fused_loss_saving(shape: Shape, terms: Terms, assumptions: list[str]) -> fl
             "the memory band's low edge takes that"
         )
     return saving
+
+
+def _materialized_loss_excess(shape: Shape, terms: Terms, assumptions: list[str]) -> float:
+    """How much higher the loss buffers may be than priced where XLA's fused loss is the point (MaxText / JAX on
+    TPU, ``cost_shapes._xla_tpu_loss_fused``): the fp32 softmax materialized beside the bf16 logits, 6 bytes per
+    logit instead of 2."""
+    if shape.framework not in XLA_FUSING or not shape.fused_cross_entropy or terms.stages is None:
+        return 0.0
+    logits = float(terms.stages["logits_bytes"][0])
+    excess = logits * (6.0 / BF16 - 1.0)
+    if excess > 0.02 * float(sum(v[0] for v in terms.memory.values())):
+        assumptions.append(
+            f"loss buffers {logits / 1e9:.1f} GB at 2 bytes per logit: XLA on TPU fuses the fp32 softmax into the "
+            f"cross-entropy, so only the bf16 logits stay live (published TPU recipes run that could not hold it); "
+            f"materialized it would be {(logits + excess) / 1e9:.1f} GB: the memory band's high edge takes that")
+    return excess
 
 
 def _prefetch_saving(shape: Shape, terms: Terms, assumptions: list[str]) -> float:

@@ -101,3 +101,19 @@ def test_fold_and_unfold_are_inverse() -> None:
     assert fold_devices(Mesh(ici={"fsdp": 64, "sequence": 8}), 2) == Mesh(ici={"fsdp": 64, "sequence": 4})
     with pytest.raises(ConfigError):
         fold_devices(Mesh(ici={"fsdp": 3}), 2)
+
+
+def test_a_large_vocabulary_recipe_that_ran_is_priced_as_fitting(tmp_path: Path) -> None:
+    # gpt-oss-120b: 201,088-token vocabulary, 10 sequences of 8,192 per device (163,840 tokens per chip), no vocab
+    # tiling, ran on 192 GiB chips. With the fp32 softmax materialized (6 B per logit) the logits alone would be 198 GB;
+    # XLA on TPU fuses it into the loss, so the point prices the bf16 logits and the band's high edge the rest.
+    from knowledge import costmodel
+
+    run = _run(tmp_path, OSS)
+    settings = settings_for_run(run)
+    pred = costmodel.predict(run.record, load_run_config(run).mesh(64, 1), settings=settings)
+    logits_fused = 2 * 163840 * 201088
+    assert pred.fits_memory, pred.memory_per_chip_bytes / 1e9
+    assert pred.memory_breakdown_bytes["activations"] > logits_fused  # the bf16 logits are counted
+    assert pred.memory_high_bytes is not None and pred.memory_high_bytes > pred.memory_per_chip_bytes + 2 * logits_fused
+    assert any("fuses the fp32 softmax" in a and "2 bytes per logit" in a for a in pred.assumptions)
