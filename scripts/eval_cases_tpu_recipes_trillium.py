@@ -8,7 +8,9 @@ price against. AI-Hypercomputer/tpu-recipes (Apache-2.0) publishes, per recipe, 
 workload's ``tuning_params`` as MaxText defines them at that tag (``benchmarks/maxtext_trillium_model_configs.py``),
 and a log line of the run: ``completed step: N, seconds: S, TFLOP/s/device: F, Tokens/s/device: T, total_weights: W``.
 Llama 3.1 8B on 8 to 256 chips and Llama 3.1 70B on 32 to 256 chips are two scaling tables; Llama 3.1 405B (two
-slices), Mixtral 8x7B, Mistral 7B and GPT-3 175B one table of models.
+slices), Mixtral 8x7B, Mixtral 8x22B, Mistral 7B and GPT-3 175B one table of models. The Mixtral 8x22B README
+pins a MaxText commit (261a8be0) that predates its workload; that row takes tpu-recipes-v0.1.2, whose workload
+is the same at every tpu-recipes tag and matches the log's total_weights (ROW_NOTES says so in the case).
 
 Each case's ``mesh.yml`` is the workload's tuning parameters that change what a step costs (batch, parallelism,
 remat and its per-tensor choices, sequence, attention, dtypes, MoE routing), as MaxText's overrides on base.yml;
@@ -85,6 +87,14 @@ ROWS: list[tuple[str, str, str, str, str, str, int, int, dict[str, Any], str]] =
       "attention": "flash", "megablox": False, "sparse_matmul": False, "capacity_factor": 1.25},
      "completed step: 11, seconds: 13.484, TFLOP/s/device: 302.311, Tokens/s/device: 3645.203, total_weights: "
      "12582912, loss: 10.546"),
+    ("mixtral-8x22b-256", "tpu-recipes-trillium-models", "training/trillium/Mixtral-8x22B-MaxText/README.md",
+     "tpu-recipes-v0.1.2", "mixtral_8x22b_dropped", "mixtral-8x22b", 256, 1,
+     {"per_device_batch_size": 8, "max_target_length": 4096, "ici_fsdp_parallelism": 64, "ici_expert_parallelism": 4,
+      **OFFLOAD_QKV_O, "attention": "flash", "megablox": False, "sparse_matmul": False, "capacity_factor": 1.25,
+      "dtype": "bfloat16", "weight_dtype": "bfloat16", "allow_split_physical_axes": True,
+      "custom_mesh": "hybrid_ring_64x4"},
+     "completed step: 9, seconds: 24.706, TFLOP/s/device: 332.463, Tokens/s/device: 1326.307, total_weights: 8388608, "
+     "loss: 0.045"),
     ("mistral-7b-8", "tpu-recipes-trillium-models", "training/trillium/Mistral-7B-MaxText/README.md",
      "tpu-recipes-v0.1.2", "mistral_7b", "mistral-7b", 8, 1,
      {"per_device_batch_size": 6, "ici_fsdp_parallelism": -1, **OFFLOAD_QKV_O, "max_target_length": 8192,
@@ -105,6 +115,26 @@ ASSUMED = [
     "parallelism the workload does not set comes from base.yml (ici_fsdp_parallelism -1, dcn_data_parallelism -1)",
     "the workload's XLA flags (collective fusion, host offload, VMEM limits) are not read",
 ]
+
+# Rows whose README does not name a tpu-recipes tag: case stem -> (how the README pins MaxText, its own assumed lines,
+# which replace the generic capacity_factor line).
+ROW_NOTES: dict[str, tuple[str, list[str]]] = {
+    "mixtral-8x22b-256": (
+        "'Test Env: jaxlib=0.4.35, libtpu-nightly=20241119, maxtext@261a8be0fc5e909ef9da0521df62549e650ebb79', "
+        "--libtpu_version=20241119",
+        ["the README's MaxText commit 261a8be0 (2024-11-21) does not define mixtral_8x22b_dropped: MaxText added it in "
+         "449b4fe52a781e8f9adfa43550bed36d2e9dbd99 ('Add 8x22b config to benchmark', 2025-02-12, the day the README was "
+         "committed) and its tuning_params are the same there and at every tpu-recipes tag v0.1.0 to v0.1.5; the case "
+         "takes tpu-recipes-v0.1.2, as its table's neighbours do; the log's total_weights 8,388,608 = "
+         "per_device_batch_size 8 x 256 chips x max_target_length 4096 agrees",
+         "allow_split_physical_axes and custom_mesh hybrid_ring_64x4 (how the 64 x 4 mesh is laid on the v6e-256 torus) "
+         "are kept as the workload sets them; ASAP reads neither and prices the fsdp 64 x expert 4 mesh on its own "
+         "link model",
+         "capacity_factor 1.25 with megablox and sparse_matmul off: MaxText's dense MoE path with token dropping "
+         "(capacity-sized expert buffers, one-hot dispatch / combine), which ASAP reads from these three settings",
+         "left out of mesh.yml: the splash-attention block sizes (sa_block_q, sa_block_q_dkv, sa_block_q_dq 2048), "
+         "gcs_metrics, use_iota_embed, dataset, checkpointing, profiler and tokenizer settings"]),
+}
 
 
 def _log(line: str) -> dict[str, float]:
@@ -139,8 +169,9 @@ def write_case(root: Path, row: tuple[str, str, str, str, str, str, int, int, di
     from bot.configs.detect import load_config
 
     mesh = load_config(folder / "mesh.yml").mesh(chips, slices).normalized().model_dump(exclude_defaults=True)
-    assumed = list(ASSUMED)
-    if "capacity_factor" in params:
+    pin, notes = ROW_NOTES.get(stem, (f"'use the MaxText {tag} tag to run this recipe'", None))
+    assumed = list(ASSUMED) if notes is None else [*ASSUMED, *notes]
+    if "capacity_factor" in params and notes is None:
         assumed.append("capacity_factor 1.25 with megablox and sparse_matmul off (token dropping, dense dispatch): "
                        "not priced; ASAP prices dropless routed experts")
     expected = {
@@ -148,7 +179,7 @@ def write_case(root: Path, row: tuple[str, str, str, str, str, str, int, int, di
         "source": f"{RECIPES} {readme} @ {RECIPES_COMMIT} (log line and workload {work} of MaxText {tag})",
         "url": f"https://github.com/{RECIPES}/blob/{RECIPES_FULL}/{readme}",
         "table": table, "row": f"{work} on {slices}x {device}",
-        "stated": [f"{readme}: 'use the MaxText {tag} tag to run this recipe', --device_type={device} "
+        "stated": [f"{readme}: {pin}, --device_type={device} "
                    f"--num_slices={slices} --model_name={work}",
                    f"{readme} log: {line}",
                    f"MaxText {tag} ({MAXTEXT_TAGS[tag]}) benchmarks/maxtext_trillium_model_configs.py {work}: "

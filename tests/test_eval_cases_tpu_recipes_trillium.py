@@ -37,6 +37,7 @@ STEPS = {
     "tpu-recipes-v6e-llama3.1-70b-128": 34786.0, "tpu-recipes-v6e-llama3.1-70b-256": 42656.0,
     "tpu-recipes-v6e-llama3.1-405b-512": 54803.0, "tpu-recipes-v6e-mixtral-8x7b-256": 13484.0,
     "tpu-recipes-v6e-mistral-7b-8": 6320.0, "tpu-recipes-v6e-gpt3-175b-256": 17182.0,
+    "tpu-recipes-v6e-mixtral-8x22b-256": 24706.0,
 }
 
 

@@ -590,7 +590,11 @@ MAXTEXT_KEYS: dict[str, str] = {
     "experts": "num_experts", "experts_per_token": "num_experts_per_tok", "mtp_layers": "mtp_num_layers",
 }
 MAXTEXT_MODEL_KEYS = (*MAXTEXT_KEYS.values(), "base_moe_mlp_dim", "mlp_activations", "global_parameter_scale",
-                      "decoder_block", "logits_via_embedding", "sliding_window_size")
+                      "decoder_block", "logits_via_embedding", "sliding_window_size", "first_num_dense_layers",
+                      "interleave_moe_layer_step", "shared_experts", "attention_type", "q_lora_rank", "kv_lora_rank",
+                      "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim")
+# MaxText's MLA sizes (models/deepseek3-671b.yml) under the names bot.runs.record.ModelSpec uses.
+MAXTEXT_MLA_KEYS = ("q_lora_rank", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim")
 # MaxText decoder blocks that use sliding_window_size on their local layers, and one global layer in how many
 # (models/gemma2.py: local then global in each merged layer; models/gemma3.py GEMMA3_ATTENTION_PATTERN, 5 local + 1
 # global; models/gpt_oss.py GPT_OSS_ATTENTION_PATTERN, local then global). Other blocks ignore the setting.
@@ -639,9 +643,16 @@ def _maxtext_fields(merged: dict[str, tuple[object, str]], d: _Dims) -> None:
     for field, key in MAXTEXT_KEYS.items():
         if key in merged:
             d.set(field, _int(merged[key][0]), merged[key][1])
+    dense_mlp = d.values.get("d_ff"), d.origin.get("d_ff", "")
     moe = _int(merged.get("base_moe_mlp_dim", (None, ""))[0])
     if d.values.get("experts", 1) > 1 and moe:
         d.set("d_ff", moe, merged["base_moe_mlp_dim"][1])
+    if d.values.get("experts", 1) > 1:
+        _maxtext_moe_layout(merged, d, dense_mlp)
+    if str(merged.get("attention_type", ("", ""))[0]).lower() == "mla":
+        for key in MAXTEXT_MLA_KEYS:
+            if key in merged:
+                d.set(key, _int(merged[key][0]), merged[key][1])
     if d.values.get("experts", 1) <= 1:  # dense: MaxText's num_experts 1
         for f in ("experts", "experts_per_token"):
             d.values.pop(f, None)
@@ -669,6 +680,39 @@ def _maxtext_fields(merged: dict[str, tuple[object, str]], d: _Dims) -> None:
     if per and "layers" in d.values:
         d.values["layers"] *= per
         d.origin["layers"] += f", x{per}: each {block} decoder layer holds {per} transformer layers ({block_where})"
+
+
+def _maxtext_moe_layout(merged: dict[str, tuple[object, str]], d: _Dims, dense_mlp: tuple[int | None, str]) -> None:
+    """Which layers have experts, and the shared experts, as MaxText builds them (maxtext_utils.py
+    ``get_dense_moe_layers`` and ``get_shared_expert_mlp_dim``, layers/moe.py, commit e591f30c).
+
+    DeepSeek blocks: the first ``first_num_dense_layers`` layers are dense MLPs of ``base_mlp_dim``. Llama 4 blocks:
+    layer i has experts when (i + 1) % ``interleave_moe_layer_step`` == 0, the others are dense (ASAP prices dense
+    layers by count). Every MoE layer adds ``shared_experts`` always-active MLPs of ``base_moe_mlp_dim`` (Gemma 4:
+    of ``base_mlp_dim``), counted here in experts of the routed width, as the Megatron reader counts them.
+    """
+    block = str(merged.get("decoder_block", ("", ""))[0]).lower()
+    layers, expert = d.values.get("layers"), d.values.get("d_ff")
+    dense = 0
+    if block == "deepseek" and "first_num_dense_layers" in merged:
+        dense = _int(merged["first_num_dense_layers"][0]) or 0
+        where = merged["first_num_dense_layers"][1]
+    elif block == "llama4" and "interleave_moe_layer_step" in merged and layers:
+        step = _int(merged["interleave_moe_layer_step"][0]) or 1
+        dense, where = layers - layers // step, f"{merged['interleave_moe_layer_step'][1]} (one MoE layer in {step})"
+    if dense and layers and dense < layers:
+        d.set("dense_layers", dense, where)
+        if dense_mlp[0] and dense_mlp[0] != expert:
+            d.set("dense_d_ff", dense_mlp[0], dense_mlp[1])
+    n = _int(merged.get("shared_experts", (None, ""))[0])
+    if n and expert:
+        width = dense_mlp[0] if block == "gemma4" and dense_mlp[0] else expert
+        count = max(1, round(n * width / expert))
+        detail = f" ({n} x {width} wide / expert width {expert})" if count != n else ""
+        d.set("shared_experts", count, merged["shared_experts"][1] + detail)
+        if count * expert != n * width:
+            d.notes.append(f"shared-expert width {n * width} is not a multiple of the expert width {expert}: priced "
+                           f"as {count} experts")
 
 
 def _scale(d: _Dims, scale: int, where: str) -> None:
@@ -746,9 +790,6 @@ def _model_file(config: ShardingConfig, name: str, d: _Dims) -> tuple[dict[str, 
     if not isinstance(data, dict):
         d.problems.append(f"{where} is not a YAML mapping")
         return None
-    if data.get("attention_type") == "mla" or data.get("first_num_dense_layers") or data.get("shared_experts"):
-        d.notes.append(f"{where} has multi-head latent attention, dense first layers or shared experts, which "
-                       "ASAP's model shape approximates (attention as plain heads x head_dim; every layer MoE)")
     return data, where
 
 
