@@ -86,6 +86,7 @@ class Terms:
     stages: dict[str, np.ndarray] | None = None  # first/last stage memory (bytes), slowest / mean stage time
     offload_s: np.ndarray | None = None  # DeepSpeed ZeRO offload: host-link and CPU-optimizer wait (cost_offload)
     moe_host_s: np.ndarray | None = None  # the fixed per-MoE-layer time included in compute_s (MOE_LAYER_HOST_S)
+    moe_dispatch_s: np.ndarray | None = None  # MaxText's routed-expert path on TPU beyond its FLOPs, in compute_s
 
     def step_s(
         self, compute_scale: float = 1.0, comm_scale: float = 1.0, fixed_s: float = 0.0
@@ -287,6 +288,16 @@ def moe_layer_s(shape: Shape) -> float:
     """Fixed seconds per MoE layer per micro-batch for this run: graphed or not."""
     return MOE_LAYER_GRAPHED_S if shape.full_iteration_graph else MOE_LAYER_HOST_S
 
+
+# MaxText's dropless (sparse_matmul) MoE on TPU: the routed-expert path (argsort of token x expert pairs, the sorted
+# gather, ragged grouped matmuls in megablox / tokamax kernels, the unsort and the weighted sum, each with its
+# backward) costs TPU_SPARSE_MOE_EXTRA x the routed experts' GEMM time at the bf16 rate beyond that GEMM time, the
+# same in fp8 (the fp8 rows gain only their dense matmuls' share). Fitted across every sparse-MoE TPU row of the
+# corpus together (tpu-recipes Ironwood: DeepSeek-V3, Qwen3 235B, Gemma 4 26B, GPT-OSS 120B in bf16 and fp8; v5p:
+# DeepSeek-V3, Llama 4 Maverick and Scout; docs/cost-model.md "MaxText MoE on TPU"). Coarse expert sets pay less:
+# the term scales by E / TPU_SPARSE_MOE_EXPERTS below that many experts (Scout's 16 experts ran as priced without it).
+TPU_SPARSE_MOE_EXTRA = 1.0
+TPU_SPARSE_MOE_EXPERTS = 128.0
 
 # Share of MOE_LAYER_HOST_S that a re-run MoE forward repeats: its forward half (routing, the token-count exchange
 # and the dispatch's permutation run in forward; backward repeats the kernels but not the routing). Not fitted.
@@ -554,6 +565,7 @@ class _Device:
     model_flops: float
     moe_host_s: np.ndarray  # the fixed per-MoE-layer time inside compute_s (zero for dense models)
     stages: Stages  # which layers each pipeline stage runs (knowledge.cost_stages)
+    moe_dispatch_s: np.ndarray  # TPU_SPARSE_MOE_EXTRA's time inside compute_s (zero but on MaxText's sparse path)
 
 
 def _device_time(shape: Shape, chip: Chip, efficiency: float, mm: _MeshSplit) -> _Device:
@@ -652,7 +664,10 @@ def _device_time(shape: Shape, chip: Chip, efficiency: float, mm: _MeshSplit) ->
     # The attention core's kernels reach another fraction of peak than the GEMMs on some generations (a fitted
     # attention_rate in the catalog: Blackwell), else the matmul rate times its own shape factor.
     t_attn = attn_hw / chips / (peak * (chip.attention_rate or 1.0)) / f_core * cp_imbalance
-    compute_s = t_dense_c + t_expert_c + t_attn
+    # MaxText's dropless routed-expert path on TPU (sort, ragged grouped matmuls, unsort) costs a fitted multiple of
+    # the routed experts' GEMM time at the bf16 rate beyond it, whatever the matmul dtype (TPU_SPARSE_MOE_EXTRA)
+    dispatch = _tpu_sparse_moe_extra(shape, chip, expert_flops / chips / peak / shape_factor(tok_expert, D, F / etp))
+    compute_s = t_dense_c + t_expert_c + t_attn + dispatch
     if ssm_flops:  # the scan runs in bf16 whatever the linear layers' dtype (re-run too under full recompute)
         compute_s = compute_s + ssm_flops * (1.0 + (1.0 / 3.0 if spec.megatron_full else 0.0)) / chips / peak
     hbm_s = np.maximum(0.0, dense_flops / chips / (i_dense * bw) - t_dense_c) + np.maximum(
@@ -676,7 +691,22 @@ def _device_time(shape: Shape, chip: Chip, efficiency: float, mm: _MeshSplit) ->
     moe_host = per_moe_layer * st.slow_moe
     compute_s = compute_s + moe_host
 
-    return _Device(compute_s, hbm_s, model_flops, moe_host, st)
+    return _Device(compute_s, hbm_s, model_flops, moe_host, st, dispatch * st.factor)
+
+
+def tpu_sparse_moe(shape: Shape, chip: Chip) -> bool:
+    """MaxText's dropless (sparse_matmul) MoE on a TPU: the runs TPU_SPARSE_MOE_EXTRA prices."""
+    return shape.is_moe and shape.framework in XLA_FUSING and chip.family == "tpu" and not shape.moe_dense_capacity
+
+
+def _tpu_sparse_moe_extra(shape: Shape, chip: Chip, expert_bf16_s: np.ndarray) -> np.ndarray:
+    """Seconds MaxText's dropless MoE path on TPU costs beyond its routed experts' FLOPs (``TPU_SPARSE_MOE_EXTRA``
+    x their GEMM time at the bf16 rate, scaled down by E / ``TPU_SPARSE_MOE_EXPERTS`` for coarser expert sets);
+    zero elsewhere: GPU frameworks carry MOE_LAYER_HOST_S, and MaxText's dense dropping path is priced as FLOPs."""
+    if not tpu_sparse_moe(shape, chip):
+        return np.zeros_like(expert_bf16_s)
+    share = min(1.0, float(shape.experts) / TPU_SPARSE_MOE_EXPERTS)
+    return TPU_SPARSE_MOE_EXTRA * share * expert_bf16_s
 
 
 def _dense_dispatch_flops(shape: Shape, tokens: float, *, rerun: bool) -> float:
@@ -986,4 +1016,5 @@ def evaluate(
         stages=stages,
         offload_s=offload,
         moe_host_s=dev.moe_host_s,
+        moe_dispatch_s=dev.moe_dispatch_s,
     )

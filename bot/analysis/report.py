@@ -125,7 +125,7 @@ class PredictedStep(_Out):
     calibrated: bool = Field(description="the total is calibrated on a step time, tokens/s or MFU run.yaml measured")
     split_percent: dict[str, float] = Field(
         description="share of the predicted step per term, 0-100: compute, hbm, communication, pipeline_bubble, "
-        "moe_overhead, offload, fixed (terms that are zero are left out)")
+        "moe_overhead, moe_dispatch, offload, fixed (terms that are zero are left out)")
     mfu_percent: float | None = Field(description="model FLOPs utilization at the predicted step; null: model unknown")
     tokens_per_second: float | None = Field(description="tokens per second at the predicted step; null: batch unknown")
     memory_per_chip_bytes: float = Field(description="predicted peak memory per chip")

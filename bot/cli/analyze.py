@@ -258,6 +258,7 @@ def _kpi_table(title: str, rows: list[tuple[str, str]]) -> Table:
 
 _SPLIT_NAMES = {"compute": "compute", "hbm": "HBM-bound work", "communication": "exposed collectives",
                 "pipeline_bubble": "pipeline bubble", "moe_overhead": "MoE per-layer overhead",
+                "moe_dispatch": "MoE routed path (TPU)",
                 "offload": "ZeRO offload wait", "fixed": "fixed per-step time"}
 
 
