@@ -33,7 +33,7 @@ RECIPES = "AI-Hypercomputer/tpu-recipes"
 RECIPES_FULL = "c8cfe2f689081d36701a101cd73a70965d80926b"  # the tpu-recipes snapshot read (2026-08-07)
 RECIPES_COMMIT = RECIPES_FULL[:7]
 MAXTEXT_TAGS = {"tpu-recipes-v0.1.2": "14b5876ea857c09cc3d8645385f984689376a331",
-                "tpu-recipes-v0.1.4": "0c243eec49262e39e21b1adc2472fa2388e8eb57"}
+                "tpu-recipes-v0.1.4": "9f1820b472ef362e7b5c782fe1d6fda8a0943eff"}  # the commit the annotated tag names
 
 OFFLOAD_QKV_O = {"remat_policy": "custom", "decoder_layer_input": "offload", "out_proj": "offload",
                  "query_proj": "offload", "key_proj": "offload", "value_proj": "offload"}
@@ -172,8 +172,9 @@ def write_case(root: Path, row: tuple[str, str, str, str, str, str, int, int, di
     pin, notes = ROW_NOTES.get(stem, (f"'use the MaxText {tag} tag to run this recipe'", None))
     assumed = list(ASSUMED) if notes is None else [*ASSUMED, *notes]
     if "capacity_factor" in params and notes is None:
-        assumed.append("capacity_factor 1.25 with megablox and sparse_matmul off (token dropping, dense dispatch): "
-                       "not priced; ASAP prices dropless routed experts")
+        assumed.append("capacity_factor 1.25 with megablox and sparse_matmul off: MaxText's dense MoE path with token "
+                       "dropping (capacity-sized expert buffers, one-hot dispatch / combine), which ASAP reads from "
+                       "these three settings")
     expected = {
         "schema_version": 1, "kind": "config_only",
         "source": f"{RECIPES} {readme} @ {RECIPES_COMMIT} (log line and workload {work} of MaxText {tag})",
