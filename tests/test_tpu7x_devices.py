@@ -117,3 +117,28 @@ def test_a_large_vocabulary_recipe_that_ran_is_priced_as_fitting(tmp_path: Path)
     assert pred.memory_breakdown_bytes["activations"] > logits_fused  # the bf16 logits are counted
     assert pred.memory_high_bytes is not None and pred.memory_high_bytes > pred.memory_per_chip_bytes + 2 * logits_fused
     assert any("fuses the fp32 softmax" in a and "2 bytes per logit" in a for a in pred.assumptions)
+
+
+def test_a_key_the_launcher_does_not_set_is_added_among_its_maxtext_args(tmp_path: Path) -> None:
+    # tensor 2 over chips is ici_tensor_parallelism=4 over devices, a key the launcher never sets: it goes after the
+    # last word the file writes as a literal (steps=30), not after base_output_directory=${BASE_OUTPUT_DIR} (an
+    # expansion, where it once landed inside the word) nor after run_name=${WORKLOAD_NAME} (known only at run time)
+    run = _run(tmp_path, LLAMA)
+    cfg = load_run_config(run)
+    new = apply_mesh(cfg, Mesh(ici={"fsdp": 32, "tensor": 2}))
+    diff = diff_text(cfg.text, new, "run_recipe.sh")
+    assert "+steps=30 ici_tensor_parallelism=4 \\" in diff and "+ici_fsdp_parallelism=32 \\" in diff
+    assert for_run(parse_config(new, "run_recipe.sh"), run.record).mesh(64, 1) == Mesh(ici={"fsdp": 32, "tensor": 2})
+
+
+def test_no_place_for_a_new_override_is_a_clear_error_not_a_stray_edit(tmp_path: Path) -> None:
+    # the whole --command comes from a variable another file sets: this file writes none of the launch's words, so a
+    # key the launch lacks cannot be added here (it once raised KeyError, and before that spliced into another line)
+    (tmp_path / "vars.sh").write_text('CMD="python3 -m MaxText.train MaxText/configs/base.yml ici_fsdp_parallelism=-1"\n')
+    (tmp_path / "launch.sh").write_text('#!/bin/bash\nsource ./vars.sh\nxpk workload create --device-type=tpu7x-4x4x4 '
+                                        '--num-slices=1 --workload=w --command="${CMD}"\n')
+    cfg = for_run(load_config(tmp_path / "launch.sh"), type("R", (), {"jax_devices_per_chip": 2})())
+    assert cfg.mesh(64, 1) == Mesh(ici={"fsdp": 64})
+    with pytest.raises(ConfigError) as err:
+        apply_mesh(cfg, Mesh(ici={"fsdp": 32, "tensor": 2}))
+    assert "cannot add ici_tensor_parallelism=4" in err.value.message and "by hand" in (err.value.hint or "")

@@ -30,7 +30,7 @@ from bot.configs.megatron_launch import (
     yaml_value,
 )
 from bot.configs.sharding import ConfigKey, Scalar, ShardingConfig
-from bot.configs.shell import Command, Piece, Script, Val, hole_reason, read_script
+from bot.configs.shell import Command, Script, Val, hole_reason, read_script, remap
 from bot.configs.yamlscan import compose, scalar
 from bot.errors import ConfigError
 
@@ -446,8 +446,9 @@ def _xpk_config(cmd: Command, text: str, source: str, files: Files, script: Scri
     inner = cmd.words[i]
     if words[i].startswith("--command="):
         inner = inner.slice(len("--command=")) if not inner.unknown else _after(inner, len("--command="))
-    cfg = _inner_script(inner, text, source, files) if inner.span() is not None else \
-        _inner_from_pieces(inner, text, source, files)
+    span = inner.span()
+    cfg = _inner_script(inner, text, source, files) if span is not None and span[0] == source else \
+        _inner_from_pieces(inner, text, source, files, script.files)  # built from variables, or in another file
     slices = _flag_value(words, "--num-slices")
     if slices:
         cfg = cfg.model_copy(update={"nodes": slices})
@@ -479,42 +480,48 @@ def _flag_value(words: list[str], flag: str) -> int | None:
 _INNER = "<xpk --command>"
 
 
-def _inner_from_pieces(inner: Val, text: str, source: str, files: Files) -> ShardingConfig:
+def _inner_from_pieces(inner: Val, text: str, source: str, files: Files, read: dict[str, str]) -> ShardingConfig:
     """The --command string read as a script when it is built from variables (``--command="... ${MAXTEXT_ARGS}"``).
 
     Each character of the string keeps where it was written, so a key set in ``MAXTEXT_ARGS="..."`` is read, and
     edited, where that assignment writes it. A part bash would only know at run time (``run_name=${WORKLOAD_NAME}``
     with ``$(date ...)``) stays unknown to that one word instead of hiding the whole command.
     """
-    inner_text = _known_text(inner)
     origin = [(p.file, p.start + k if p.start >= 0 else -1) for p in inner.pieces for k in range(len(p.text))]
-    script = read_script(inner_text, _INNER, resolve=files.find, files={})
-    script.files.pop(_INNER, None)
+    return embedded_script(_known_text(inner), origin, text, source, files, _INNER, read)
+
+
+def embedded_script(inner: str, origin: list[tuple[str | None, int]], text: str, source: str, files: Files,
+                    name: str, read: dict[str, str] | None = None) -> ShardingConfig:
+    """A script written inside another file (an XPK ``--command`` string, a Kubernetes container's command), read
+    with each of its characters taken back to where ``text`` writes it (``origin``), so a value is read, and edited,
+    in place, and a new override goes after the launch line's last word in the file. ``read``: the other files the
+    outer script read (path -> text), where some of those characters may be written."""
+    script = read_script(inner, name, resolve=files.find, files={})
+    script.files.pop(name, None)
+    script.files = {**(read or {}), **script.files}
+    script.files.pop(source, None)
     for c in script.commands:
-        c.words = [_remap(w, origin) for w in c.words]
+        if c.file != name:  # a script the embedded one calls or sources keeps its own positions
+            continue
+        c.words = [remap(w, name, origin) for w in c.words]
+        c.env = {k: remap(v, name, origin) for k, v in c.env.items()}
         written = next((q.start for w in c.words for q in w.pieces if q.file == source and q.start >= 0), None)
         c.file, c.line = source, (text.count("\n", 0, written) + 1) if written is not None else c.line
+        c.end = _written_end(c.words, text, source)
     cfg = _config_from_script(script, text, source, files)
     return cfg.model_copy(update={"text": text})
 
 
-def _remap(w: Val, origin: list[tuple[str | None, int]]) -> Val:
-    """A word of the inner script with each character's origin taken back to where the outer script wrote it."""
-    pieces: list[Piece] = []
-    for p in w.pieces:
-        if p.file != _INNER or p.start < 0:
-            pieces.append(p)
-            continue
-        for k, ch in enumerate(p.text):
-            file, at = origin[p.start + k]
-            last = pieces[-1] if pieces else None
-            joins = last is not None and last.file == file and (
-                (at < 0 and last.start < 0) or (at >= 0 and last.start >= 0 and last.start + len(last.text) == at))
-            if joins and last is not None:
-                pieces[-1] = Piece(last.text + ch, file, last.start)
-            else:
-                pieces.append(Piece(ch, file, at))
-    return Val(tuple(pieces), w.unknown or hole_reason(tuple(pieces)), w.assumed)
+def _written_end(words: list[Val], text: str, source: str) -> int:
+    """Where a new override goes for a launch written inside ``source``: just past the last word ``source`` writes
+    as one whole literal token (``steps=30``; ``run_name=${WORKLOAD_NAME}`` and ``x=${EMPTY}`` are passed over: the
+    value's end is not where the token ends), -1 when there is none."""
+    for w in reversed(words):
+        span = w.span()
+        if span is not None and span[0] == source and (span[2] == len(text) or text[span[2]] in " \t\r\n\\\"'"):
+            return span[2]
+    return -1
 
 
 def _inner_script(inner: Val, text: str, source: str, files: Files) -> ShardingConfig:

@@ -28,6 +28,7 @@ from bot.configs.common import (
 from bot.configs.mesh import AXES, Axis, Mesh
 from bot.configs.sharding import ConfigKey, ShardingConfig
 from bot.configs.yamlscan import walk
+from bot.errors import ConfigError
 
 # MaxText key middle (``ici_<middle>_parallelism``) -> canonical axis. Every axis MaxText has or had;
 # which of them a given MaxText reads is its ``mesh_axes`` (see :func:`slots`). The first middle of each
@@ -184,8 +185,6 @@ def mesh_axes_of(root: Node, source: str) -> list[str] | None:
     for k, v in root.value:
         if isinstance(k, ScalarNode) and k.value == "mesh_axes":
             if not isinstance(v, SequenceNode) or not all(isinstance(x, ScalarNode) for x in v.value):
-                from bot.errors import ConfigError
-
                 raise ConfigError(f"mesh_axes must be a list of axis names (line {v.start_mark.line + 1})",
                                   source=source, field="mesh_axes")
             return [x.value for x in v.value]
@@ -297,6 +296,11 @@ def plan(config: ShardingConfig, root: Node, target: Mesh) -> list[Splice]:
                 inserts.append((name, value))
     if inserts and config.insert_style == "override" and config.insert_at is not None:
         splices.append(Splice(config.insert_at, config.insert_at, "".join(f" {n}={v}" for n, v in inserts)))
+    elif inserts and config.launch is not None:  # a launch line with no place in this file for a new override
+        raise ConfigError(
+            f"cannot add {', '.join(f'{n}={v}' for n, v in inserts)}: the launch line's words are not written in "
+            f"{config.source} (they come from another file or are known only at run time)", source=config.source,
+            field="mesh", hint="add the override to the launch command by hand")
     elif inserts:
         splices.extend(_insert_yaml(config, root, inserts))
     return splices

@@ -480,7 +480,7 @@ class Evaluator:
         end = self._eval_end
         for cmd in self.result.commands[before:]:
             cmd.end = end
-            cmd.words = [_remap(w, virtual, origin) for w in cmd.words]
+            cmd.words = [remap(w, virtual, origin) for w in cmd.words]
             cmd.words = [Val(w.pieces, hole_reason(w.pieces) or w.unknown or joined.unknown or "unknown")
                          if HOLE in "".join(p.text for p in w.pieces) or w.unknown else w for w in cmd.words]
             cmd.file, cmd.line = file, line
@@ -525,8 +525,9 @@ class Evaluator:
         self.depth -= 1
 
 
-def _remap(v: Val, virtual: str, origin: list[tuple[str | None, int]]) -> Val:
-    """Pieces that point into an eval'd string point back to where each character was written."""
+def remap(v: Val, virtual: str, origin: list[tuple[str | None, int]]) -> Val:
+    """Pieces that point into ``virtual`` (an eval'd string, a script written inside another file) point back to
+    where each character was written (``origin[i]``: file and offset of the string's character i, -1: nowhere)."""
     out: list[Piece] = []
     for p in v.pieces:
         if p.file != virtual or p.start < 0:
@@ -539,7 +540,7 @@ def _remap(v: Val, virtual: str, origin: list[tuple[str | None, int]]) -> Val:
                 out[-1] = Piece(prev.text + ch, f, prev.start)
             else:
                 out.append(Piece(ch, f, at))
-    return Val(tuple(out), v.unknown)
+    return Val(tuple(out), v.unknown or hole_reason(tuple(out)), v.assumed)
 
 
 def _interleave(vals: list[Val]) -> list[Val]:
