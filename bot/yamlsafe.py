@@ -126,3 +126,24 @@ def compose_node(text: str | bytes) -> Node | None:
         return loader.get_single_node()
     finally:
         loader.dispose()
+
+
+MAX_DOCUMENTS = 64
+"""Documents one multi-document stream (``---``) may hold: a Kubernetes manifest set, not a log."""
+
+
+def compose_nodes(text: str | bytes) -> list[Node]:
+    """The node trees (with marks) of every document of ``text`` (``---``-separated), each bounded like
+    :func:`compose_node`; more than :data:`MAX_DOCUMENTS` documents is a :class:`YamlBombError`."""
+    loader = BoundedSafeLoader(text, allow_cycles=True)
+    out: list[Node] = []
+    try:
+        while loader.check_node():
+            node = loader.get_node()
+            if node is not None:
+                out.append(node)
+            if len(out) > MAX_DOCUMENTS:
+                raise YamlBombError(f"more than {MAX_DOCUMENTS} YAML documents in one file; ASAP reads at most that many")
+        return out
+    finally:
+        loader.dispose()

@@ -9,7 +9,8 @@ Formats (``docs/config-formats.md``): ``maxtext`` (``ici_*_parallelism`` / ``dcn
 ``ici_mesh`` (``ici_mesh:`` / ``dcn_mesh:`` mappings), ``megatron`` (``tensor_model_parallel_size``
 and friends, top level or nested) and ``torchtitan`` (a TOML file: a ``.toml`` name, or a first line opening
 a table such as ``[training]``; :mod:`bot.configs.torchtitan`; or, for torchtitan of March 2026 on, the JSON record
-of its config function, :mod:`bot.configs.torchtitan_json`). Every problem is a :class:`ConfigError`: unreadable or non-UTF-8
+of its config function, :mod:`bot.configs.torchtitan_json`); a Kubernetes manifest (``apiVersion`` + ``kind``) is read
+through its training container's command (:mod:`bot.configs.k8s`). Every problem is a :class:`ConfigError`: unreadable or non-UTF-8
 files, files over 1 MiB, malformed YAML (with line and column), no known keys (listing the expected
 ones), keys of two formats at once, duplicate keys, and sizes that are not integers.
 """
@@ -94,6 +95,10 @@ def _parse(text: str, source: str, path: Path | None, command: str | None, overl
         from bot.configs import torchtitan
 
         return torchtitan.read(text, source, command)
+    from bot.configs import k8s
+
+    if k8s.looks_like(text):  # a Kubernetes manifest (GKE JobSet, Kubeflow PyTorchJob, Job): its container's command
+        return k8s.manifest_config(text, source, files)
     root = compose(text, source)
     if root is None:
         raise ConfigError(f"the file is empty; expected a YAML mapping with one of: {expected_keys()}", source=source)

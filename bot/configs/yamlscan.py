@@ -10,8 +10,9 @@ YAML failure into a :class:`ConfigError` with line/column, and finds keys wherev
 from __future__ import annotations
 
 import re
-from collections.abc import Collection, Iterator
+from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass
+from typing import TypeVar
 
 import yaml
 from yaml.constructor import SafeConstructor
@@ -19,6 +20,8 @@ from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from bot import yamlsafe
 from bot.errors import ConfigError
+
+T = TypeVar("T")
 
 MAX_CONFIG_BYTES = 1024 * 1024
 """Configs larger than this are refused: real sharding configs are a few KiB; a megabyte is a mistake."""
@@ -65,9 +68,18 @@ def _position(text: str, index: int) -> tuple[int, int]:
 
 def compose(text: str, source: str) -> Node | None:
     """Compose ``text`` into a node tree (no tags executed); YAML problems become ConfigError with line/column."""
+    return _composed(text, source, yamlsafe.compose_node)
+
+
+def compose_all(text: str, source: str) -> list[Node]:
+    """Every document of a ``---``-separated stream (a Kubernetes manifest set), errors as :func:`compose`'s."""
+    return _composed(text, source, yamlsafe.compose_nodes)
+
+
+def _composed(text: str, source: str, composer: Callable[[str], T]) -> T:
     check_size(text, source)
     try:
-        return yamlsafe.compose_node(text)
+        return composer(text)
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         what = "; ".join(part for part in (exc.context, exc.problem) if part) or "malformed YAML"
