@@ -30,6 +30,7 @@ from knowledge.cost_core import (
     AXIS_KEYS,
     BF16,
     DEFAULT_OVERLAP_MISS,
+    MEMORY_HEADROOM,
     TPU_SPARSE_MOE_EXPERTS,
     TPU_SPARSE_MOE_EXTRA,
     XLA_FUSING,
@@ -48,7 +49,7 @@ from knowledge.cost_settings import TrainingSettings
 from knowledge.cost_shapes import Shape, missing_for_prediction, resolve_shape
 from knowledge.hardware import Chip, get_chip
 
-DEFAULT_HEADROOM = 0.1  # keep 10% of HBM free for XLA/NCCL workspace and fragmentation
+DEFAULT_HEADROOM = MEMORY_HEADROOM  # keep 10% of HBM free for XLA/NCCL workspace and fragmentation
 
 # Uncertainty budget (relative half-width), added up from what had to be assumed.
 U_CALIBRATED = 0.05  # calibrated on this run: the fit reproduces the baseline; formulas still approximate
@@ -274,6 +275,11 @@ def _assumptions(shape: Shape, terms: Terms, chip: Chip, mesh: Mesh) -> list[str
         reduced = "bf16"
     assumptions.append("fused/flash attention assumed (attention scores not stored); gradients reduced in " + reduced)
     assumptions.extend(_overlap_notes(shape, mesh))
+    if terms.stages is not None and terms.stages["fsdp_prefetch_blocked"][0] > 0:
+        assumptions.append(
+            "FSDP prefetch: two gathered layers do not fit the usable HBM beside the rest, so XLA gathers each layer's "
+            f"weights only once the previous ones are freed: the FSDP all-gathers ({1e3 * float(terms.comm_s['fsdp'][0]) * 2 / 3:.0f} "
+            "ms of traffic) are priced on the critical path; a mesh with more memory headroom hides them")
     if mesh.size("pipeline") > 1 and terms.stages is not None:
         st = {k: float(v[0]) for k, v in terms.stages.items()}
         assumptions.append(
