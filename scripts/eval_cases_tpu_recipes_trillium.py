@@ -137,6 +137,16 @@ ROW_NOTES: dict[str, tuple[str, list[str]]] = {
 }
 
 
+def logged_measurement(readme: str, figures: dict[str, float]) -> list[dict[str, Any]]:
+    """expected.yaml's ``measured``: the README's logged step, tokens/s and TFLOP/s per device (one device a chip
+    on v5e / v5p / v6e), with the line they come from."""
+    return [{"step_time_ms": round(1000.0 * figures["seconds"], 3),
+             "tokens_per_second_per_chip": figures["Tokens/s/device"],
+             "tflops_per_chip": figures["TFLOP/s/device"],
+             "source": f"{readme} log line: seconds {figures['seconds']}, TFLOP/s/device "
+                       f"{figures['TFLOP/s/device']}, Tokens/s/device {figures['Tokens/s/device']}"}]
+
+
 def _log(line: str) -> dict[str, float]:
     """The log line's figures: seconds, TFLOP/s/device, Tokens/s/device, total_weights."""
     fields = dict(part.strip().split(": ", 1) for part in line.split(",") if ": " in part)
@@ -187,15 +197,10 @@ def write_case(root: Path, row: tuple[str, str, str, str, str, str, int, int, di
                    + ", ".join(f"{k}={v}" for k, v in params.items())],
         "assumed": assumed,
         "adopted_mesh": mesh,
-        "measured": [{"step_time_ms": round(1000.0 * figures["seconds"], 3),
-                      "tokens_per_second_per_chip": figures["Tokens/s/device"],
-                      "tflops_per_chip": figures["TFLOP/s/device"],
-                      "source": f"{readme} log line: seconds {figures['seconds']}, TFLOP/s/device "
-                                f"{figures['TFLOP/s/device']}, Tokens/s/device {figures['Tokens/s/device']}"}],
+        "measured": logged_measurement(readme, figures),
     }
     mbridge_cases.write(folder, "expected.yaml", expected)
     return cid
-
 
 
 def main(argv: list[str]) -> int:

@@ -168,11 +168,7 @@ def write_case(root: Path, row: dict[str, Any]) -> str:
                    + ", ".join(f"{k}={v}" for k, v in params.items())],
         "assumed": assumed,
         "adopted_mesh": mesh,
-        "measured": [{"step_time_ms": round(1000.0 * figures["seconds"], 3),
-                      "tokens_per_second_per_chip": figures["Tokens/s/device"],
-                      "tflops_per_chip": figures["TFLOP/s/device"],
-                      "source": f"{readme} log line: seconds {figures['seconds']}, TFLOP/s/device "
-                                f"{figures['TFLOP/s/device']}, Tokens/s/device {figures['Tokens/s/device']}"}],
+        "measured": trillium.logged_measurement(readme, figures),
     }
     mbridge_cases.write(folder, "expected.yaml", expected)
     return cid
