@@ -278,8 +278,8 @@ def _assumptions(shape: Shape, terms: Terms, chip: Chip, mesh: Mesh) -> list[str
     if terms.stages is not None and terms.stages["fsdp_prefetch_blocked"][0] > 0:
         assumptions.append(
             "FSDP prefetch: two gathered layers do not fit the usable HBM beside the rest, so XLA gathers each layer's "
-            f"weights only once the previous ones are freed: the FSDP all-gathers ({1e3 * float(terms.comm_s['fsdp'][0]) * 2 / 3:.0f} "
-            "ms of traffic) are priced on the critical path; a mesh with more memory headroom hides them")
+            "weights only once the previous ones are freed: the FSDP all-gathers are priced on the critical path "
+            "(comm.fsdp); a mesh with more memory headroom hides them")
     if mesh.size("pipeline") > 1 and terms.stages is not None:
         st = {k: float(v[0]) for k, v in terms.stages.items()}
         assumptions.append(
@@ -443,7 +443,7 @@ def _materialized_loss_excess(shape: Shape, terms: Terms, assumptions: list[str]
     if excess > 0.02 * float(sum(v[0] for v in terms.memory.values())):
         assumptions.append(
             f"loss buffers {logits / 1e9:.1f} GB at 2 bytes per logit: XLA on TPU fuses the fp32 softmax into the "
-            f"cross-entropy, so only the bf16 logits stay live (published TPU recipes run that could not hold it); "
+            f"cross-entropy, so only the bf16 logits stay live (published TPU recipes that ran could not have held it); "
             f"materialized it would be {(logits + excess) / 1e9:.1f} GB: the memory band's high edge takes that")
     return excess
 
