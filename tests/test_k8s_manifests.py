@@ -121,6 +121,15 @@ def test_a_pytorchjob_args_list_is_read_and_edited_in_its_list_item() -> None:
                                                "+                - --tensor-model-parallel-size=4"]
 
 
+def test_kubernetes_expands_env_references_in_args_and_an_edit_goes_to_the_env_value() -> None:
+    # Kubernetes replaces $(TP) in args with the container's env before torchrun starts; $$(PP) stays literal text
+    manifest = PYTORCHJOB.replace("- --tensor-model-parallel-size=8", "- --tensor-model-parallel-size=$(TP)")
+    cfg = parse_config(manifest, "job.yaml")
+    assert cfg.mesh(128, 16).size("tensor") == 8
+    new = apply_mesh(cfg, cfg.mesh(128, 16).model_copy(update={"ici": {"tensor": 4, "data": 2}}))
+    assert _changed_lines(manifest, new) == ['-                  value: "8"', '+                  value: "4"']
+
+
 def test_a_bash_script_sees_the_containers_env_and_an_edit_goes_to_its_value() -> None:
     manifest = """\
 apiVersion: batch/v1

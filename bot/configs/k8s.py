@@ -113,24 +113,52 @@ def _containers(node: Node, replicas: int, depth: int = 0) -> Iterator[tuple[Map
 
 # ------------------------------------------------------------------------------------------ the command line
 def _container_script(text: str, source: str, container: MappingNode) -> tuple[str, Origin]:
-    """The container's ``env`` + ``command`` + ``args`` as shell text, each character's origin in ``text``."""
+    """The container's ``env`` + ``command`` + ``args`` as shell text, each character's origin in ``text``.
+
+    Kubernetes expands ``$(NAME)`` in ``command`` / ``args`` with the container's ``env`` before anything runs
+    (``$$(NAME)`` stays literal), so those references take the env value, and its place in the manifest, here too.
+    """
+    env: dict[str, tuple[str, Origin]] = {}
     parts: list[tuple[str, Origin]] = []
     for name, value in _env(container):
+        env[name] = (str(value.value), _origins(text, source, value))
         parts.append((f"export {name}=", [(None, -1)] * (len(name) + 8)))
-        parts.append(_quoted(text, source, value))
+        parts.append(_quoted(*env[name]))
         parts.append(("\n", [(None, -1)]))
-    words = [w for key in ("command", "args") for w in _scalars(_get(container, key))]
-    flag = next((i for i, w in enumerate(words[1:3], 1) if re.fullmatch(r"-[a-z]*c", str(w.value))), None)
-    if words and Path(str(words[0].value)).name in {Path(s).name for s in SHELLS} and flag is not None \
+    words = [_expand(str(w.value), _origins(text, source, w), env)
+             for key in ("command", "args") for w in _scalars(_get(container, key))]
+    flag = next((i for i, w in enumerate(words[1:3], 1) if re.fullmatch(r"-[a-z]*c", w[0])), None)
+    if words and Path(words[0][0]).name in {Path(s).name for s in SHELLS} and flag is not None \
             and flag + 1 < len(words):
-        script = words[flag + 1]  # bash -c SCRIPT: SCRIPT is the script (later words are $0, $1, ...)
-        parts.append((str(script.value), _origins(text, source, script)))
+        parts.append(words[flag + 1])  # bash -c SCRIPT: SCRIPT is the script (later words are $0, $1, ...)
     else:
         for i, w in enumerate(words):
             if i:
                 parts.append((" ", [(None, -1)]))
-            parts.append(_quoted(text, source, w))
+            parts.append(_quoted(*w))
     return "".join(p[0] for p in parts), [o for p in parts for o in p[1]]
+
+
+def _expand(value: str, origin: Origin, env: dict[str, tuple[str, Origin]]) -> tuple[str, Origin]:
+    """Kubernetes' ``$(NAME)`` expansion of one command / args string: a defined name takes the env value (with its
+    origins), ``$$`` is a literal ``$``, anything else stays as written."""
+    out, where, i = [], [], 0
+    while i < len(value):
+        m = re.match(r"\$\(([A-Za-z_][A-Za-z0-9_]*)\)", value[i:])
+        if value.startswith("$$", i):
+            out.append("$")
+            where.append(origin[i])
+            i += 2
+        elif m and m.group(1) in env:
+            text, at = env[m.group(1)]
+            out.append(text)
+            where.extend(at)
+            i += m.end()
+        else:
+            out.append(value[i])
+            where.append(origin[i])
+            i += 1
+    return "".join(out), where
 
 
 def _env(container: MappingNode) -> Iterator[tuple[str, ScalarNode]]:
@@ -149,16 +177,15 @@ def _scalars(node: Node | None) -> list[ScalarNode]:
     return [node] if isinstance(node, ScalarNode) else []
 
 
-def _quoted(text: str, source: str, node: ScalarNode) -> tuple[str, Origin]:
-    """One word, single-quoted for the shell (Kubernetes passes it as is, no expansion); a word holding a quote
-    is read but not mapped back (read-only)."""
-    value = str(node.value)
+def _quoted(value: str, origin: Origin) -> tuple[str, Origin]:
+    """One word, single-quoted for the shell (Kubernetes passes it as is, no shell expansion); a word holding a
+    quote is read but not mapped back (read-only)."""
     if "'" in value:
         import shlex
 
         q = shlex.quote(value)
         return q, [(None, -1)] * len(q)
-    return f"'{value}'", [(None, -1), *_origins(text, source, node), (None, -1)]
+    return f"'{value}'", [(None, -1), *origin, (None, -1)]
 
 
 def _origins(text: str, source: str, node: ScalarNode) -> Origin:
