@@ -656,7 +656,8 @@ def _device_time(shape: Shape, chip: Chip, efficiency: float, mm: _MeshSplit) ->
         # torchtitan's float8 converter leaves the output projection in bf16 (module_filter_fn fqn != "output"
         # @9dec370; [float8] filter_fqns = ["output"] in its 2025 configs)
         t_dense_c = t_dense_c + dense_flops / chips * share["out"] / f_out * (1.0 / peak - 1.0 / mm_peak)
-    t_expert_c = expert_flops / chips / mm_peak / shape_factor(tok_expert, D, F / etp)
+    f_expert = shape_factor(tok_expert, D, F / etp)
+    t_expert_c = expert_flops / chips / mm_peak / f_expert
     # Flash attention: compute-bound at any practical S. Causal context parallelism without load balancing
     # leaves the last rank the whole lower triangle: 2·cp/(cp+1) of the mean [Megatron-Core context
     # parallelism docs; Liu et al. 2023, ring attention] unless the sequence is split in balanced chunks.
@@ -666,7 +667,7 @@ def _device_time(shape: Shape, chip: Chip, efficiency: float, mm: _MeshSplit) ->
     t_attn = attn_hw / chips / (peak * (chip.attention_rate or 1.0)) / f_core * cp_imbalance
     # MaxText's dropless routed-expert path on TPU (sort, ragged grouped matmuls, unsort) costs a fitted multiple of
     # the routed experts' GEMM time at the bf16 rate beyond it, whatever the matmul dtype (TPU_SPARSE_MOE_EXTRA)
-    dispatch = _tpu_sparse_moe_extra(shape, chip, expert_flops / chips / peak / shape_factor(tok_expert, D, F / etp))
+    dispatch = _tpu_sparse_moe_extra(shape, chip, expert_flops / chips / peak / f_expert)
     compute_s = t_dense_c + t_expert_c + t_attn + dispatch
     if ssm_flops:  # the scan runs in bf16 whatever the linear layers' dtype (re-run too under full recompute)
         compute_s = compute_s + ssm_flops * (1.0 + (1.0 / 3.0 if spec.megatron_full else 0.0)) / chips / peak

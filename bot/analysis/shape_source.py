@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import PurePath
 from typing import TYPE_CHECKING, Any
 
+from bot.configs.mesh import device_count
 from bot.runs.record import RunRecord, TrainingSpec
 
 if TYPE_CHECKING:
@@ -72,9 +73,7 @@ def _training(record: RunRecord, settings: Any) -> KpiShape:
                           f"{record.num_chips // (settings.batch_divisor or 1)})")
         else:  # MaxText states it per device: per_device_batch_size x chips x gradient accumulation
             accum = f" x {settings.grad_accum} accumulation steps" if (settings.grad_accum or 1) > 1 else ""
-            per_chip = record.jax_devices_per_chip  # JAX devices: two per TPU7x chip
-            devices = f"{record.num_chips} chips" if per_chip == 1 else \
-                f"{record.num_chips * per_chip} devices ({record.num_chips} chips x {per_chip})"
+            devices = device_count(record.num_chips, record.jax_devices_per_chip)  # JAX devices: two per TPU7x chip
             filled.append(f"global batch {batch} (per-device batch {settings.per_device_batch:g} x {devices}{accum})")
         unstated.append("training.global_batch")
     if seq and not have_seq:

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from bot.configs.common import as_bool
+from bot.configs.mesh import device_count
 from bot.configs.pipeline_layout import edge_stage_layout
 from bot.configs.sharding import ShardingConfig
 from bot.errors import ConfigError
@@ -195,7 +196,7 @@ def _maxtext_rules(cfg: ShardingConfig, sizes: dict[str, int], num_chips: int, m
         per_chip = cfg.jax_per_chip()  # JAX devices per chip: two on TPU7x
         total = pdbs * num_chips * per_chip
         if total < 1 or abs(total - round(total)) > 1e-9:
-            devices = f"{num_chips} chips" if per_chip == 1 else f"{num_chips * per_chip} devices ({num_chips} chips)"
+            devices = device_count(num_chips, per_chip)
             out.append(Problem(True, "global_batch", f"per_device_batch_size={pdbs} x {devices} = {total:g} "
                                "is not a whole number of sequences: MaxText refuses to start"))
     pp = sizes["pipeline"]

@@ -19,11 +19,13 @@ from __future__ import annotations
 
 import math
 import re
+import shlex
 from collections.abc import Iterator
 from pathlib import Path
 
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
+from bot.configs.launch import Files, embedded_script
 from bot.configs.sharding import ShardingConfig
 from bot.configs.yamlscan import compose_all
 from bot.errors import ConfigError, UnknownChip
@@ -44,10 +46,8 @@ def looks_like(text: str) -> bool:
     return len({m.group(1) for m in _HEAD.finditer(text)}) == 2
 
 
-def manifest_config(text: str, source: str, files: object) -> ShardingConfig:
+def manifest_config(text: str, source: str, files: Files) -> ShardingConfig:
     """The config of the first container in ``text`` (a Kubernetes manifest) that launches training."""
-    from bot.configs.launch import embedded_script
-
     docs = [d for d in compose_all(text, source) if _is_manifest(d)]
     refused: list[str] = []
     for doc in docs:
@@ -56,7 +56,7 @@ def manifest_config(text: str, source: str, files: object) -> ShardingConfig:
             if not inner.strip():
                 continue
             try:
-                cfg = embedded_script(inner, origin, text, source, files, f"<{_name(container)} container>")  # type: ignore[arg-type]
+                cfg = embedded_script(inner, origin, text, source, files, f"<{_name(container)} container>")
             except ConfigError as exc:
                 if "no training launch" not in exc.message:
                     raise
@@ -181,8 +181,6 @@ def _quoted(value: str, origin: Origin) -> tuple[str, Origin]:
     """One word, single-quoted for the shell (Kubernetes passes it as is, no shell expansion); a word holding a
     quote is read but not mapped back (read-only)."""
     if "'" in value:
-        import shlex
-
         q = shlex.quote(value)
         return q, [(None, -1)] * len(q)
     return f"'{value}'", [(None, -1), *origin, (None, -1)]
@@ -239,10 +237,8 @@ def _literal_offsets(text: str, start: int, end: int, value: str) -> list[int] |
         rebuilt.append(line + "\n")
         out.extend(range(a + indent, a + indent + len(line)))
         out.append(b)
-    joined = "".join(rebuilt)
-    if not joined.startswith(value) and not value.startswith(joined.rstrip("\n")):
-        return None
-    return out[:len(value)] if len(out) >= len(value) and joined[:len(value)] == value else None
+    joined = "".join(rebuilt)  # the block's text with every line's newline kept; the value is it, chomped
+    return out[:len(value)] if joined.startswith(value) else None
 
 
 # -------------------------------------------------------------------------------------------------- hardware

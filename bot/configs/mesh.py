@@ -89,6 +89,12 @@ class Mesh(BaseModel):
 JAX_INNER_FIRST: tuple[Axis, ...] = ("expert", "tensor", "sequence", "fsdp", "pipeline", "data")
 
 
+def device_count(chips: int, per_chip: int) -> str:
+    """What MaxText's per-device figures multiply by, in words: ``64 chips``, or ``128 devices (64 chips x 2)`` on a
+    chip JAX shows as several devices (TPU7x)."""
+    return f"{chips} chips" if per_chip == 1 else f"{chips * per_chip} devices ({chips} chips x {per_chip})"
+
+
 def fold_devices(mesh: Mesh, per_chip: int, *, source: str | None = None) -> Mesh:
     """A mesh over JAX devices as the mesh over chips of ``per_chip`` devices each.
 

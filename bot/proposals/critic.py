@@ -29,7 +29,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any
 
-from bot.configs.mesh import AXES, Mesh
+from bot.configs.mesh import AXES, Mesh, device_count
 from bot.errors import AsapError
 from bot.proposals.failures import HARD_OUTCOMES, FailureHistory, load_failures
 from bot.proposals.kinds import describe_change, mesh_dict
@@ -118,8 +118,7 @@ def batch_split_problems(record: RunRecord, mesh: Mesh, settings: Any | None) ->
         per_chip = record.jax_devices_per_chip  # MaxText counts JAX devices: two per TPU7x chip
         total = settings.per_device_batch * record.num_chips * per_chip
         if total < 1 or not float(total).is_integer():
-            devices = f"{record.num_chips} chips" if per_chip == 1 else \
-                f"{record.num_chips * per_chip} devices ({record.num_chips} chips)"
+            devices = device_count(record.num_chips, per_chip)
             out.append(
                 f"per_device_batch_size {settings.per_device_batch:g} x {devices} = {total:g} is not a "
                 "whole number of sequences"
