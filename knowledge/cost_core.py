@@ -635,7 +635,8 @@ def _device_time(shape: Shape, chip: Chip, efficiency: float, mm: _MeshSplit) ->
     # experts, each split over etp ranks (tok_mb x K x ne / E on the mesh's own grid, etp = tensor, ep = expert).
     ep, etp = mm.grid.ep, mm.grid.etp
     tok_expert = tok_mb * K * ep * etp / (E * nt)
-    i_expert = _intensity(tok_expert, D, F / etp)
+    W = float(shape.expert_width)  # the routed experts' input width: d_model, or LatentMoE's latent
+    i_expert = _intensity(tok_expert, W, F / etp)
     # fp8 linear layers (Transformer Engine, torchao Float8) run the dense matmuls at the fp8 peak; the
     # attention core stays in bf16.
     # Quantized int8 matmuls (MaxText quantization: int8, AQT) run at the int8 peak where one is published.
@@ -656,7 +657,7 @@ def _device_time(shape: Shape, chip: Chip, efficiency: float, mm: _MeshSplit) ->
         # torchtitan's float8 converter leaves the output projection in bf16 (module_filter_fn fqn != "output"
         # @9dec370; [float8] filter_fqns = ["output"] in its 2025 configs)
         t_dense_c = t_dense_c + dense_flops / chips * share["out"] / f_out * (1.0 / peak - 1.0 / mm_peak)
-    f_expert = shape_factor(tok_expert, D, F / etp)
+    f_expert = shape_factor(tok_expert, W, F / etp)
     t_expert_c = expert_flops / chips / mm_peak / f_expert
     # Flash attention: compute-bound at any practical S. Causal context parallelism without load balancing
     # leaves the last rank the whole lower triangle: 2·cp/(cp+1) of the mean [Megatron-Core context
@@ -938,7 +939,8 @@ def _activation_collectives(shape: Shape, chip: Chip, mm: _MeshSplit, st: Stages
     # "A2A(EP)" on the rank's own tokens, then "AG(TP)"). On the critical path unless the framework overlaps it
     # with another micro-batch's compute (Megatron-Core overlap_moe_expert_parallel_comm).
     if shape.is_moe:
-        a2a = BF16 * tok_mb * K * D / (nt if shape.sequence_parallel else 1.0)
+        # (LatentMoE dispatches the projected tokens: expert_width, not d_model)
+        a2a = BF16 * tok_mb * K * float(shape.expert_width) / (nt if shape.sequence_parallel else 1.0)
         # over the MoE layers' all-to-all group: the expert axis, widened by ranks folded out of tensor / context
         moe_net = mm.moe_net
         share = node_dedup_share(float(shape.experts), K, moe_net.n_slow[:, EXPERT]) if shape.ep_node_dedup else 1.0

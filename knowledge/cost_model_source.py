@@ -17,8 +17,8 @@ from bot.runs.record import ModelSpec, RunRecord
 
 MODEL_FIELDS: tuple[str, ...] = ("layers", "d_model", "d_ff", "heads", "kv_heads", "head_dim", "vocab",
                                  "mlp_matrices", "experts", "experts_per_token", "tied_embeddings", "sliding_window",
-                                 "global_every", "shared_experts", "dense_layers", "dense_d_ff", "q_lora_rank",
-                                 "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim", "layer_pattern",
+                                 "global_every", "shared_experts", "dense_layers", "dense_d_ff", "moe_latent_size",
+                                 "q_lora_rank", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim", "layer_pattern",
                                  "mamba_heads", "mamba_head_dim", "mamba_state_dim", "mamba_groups", "mtp_layers")
 
 

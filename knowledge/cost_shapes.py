@@ -129,6 +129,7 @@ class Shape:
     dense_layers: int = 0  # MoE models: the first k layers have a dense MLP of width dense_d_ff, no experts
     dense_d_ff: int = 0  # their MLP width (0: d_ff)
     shared_experts: int = 0  # always-active experts of width d_ff per MoE layer: dense compute, replicated weights
+    moe_latent: int = 0  # LatentMoE: routed experts run in this width, behind d_model <-> latent projections (0: none)
     v_head_dim: int = 0  # per-head value / attention-output size (0: head_dim; MLA: v_head_dim, head_dim = qk_nope + rope)
     mla_latent: int = 0  # MLA: per-token width of the compressed latents (q_lora + kv_lora + the shared rope key)
     attn_params_layer: float = 0.0  # attention projection parameters per layer (0: the standard / GQA count)
@@ -215,7 +216,15 @@ class Shape:
         if not self.is_moe:
             return float(self.n_mlp * self.mlp_matrices * self.d_model * self.d_ff)
         dense = self.dense_layers * self.mlp_matrices * self.d_model * (self.dense_d_ff or self.d_ff)
-        return float(dense + self.moe_layers * self.shared_experts * self.mlp_matrices * self.d_model * self.d_ff)
+        shared = self.shared_experts * self.mlp_matrices * self.d_model * self.d_ff
+        latent = 2 * self.d_model * self.moe_latent  # LatentMoE's down and up projections, run for every token
+        return float(dense + self.moe_layers * (shared + latent))
+
+    @property
+    def expert_width(self) -> int:
+        """Width the routed experts' matmuls run in and their tokens are dispatched at: the latent under
+        LatentMoE, else d_model."""
+        return self.moe_latent or self.d_model
 
     @property
     def params_dense(self) -> float:
@@ -399,6 +408,7 @@ def resolve_shape(run: RunRecord, settings: TrainingSettings | None = None) -> S
         dense_layers=(m.mlp_layers - m.moe_layers) if experts > 1 else 0,  # leading dense_layers / a pattern's -
         dense_d_ff=(m.dense_d_ff or 0) if experts > 1 else 0,
         shared_experts=(m.shared_experts or 0) if experts > 1 else 0,
+        moe_latent=(m.moe_latent_size or 0) if experts > 1 else 0,
         **mla,
         **hybrid,
         **behaviour,
@@ -522,7 +532,13 @@ def _model_numbers(m: Any, assumptions: list[str], guessed: set[str]) -> dict[st
         params_total = float(m.params) if m.params else params_total
     # routed experts only: shared experts and dense_layers' MLPs are dense weights (replicated over the expert axis)
     routed_layers = m.moe_layers + m.mtp_moe_layers
-    params_expert = float(routed_layers * m.mlp_matrices * m.d_model * d_ff * experts) if experts > 1 else 0.0
+    width = m.moe_latent_size or m.d_model  # LatentMoE: the routed experts run in the latent width
+    params_expert = float(routed_layers * m.mlp_matrices * width * d_ff * experts) if experts > 1 else 0.0
+    if m.moe_latent_size and experts > 1:
+        assumptions.append(
+            f"LatentMoE: routed experts run in a {m.moe_latent_size}-wide latent (d_model {m.d_model} projected down "
+            "before dispatch and back up after combine, two dense matmuls per MoE layer); tokens are dispatched at "
+            "the latent width, the router and shared experts see d_model")
     params_expert = min(params_expert, params_total)
     params_active = params_total - params_expert + params_expert * top_k / experts
     return {"heads": heads, "kv_heads": kv_heads, "head_dim": head_dim, "mla": mla, "experts": experts,

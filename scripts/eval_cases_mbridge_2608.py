@@ -28,10 +28,11 @@ Left out, with the reason (architectures ASAP does not price):
   (``nemotron_3_5_lightning_pretrain_config``: mtp_num_layers 2, mtp_hybrid_override_pattern "*E",
   mtp_use_repeated_layer). ASAP names the MTP layers of a hybrid pattern but does not price them, so the row's
   extra output-layer passes and MTP blocks would be missing.
-* Nemotron_3_Super and Nemotron_3_Ultra: hybrid Mamba-2 / LatentMoE stacks (experts run in a projected latent
-  width: ``moe_latent_size``, fc1/fc2_latent_proj in ``nemotron_h_bridge.py``; "120B-A12B LatentMoE" and
-  "550B-A55B LatentMoE" in their recipes). They also carry repeated hybrid MTP blocks, and their dimensions exist
-  only in Hugging Face configs the repository does not hold. ASAP's MoE shape has no latent width. The Ultra rows
+* Nemotron_3_Super and Nemotron_3_Ultra: hybrid Mamba-2 / LatentMoE stacks. ASAP prices LatentMoE
+  (``model.moe_latent_size``; their dimensions are in Megatron-LM's examples/post_training/modelopt/conf/nvidia/
+  argument files, tests/data/real/megatron), but their recipes also train two repeated hybrid multi-token-prediction
+  blocks (mtp_num_layers 2, mtp_hybrid_override_pattern "*E", mtp_use_repeated_layer), which ASAP names and does not
+  price: each adds another output-layer pass and an attention + MoE layer, about 6% of Super's FLOPs. The Ultra rows
   also run Megatron-FSDP (HSDP).
 """
 

@@ -103,6 +103,8 @@ FLAG_SETTINGS: dict[str, str] = {
     # DeepSeek-V3-style MoE and MLA dimensions (bot.configs.model_dims._megatron_moe_layout / _megatron_mla)
     "moe_ffn_hidden_size": "moe_ffn_hidden_size",
     "moe_shared_expert_intermediate_size": "moe_shared_expert_intermediate_size", "moe_layer_freq": "moe_layer_freq",
+    "moe_latent_size": "moe_latent_size",  # LatentMoE (Nemotron 3 Super / Ultra)
+    "squared_relu": "squared_relu",  # Megatron-LM --squared-relu: a plain (2-matrix) MLP with ReLU^2
     "multi_latent_attention": "multi_latent_attention", "q_lora_rank": "q_lora_rank", "kv_lora_rank": "kv_lora_rank",
     "qk_head_dim": "qk_head_dim", "qk_pos_emb_head_dim": "qk_pos_emb_head_dim", "v_head_dim": "v_head_dim",
     # hybrid Mamba stacks (bot.configs.model_dims._megatron_hybrid): --hybrid-override-pattern is the deprecated name
@@ -182,7 +184,7 @@ _BOOL_FLAGS = {"sequence_parallel", "use_distributed_optimizer", "use_flash_attn
                "fp8_param_gather", "cross_entropy_loss_fusion", "use_megatron_fsdp", "overlap_moe_expert_parallel_comm",
                "moe_enable_deepep", "tp_comm_overlap", "enable_cuda_graph", "external_cuda_graph",
                "account_for_embedding_in_pipeline_split", "account_for_loss_in_pipeline_split",
-               "use_precision_aware_optimizer"}
+               "use_precision_aware_optimizer", "squared_relu"}
 
 
 def _inert_state_dtypes(settings: dict[str, Scalar], origins: dict[str, ConfigKey], notes: list[str]) -> None:

@@ -40,8 +40,8 @@ from bot.configs.yamlscan import compose
 
 FIELDS: tuple[str, ...] = ("layers", "d_model", "d_ff", "heads", "kv_heads", "head_dim", "vocab", "mlp_matrices",
                            "experts", "experts_per_token", "seq_len", "tied_embeddings", "sliding_window",
-                           "global_every", "shared_experts", "dense_layers", "dense_d_ff", "q_lora_rank",
-                           "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim", "layer_pattern",
+                           "global_every", "shared_experts", "dense_layers", "dense_d_ff", "moe_latent_size",
+                           "q_lora_rank", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim", "layer_pattern",
                            "mamba_heads", "mamba_head_dim", "mamba_state_dim", "mamba_groups", "mtp_layers")
 GATED = ("swiglu", "fast-swiglu", "fast_swiglu", "geglu", "fast-geglu", "fast_geglu", "reglu", "fast-reglu")
 MODEL_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
@@ -69,6 +69,7 @@ class ModelDims(BaseModel):
     shared_experts: int | None = None  # DeepSeek-V3-style MoE and MLA (bot.runs.record.ModelSpec)
     dense_layers: int | None = None
     dense_d_ff: int | None = None
+    moe_latent_size: int | None = None  # LatentMoE (Nemotron 3 Super / Ultra)
     q_lora_rank: int | None = None
     kv_lora_rank: int | None = None
     qk_nope_head_dim: int | None = None
@@ -252,13 +253,14 @@ def _number(values: dict[str, Scalar], value: Scalar, notes: list[str], path: st
 MEGATRON_NAMES: tuple[str, ...] = (
     "num_layers", "hidden_size", "ffn_hidden_size", "num_attention_heads", "num_query_groups",
     "group_query_attention", "kv_channels", "swiglu", "activation", "activation_func", "gated_linear_unit",
-    "vocab_size", "padded_vocab_size", "make_vocab_size_divisible_by", "num_experts", "num_moe_experts",
+    "squared_relu", "vocab_size", "padded_vocab_size", "make_vocab_size_divisible_by", "num_experts", "num_moe_experts",
     "moe_router_topk", "seq_length", "sequence_length", "encoder_seq_length", "tokenizer_type", "tokenizer_model", "vocab_file",
     "tensor_model_parallel_size", "type", "library", "untie_embeddings_and_output_weights",
     "share_embeddings_and_output_weights", "window_size", "window_attn_skip_freq",
     # DeepSeek-V3-style MoE and MLA (Megatron-LM arguments.py _add_moe_args / _add_mla_args; Megatron-Core
     # TransformerConfig / MLATransformerConfig field names in YAML)
-    "moe_ffn_hidden_size", "moe_shared_expert_intermediate_size", "moe_layer_freq", "multi_latent_attention",
+    "moe_ffn_hidden_size", "moe_shared_expert_intermediate_size", "moe_layer_freq", "moe_latent_size",
+    "multi_latent_attention",
     "q_lora_rank", "kv_lora_rank", "qk_head_dim", "qk_pos_emb_head_dim", "v_head_dim",
     # hybrid Mamba stacks (Megatron-LM --hybrid-layer-pattern / deprecated --hybrid-override-pattern; Megatron-Core
     # TransformerConfig mamba_* fields; Megatron-Bridge HybridModelProvider)
@@ -390,6 +392,9 @@ def _megatron_moe_layout(v: dict[str, Scalar], d: _Dims, where: Any) -> None:
         d.set("shared_experts", n, where(path) + (f" ({width} / expert width {per})" if n != 1 else ""))
         if n * per != width:
             d.notes.append(f"shared-expert width {width} is not a multiple of the expert width {per}: priced as {n}")
+    path, value = _find(v, "moe_latent_size")  # LatentMoE (Megatron-Core TransformerConfig.moe_latent_size)
+    if _int(value):
+        d.set("moe_latent_size", _int(value), where(path))
     path, value = _find(v, "moe_layer_freq")
     layers = d.values.get("layers")
     if path is None or not layers:
@@ -486,6 +491,10 @@ def _megatron_gated(v: dict[str, Scalar], d: _Dims, where: Any, launch: bool) ->
     if _bool(swiglu) is not None:
         d.set("mlp_matrices", 3 if _bool(swiglu) else 2, where(path))
         return bool(_bool(swiglu))
+    path, relu2 = _find(v, "squared_relu")
+    if _bool(relu2):  # Megatron-LM --squared-relu (Nemotron-H, Nemotron 3): ReLU^2, no gate
+        d.set("mlp_matrices", 2, where(path))
+        return False
     path, act = _find(v, "activation", "activation_func")
     if isinstance(act, str) and act.strip():
         gated = act.strip().lower() in GATED or "glu" in act.strip().lower()

@@ -59,6 +59,11 @@ class ModelSpec(BaseModel):
         "(DeepSeek-V3: 3; Megatron --moe-layer-freq ([0]*3+[1]*58))")
     dense_d_ff: PositiveInt | None = Field(
         default=None, description="MLP width of the dense_layers (DeepSeek-V3: 18432); defaults to d_ff")
+    moe_latent_size: PositiveInt | None = Field(
+        default=None, description="LatentMoE (Nemotron 3 Super / Ultra; Megatron-Core and Hugging Face "
+        "moe_latent_size): the routed experts run in this width. Each MoE layer projects a token d_model -> latent "
+        "before dispatch and latent -> d_model after combine (two dense matmuls); the router and the shared experts "
+        "see the full d_model. Omit for experts of width d_model")
     q_lora_rank: PositiveInt | None = Field(
         default=None, description="multi-head latent attention (MLA): rank of the compressed query (DeepSeek-V3: 1536); "
         "omit for a full-rank query projection (DeepSeek-V2-Lite)")
@@ -94,6 +99,8 @@ class ModelSpec(BaseModel):
         if self.dense_layers and self.layers and self.dense_layers >= self.layers:
             raise ValueError(f"dense_layers {self.dense_layers} must be fewer than layers {self.layers}")
         self._pattern_fits()
+        if self.moe_latent_size and not (self.experts and self.experts > 1):
+            raise ValueError(f"moe_latent_size {self.moe_latent_size} is a MoE setting, but experts is not given")
         if self.kv_lora_rank and not (self.qk_nope_head_dim and self.qk_rope_head_dim and self.v_head_dim):
             raise ValueError("kv_lora_rank (multi-head latent attention) needs qk_nope_head_dim, qk_rope_head_dim and "
                              "v_head_dim")
@@ -240,18 +247,33 @@ class ModelSpec(BaseModel):
         attn = self.attention_params()
         if not (k and self.d_model and self.d_ff and attn is not None):
             return 0.0
-        width = self.d_ff
+        mlp = float(self.mlp_matrices * self.d_model * self.d_ff)
         if self.is_moe:
-            width = self.d_ff * ((self.experts or 1) * routed + (self.shared_experts or 0))
-        return float(k * (attn + self.mlp_matrices * self.d_model * width + 2 * self.d_model * self.d_model))
+            mlp = self.moe_layer_dense_params() + (self.routed_params_per_layer() if routed else 0.0)
+        return float(k * (attn + mlp + 2 * self.d_model * self.d_model))
+
+    @property
+    def expert_width(self) -> int:
+        """Width the routed experts' matmuls run in: moe_latent_size under LatentMoE, else d_model."""
+        return self.moe_latent_size or self.d_model or 0
+
+    def routed_params_per_layer(self) -> float:
+        """One MoE layer's routed experts: experts x mlp_matrices x expert width x d_ff."""
+        return float((self.experts or 0) * self.mlp_matrices * self.expert_width * (self.d_ff or 0))
+
+    def moe_layer_dense_params(self) -> float:
+        """One MoE layer's weights every token passes through besides the routed experts: the shared experts
+        (full d_model) and, under LatentMoE, the d_model -> latent and latent -> d_model projections."""
+        shared = self.mlp_matrices * (self.d_model or 0) * (self.d_ff or 0) * (self.shared_experts or 0)
+        latent = 2 * (self.d_model or 0) * (self.moe_latent_size or 0)
+        return float(shared + latent)
 
     def routed_expert_params(self) -> float:
         """Parameters of the routed experts, MTP modules' included (sharded over the expert axis; 0 for a dense
         model)."""
         if not (self.is_moe and self.d_model and self.d_ff):
             return 0.0
-        layers = self.moe_layers + self.mtp_moe_layers
-        return float(layers * self.mlp_matrices * self.d_model * self.d_ff * self.experts)  # type: ignore[operator]
+        return (self.moe_layers + self.mtp_moe_layers) * self.routed_params_per_layer()
 
     def mlp_params(self) -> float | None:
         """All MLP parameters: dense layers' MLPs, shared experts and routed experts (router weights left out)."""
@@ -261,7 +283,7 @@ class ModelSpec(BaseModel):
             return float(self.mlp_layers * self.mlp_matrices * self.d_model * self.d_ff)
         dense_layers = self.mlp_layers - self.moe_layers  # the leading dense_layers, or a pattern's - layers
         dense = dense_layers * self.mlp_matrices * self.d_model * (self.dense_d_ff or self.d_ff)
-        shared = self.moe_layers * self.mlp_matrices * self.d_model * self.d_ff * (self.shared_experts or 0)
+        shared = self.moe_layers * self.moe_layer_dense_params()  # shared experts and LatentMoE's projections
         return float(dense + shared) + self.routed_expert_params()
 
     def derived_params(self) -> float | None:
