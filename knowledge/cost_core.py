@@ -329,7 +329,7 @@ def _matmul_shares(shape: Shape) -> dict[str, float]:
     mlp = shape.dense_mlp_params
     attn = shape.n_attn * shape.attn_params
     mamba = shape.mamba_layers * D * float(shape.mamba_in_proj + shape.mamba_inner)  # in_proj + out_proj
-    out = float(shape.vocab) * D * (1.0 + shape.mtp_layers)  # each MTP module runs the shared output layer again
+    out = float(shape.vocab) * D * (1.0 + shape.mtp_outputs)  # each MTP module runs the shared output layer again
     total = max(mlp + attn + mamba + out, 1.0)
     return {"mlp": mlp / total, "attn": attn / total, "mamba": mamba / total, "out": out / total}
 
@@ -479,7 +479,7 @@ def _stage_memory(shape: Shape, nd: np.ndarray, nf: np.ndarray, nt: np.ndarray, 
     per_logit = np.where(parallel & (nt > 1), max(LOSS_PARALLEL_BYTES, logit_bytes(shape)), logit_bytes(shape))
     logits = per_logit * tok_mb * V / nt / float(shape.vocab_tiling)
     # the MTP modules' losses are computed in forward beside the main one: their logits live until backward too
-    logits = logits * (1.0 + shape.mtp_layers)
+    logits = logits * (1.0 + shape.mtp_outputs)
     # activation offloading (knowledge.cost_act_offload): the offloaded layers' saved activations are in host memory
     k = shape.activation_offload_layers
     first_acts = stored * tok_mb * kept_layers(st.first, k) * in_flight + _workspace(
@@ -582,7 +582,7 @@ def _device_time(shape: Shape, chip: Chip, efficiency: float, mm: _MeshSplit) ->
     tokens = B * S
     # the input embedding is a lookup, not a matmul: leave its matrix out (tied: the one matrix is the output layer)
     matmul_params = max(shape.params_active - (0.0 if shape.tied_embeddings else V * D), 0.0)
-    matmul_params += shape.mtp_layers * V * D  # each MTP module runs the shared output layer again
+    matmul_params += shape.mtp_outputs * V * D  # each MTP module runs the shared output layer again
     expert_active = shape.params_expert * K / E if shape.is_moe else 0.0
     dense_params = matmul_params - expert_active
     # 3 x (2·H·qk·S for QK^T + 2·H·v·S for AV) per layer per token: 12·L·H·hd·S when qk = v = head_dim (MLA: qk_nope +

@@ -142,7 +142,9 @@ class Shape:
     mamba_bc: int = 0  # 2 x groups x state (the B and C channels)
     mamba_state: int = 0  # state size per head channel
     # --- multi-token prediction (ModelSpec.mtp_layers): ``layers`` counts them; they sit on the last pipeline stage
-    mtp_layers: int = 0  # MTP modules: one decoder layer each, plus another pass of the output layer and loss
+    mtp_layers: int = 0  # MTP layers (a transformer's: one per module; a hybrid pattern's: its layers after '/')
+    mtp_modules: int = -1  # MTP modules, each another pass of the output layer and loss (-1: one per MTP layer)
+    mtp_moe: int = -1  # MTP layers with experts (-1: every MTP layer of a MoE model)
     pipeline_layout: tuple[str, ...] = ()  # Megatron-Core pipeline_model_parallel_layout's virtual stages (unrolled)
     # --- LoRA fine-tuning (training.peft: lora; knowledge.cost_peft): the base weights are frozen -----------------
     lora_params: float = 0.0  # adapter parameters that train (0: full training, every weight trains)
@@ -163,6 +165,18 @@ class Shape:
     @property
     def is_moe(self) -> bool:
         return self.experts > 1
+
+    @property
+    def mtp_outputs(self) -> int:
+        """Extra passes of the output layer and loss: one per MTP module."""
+        return self.mtp_layers if self.mtp_modules < 0 else self.mtp_modules
+
+    @property
+    def mtp_moe_layers(self) -> int:
+        """MTP layers with experts."""
+        if self.mtp_moe >= 0:
+            return self.mtp_moe
+        return self.mtp_layers if self.is_moe else 0
 
     @property
     def frozen_base(self) -> bool:
@@ -346,7 +360,9 @@ def resolve_shape(run: RunRecord, settings: TrainingSettings | None = None) -> S
             f"tensorwise recipe; its matmuls are priced at {ROWWISE_FP8_SPEEDUP:.2f}x the bf16 rate, not the fp8 "
             "peak (fitted across published rowwise rows, docs/cost-model.md), and its TP all-gathers run in bf16")
     mtp = _mtp(m, assumptions)  # likewise
-    layout = _pipeline_layout(m, cfg, mtp, int(behaviour["virtual_stages"]), assumptions)
+    counts = m.layer_counts()
+    mtp_layers = counts.mtp_layers if counts is not None else mtp  # a hybrid module may hold several layers
+    layout = _pipeline_layout(m, cfg, mtp_layers, int(behaviour["virtual_stages"]), assumptions)
     lora = resolve_lora(t, cfg, m, dims, assumptions)
     packed = _packed(t, cfg, seq_len, assumptions)
     return Shape(
@@ -354,8 +370,10 @@ def resolve_shape(run: RunRecord, settings: TrainingSettings | None = None) -> S
         lora_active=lora[1],
         packed=packed,
         activation_offload_layers=offload_layers(cfg, t.activation_offload_layers),
-        layers=m.layers + mtp,
-        mtp_layers=mtp,
+        layers=m.layers + mtp_layers,
+        mtp_layers=mtp_layers,
+        mtp_modules=mtp,
+        mtp_moe=m.mtp_moe_layers,
         pipeline_layout=layout,
         d_model=m.d_model,
         d_ff=d_ff,
@@ -418,8 +436,16 @@ def resolve_shape(run: RunRecord, settings: TrainingSettings | None = None) -> S
 def _mtp(m: Any, assumptions: list[str]) -> int:
     """Multi-token-prediction modules (ModelSpec.mtp_layers), priced as Megatron-Core builds them, with the sentence
     that says so; 0 without."""
-    k = int(m.mtp_layers or 0)
-    if k:
+    k = int(m.mtp_modules)
+    counts = m.layer_counts()
+    if k and counts is not None:
+        assumptions.append(
+            f"{k} multi-token-prediction module{'s' if k > 1 else ''} after '/' in the layer pattern: "
+            f"{counts.mtp_layers} more layers ({counts.mtp_attention} attention, {counts.mtp_moe} MoE, "
+            f"{counts.mtp_mlp} MLP, {counts.mtp_mamba} Mamba-2), a 2 x d_model -> d_model projection each and "
+            "another pass of the output layer and loss per module, on the last pipeline stage (Megatron-Core's "
+            "hybrid MultiTokenPredictionBlock; counted in model FLOPs as Megatron counts them)")
+    elif k:
         kind = "MoE" if m.is_moe else "dense"
         assumptions.append(
             f"{k} multi-token-prediction module{'s' if k > 1 else ''}: each priced as one more {kind} decoder layer, "
@@ -480,8 +506,10 @@ def _hybrid_dims(m: Any, assumptions: list[str]) -> dict[str, Any]:
         raise AsapError(f"model.layers {m.layers} disagrees with the layer pattern, which holds {counts.layers} layers "
                         "(Megatron takes the pattern's length as the layer count)", source="run.yaml",
                         field="model.layers", hint="drop layers from run.yaml or make it the pattern's length")
-    out: dict[str, Any] = {"attn_layers": counts.attention, "mlp_layers": counts.mlp + counts.moe,
-                           "mamba_layers": counts.mamba}
+    # (MTP layers after '/' included: Shape.layers counts them too)
+    out: dict[str, Any] = {"attn_layers": counts.attention + counts.mtp_attention,
+                           "mlp_layers": counts.mlp + counts.moe + counts.mtp_mlp + counts.mtp_moe,
+                           "mamba_layers": counts.mamba + counts.mtp_mamba}
     mamba = m.mamba_dims()
     if mamba:
         out.update(mamba_inner=mamba["inner"], mamba_in_proj=mamba["in_proj"], mamba_state=mamba["state"],
@@ -491,8 +519,6 @@ def _hybrid_dims(m: Any, assumptions: list[str]) -> dict[str, Any]:
         f"{counts.moe} MoE layers, each one norm + residual block; Mamba-2 layers priced as their in/out projections "
         "(dense matmuls) plus Megatron's SSD scan estimate (7 x d_inner x state FLOPs per token, forward) at the bf16 "
         "peak")
-    if counts.mtp_layers:
-        assumptions.append(f"{counts.mtp_layers} multi-token-prediction layers after '/' in the pattern are not priced")
     return out
 
 

@@ -63,7 +63,7 @@ def _even(shape: Shape, npp: np.ndarray, out_share: np.ndarray) -> Stages:
     last rank either way.
     """
     L, k = float(shape.layers), float(shape.mtp_layers)
-    k_moe = k if shape.is_moe else 0.0
+    k_moe = float(shape.mtp_moe_layers)
     pp = npp > 1
     if not shape.pipeline_output_on_last:
         local = L / npp
@@ -90,9 +90,9 @@ def _laid_out(shape: Shape, ranks: list[RankLayers], out_share: np.ndarray, devi
               moe_layer_s: np.ndarray) -> Stages:
     """Per rank of the config's layout: its layers and output passes in shares of the step; the slowest rank is the
     one with the most device time plus MoE-layer time."""
-    L, k, p = float(shape.layers), float(shape.mtp_layers), len(ranks)
+    L, p = float(shape.layers), len(ranks)
     per_layer = (1.0 - out_share) / max(L, 1.0)
-    per_output = out_share / (1.0 + k)
+    per_output = out_share / (1.0 + float(shape.mtp_outputs))
     moe = np.array(_moe_layers_per_rank(shape, ranks))
     work = np.stack([(r.decoder + r.mtp) * per_layer + (r.mtp + r.loss) * per_output for r in ranks])  # [p, M]
     seconds = p * work * device_s + moe[:, None] * moe_layer_s

@@ -5,9 +5,10 @@ Run: ``.venv/bin/python scripts/eval_cases_mbridge_2608.py [examples/eval]`` (wr
 place; nothing else is touched).
 
 Why: 26.08 re-measured the MoE models the corpus already prices (DeepSeek-V3, GPT-OSS 120B, Qwen3 30B-A3B and
-235B-A22B, Nemotron 3 Nano) on Blackwell NVL72 systems with MXFP8. The new recipes change more than speed: HybridEP
-dispatch, expert all-to-all overlap, BF16 gradient reduction and FP8 parameter gathers on every row. The rows give two
-new tables (one per container and system, as the corpus does): five rows on DGX-GB300 and four on DGX-GB200.
+235B-A22B, Nemotron 3 Nano) on Blackwell NVL72 systems with MXFP8, and measured Nemotron 3 Super (LatentMoE, hybrid
+MTP modules). The new recipes change more than speed: HybridEP dispatch, expert all-to-all overlap, BF16 gradient
+reduction and FP8 parameter gathers on every row. The rows give two new tables (one per container and system, as the
+corpus does): six rows on DGX-GB300 and five on DGX-GB200.
 
 Source: NVIDIA-NeMo/Megatron-Bridge ``docs/performance-summary.md`` @ 4ab94dfad366 ("docs: update performance summary
 for 26.08 (#5496)", 2026-08-11; the 26.08 section is the same at 067f987df03b), Apache-2.0, section "26.08 NeMo
@@ -28,12 +29,13 @@ Left out, with the reason (architectures ASAP does not price):
   (``nemotron_3_5_lightning_pretrain_config``: mtp_num_layers 2, mtp_hybrid_override_pattern "*E",
   mtp_use_repeated_layer). ASAP names the MTP layers of a hybrid pattern but does not price them, so the row's
   extra output-layer passes and MTP blocks would be missing.
-* Nemotron_3_Super and Nemotron_3_Ultra: hybrid Mamba-2 / LatentMoE stacks. ASAP prices LatentMoE
-  (``model.moe_latent_size``; their dimensions are in Megatron-LM's examples/post_training/modelopt/conf/nvidia/
-  argument files, tests/data/real/megatron), but their recipes also train two repeated hybrid multi-token-prediction
-  blocks (mtp_num_layers 2, mtp_hybrid_override_pattern "*E", mtp_use_repeated_layer), which ASAP names and does not
-  price: each adds another output-layer pass and an attention + MoE layer, about 6% of Super's FLOPs. The Ultra rows
-  also run Megatron-FSDP (HSDP).
+* Nemotron_3_Super's NVFP4 rows: their recipe quantizes per layer from a Transformer Engine recipe file
+  (perf_recipes/nemotronh/te_quant.cfg through nemotron_3_super_bf16_with_nvfp4_mixed), mixing formats ASAP does not
+  read; priced all-NVFP4 they would be too fast. (Its two MXFP8 rows are in: LatentMoE and the hybrid MTP modules
+  are priced, ``model.moe_latent_size`` and the pattern's ``/*E/*E``.)
+* Nemotron_3_Ultra: its dimensions are in Megatron-LM's argument file (tests/data/real/megatron), but its rows run
+  Megatron-FSDP as HSDP (_apply_nemotron_3_ultra_fsdp_hsdp) with a CuteDSL fused grouped MLP, which ASAP's readers
+  do not take from these recipes.
 """
 
 from __future__ import annotations
@@ -73,10 +75,17 @@ ROWS: dict[str, list[tuple[int, str]]] = {
     "Nemotron_3_Nano": [
         (80, "| DGX-GB300 | 8 | MXFP8 | 512 | 4 | 8192 | 1 | 1 | 1 | n/a | 8 | 39936 | 901 |"),
     ],
+    "Nemotron_3_Super": [
+        (92, "| DGX-GB300 | 64 | MXFP8 | 512 | 1 | 8192 | 1 | 1 | 1 | n/a | 64 | 9856 | 831 |"),
+        (94, "| DGX-GB200 | 64 | MXFP8 | 512 | 1 | 8192 | 2 | 1 | 1 | n/a | 64 | 7040 | 600 |"),
+    ],
 }
+SUPER_LIB = ("src/megatron/bridge/recipes/nemotronh/h100/nemotron_3_super.py::"
+             "nemotron_3_super_pretrain_16gpu_h100_bf16_config")
 CHIP = {"DGX-GB300": "gb300", "DGX-GB200": "gb200"}
 SLUG = {"DeepSeekV3": "deepseek-v3", "GPT OSS 120B": "gpt-oss-120b", "Qwen3_30B_a3B": "qwen3-30b-a3b",
-        "Qwen3_235B_a22B": "qwen3-235b-a22b", "Nemotron_3_Nano": "nemotron-3-nano"}
+        "Qwen3_235B_a22B": "qwen3-235b-a22b", "Nemotron_3_Nano": "nemotron-3-nano",
+        "Nemotron_3_Super": "nemotron-3-super"}
 
 # run.yaml model blocks, as the corpus's cases for the same models record them (mbridge-25.11-gb300-deepseek-v3-*,
 # mbridge-26.04.01-h100-gpt-oss-120b-64gpu, mbridge-25.11-gb300-qwen3-*, mbridge-26.04.01-gb300-nemotron-3-nano-8gpu).
@@ -97,6 +106,14 @@ MODELS: dict[str, dict[str, Any]] = {
         d_model=2688, d_ff=1856, heads=32, kv_heads=2, head_dim=128, vocab=131072, mlp_matrices=2, experts=128,
         experts_per_token=6, shared_experts=2, mamba_heads=64, mamba_head_dim=64, mamba_state_dim=128,
         mamba_groups=8),
+    # Megatron-LM's argument file for the model (tests/data/real/megatron/NVIDIA-Nemotron-3-Super-120B-A12B-BF16.sh)
+    # plus the two MTP modules its pretraining recipe trains ("/*E/*E")
+    "nemotron-3-super": dict(
+        name="nemotron-3-super-120b-a12b",
+        layer_pattern="MEMEMEM*EMEMEMEM*EMEMEMEM*EMEMEMEMEM*EMEMEMEMEM*EMEMEMEMEM*EMEMEMEMEM*EMEMEMEM*EMEMEMEME/*E/*E",
+        d_model=4096, d_ff=2688, heads=32, kv_heads=2, head_dim=128, vocab=131072, mlp_matrices=2, experts=512,
+        experts_per_token=22, shared_experts=2, moe_latent_size=1024, mamba_heads=128, mamba_head_dim=64,
+        mamba_state_dim=128, mamba_groups=8),
 }
 QWEN3_DIMS = (
     "model dimensions are Qwen3's published config.json (hidden 2048 / 4096, 48 / 94 layers, 32 / 64 query heads, 4 KV "
@@ -128,6 +145,20 @@ MODEL_ASSUMED: dict[str, list[str]] = {
         "routed width 1856: the same weights and FLOPs",
         "squared-ReLU experts (not gated): mlp_matrices 2",
     ],
+    "nemotron-3-super": [
+        "model dimensions are Megatron-LM's argument file for NVIDIA-Nemotron-3-Super-120B-A12B (NVIDIA/Megatron-LM "
+        "examples/post_training/modelopt/conf/nvidia/NVIDIA-Nemotron-3-Super-120B-A12B-BF16.sh @ 6fe4b16360: hidden "
+        "4096, 88-layer pattern of 40 Mamba-2, 40 MoE and 8 attention layers, 32 query / 2 KV heads of 128, 512 "
+        "experts of 2688 top-22 in a 1024-wide latent, shared expert 5376, squared ReLU, 128 Mamba heads of 64; "
+        "Megatron-Core's default Mamba state 128 and 8 groups), not stated in the table; the vocabulary 131072 is the "
+        "Hugging Face config's (the argument file names only its tokenizer)",
+        "the shared expert of width 5376 written as shared_experts 2 of the routed width 2688: the same weights and "
+        "FLOPs; squared-ReLU experts (not gated): mlp_matrices 2",
+        "multi-token prediction as the library recipe the performance recipe starts from sets it "
+        f"({SUPER_LIB} @ {C}: mtp_num_layers 2, the Hugging Face config's mtp_hybrid_override_pattern *E through "
+        "AutoBridge), written as the pattern's MTP part /*E/*E; its mtp_use_repeated_layer (one set of MTP weights "
+        "run twice) is not modelled: the second module's weights are counted too",
+    ],
 }
 
 P = "src/megatron/bridge/perf_recipes"
@@ -142,6 +173,7 @@ QWEN30_LIB = "src/megatron/bridge/recipes/qwen/h100/qwen3_moe.py::qwen3_30b_a3b_
 QWEN235_LIB = "src/megatron/bridge/recipes/qwen/h100/qwen3_moe.py::qwen3_235b_a22b_pretrain_256gpu_h100_bf16_config"
 NANO_LIB = "src/megatron/bridge/recipes/nemotronh/h100/nemotron_3_nano.py::nemotron_3_nano_pretrain_8gpu_h100_bf16_config"
 NANO_PERF = f"{P}/nemotronh/common.py::_apply_nemotron_3_nano_perf_defaults"
+SUPER_PERF = f"{P}/nemotronh/common.py::_apply_nemotron_3_super_perf_defaults"
 
 # One setting: (ConfigContainer section, key, value, where the recipe sets it).
 Setting = tuple[str, str, Any, str]
@@ -204,6 +236,16 @@ def _nano(fn: str) -> list[Setting]:
             ("comm_overlap", "overlap_moe_expert_parallel_comm", False, NANO_LIB)] + _common(NANO_LIB)
 
 
+def _super(fn: str, sequence_parallel: bool) -> list[Setting]:
+    """Nemotron 3 Super's MXFP8 rows: the library recipe's distributed optimizer and (no) recompute, the perf
+    defaults' BF16 gradient reduction with overlapped collectives and FP32 optimizer state, HybridEP."""
+    return [("model", "sequence_parallel", sequence_parallel, fn), ("model", "recompute_granularity", None, SUPER_LIB),
+            ("model", "moe_token_dispatcher_type", "flex", fn),
+            ("model", "moe_flex_dispatcher_backend", "hybridep", fn),
+            ("ddp", "overlap_grad_reduce", True, SUPER_PERF), ("ddp", "overlap_param_gather", True, SUPER_PERF),
+            ("optimizer", "use_precision_aware_optimizer", False, SUPER_PERF)] + _common(SUPER_LIB)
+
+
 DSV3_GB300 = f"{P}/deepseek/gb300/deepseek_v3.py::deepseek_v3_pretrain_256gpu_gb300_fp8mx_config"
 DSV3_GB200 = f"{P}/deepseek/gb200/deepseek_v3.py::deepseek_v3_pretrain_256gpu_gb200_fp8mx_config"
 GPTOSS_GB300 = f"{P}/gpt_oss/gb300/gpt_oss.py::gpt_oss_120b_pretrain_64gpu_gb300_fp8mx_config"
@@ -213,6 +255,10 @@ QWEN30_GB200 = f"{P}/qwen/gb200/qwen3_moe.py::qwen3_30b_a3b_pretrain_8gpu_gb200_
 QWEN235_GB300 = f"{P}/qwen/gb300/qwen3_moe.py::qwen3_235b_a22b_pretrain_256gpu_gb300_fp8mx_config"
 QWEN235_GB200 = f"{P}/qwen/gb200/qwen3_moe.py::qwen3_235b_a22b_pretrain_256gpu_gb200_fp8mx_config"
 NANO_GB300 = f"{P}/nemotronh/gb300/nemotronh.py::nemotron_3_nano_pretrain_8gpu_gb300_fp8mx_config"
+SUPER_GB300 = f"{P}/nemotronh/gb300/nemotronh.py::nemotron_3_super_pretrain_64gpu_gb300_fp8mx_config"
+SUPER_GB200 = f"{P}/nemotronh/gb200/nemotronh.py::nemotron_3_super_pretrain_64gpu_gb200_fp8mx_config"
+SUPER_UNMODELLED = ("CUDA graphs (Transformer Engine, over the attention / Mamba / router / MoE-preprocess scopes in "
+                    "the recipe) and moe_router_padding_for_quantization are not modelled")
 
 # Per row: the recipe function whose sizes, batch and precision are the row's; the settings ASAP reads that the
 # recipe sets; and what the recipe does beyond them that ASAP does not model.
@@ -260,6 +306,8 @@ RECIPES: dict[tuple[str, str], tuple[str, list[Setting], list[str]]] = {
         "CUDA graphs (TE, over the attention / Mamba / router scopes in the recipe) are not modelled; its "
         "tp_comm_overlap True does nothing at TP 1 (Megatron-Bridge comm_overlap.py turns it off below TP 2), so it "
         "is not written"]),
+    ("Nemotron_3_Super", "DGX-GB300"): (SUPER_GB300, _super(SUPER_GB300, False), [SUPER_UNMODELLED]),
+    ("Nemotron_3_Super", "DGX-GB200"): (SUPER_GB200, _super(SUPER_GB200, True), [SUPER_UNMODELLED]),
 }
 
 COMMON_ASSUMED = [

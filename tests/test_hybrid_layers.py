@@ -184,3 +184,71 @@ def test_run_yaml_layers_that_disagree_with_the_configs_pattern_are_refused_by_n
     with pytest.raises(AsapError) as err:
         resolve_shape(run, settings_from_config(cfg))
     assert "model.layers 52 disagrees with the layer pattern, which holds 48 layers" in str(err.value)
+
+
+# Nemotron 3 Super as Megatron-LM's argument file gives it (tests/data/real/megatron/NVIDIA-Nemotron-3-Super-
+# 120B-A12B-BF16.sh), with the two MTP modules its pretraining recipes train (Megatron-Bridge
+# nemotron_3_super_pretrain_config: mtp_num_layers 2, mtp_hybrid_override_pattern "*E").
+SUPER_PATTERN = "MEMEMEM*EMEMEMEM*EMEMEMEM*EMEMEMEMEM*EMEMEMEMEM*EMEMEMEMEM*EMEMEMEMEM*EMEMEMEM*EMEMEMEME"
+SUPER = dict(layer_pattern=SUPER_PATTERN, d_model=4096, d_ff=2688, heads=32, kv_heads=2, head_dim=128, vocab=131072,
+             mlp_matrices=2, experts=512, experts_per_token=22, shared_experts=2, moe_latent_size=1024,
+             mamba_heads=128, mamba_head_dim=64)
+
+
+def test_mtp_modules_after_the_slash_are_counted_by_kind() -> None:
+    c = parse_layer_pattern(SUPER_PATTERN + "/*E/*E")
+    assert (c.layers, c.mtp_modules, c.mtp_layers, c.mtp_attention, c.mtp_moe) == (88, 2, 4, 2, 2)
+    staged = parse_layer_pattern("M-M-|M-M*-/MM/MM")
+    assert (staged.mtp_modules, staged.mtp_mamba) == (2, 4)
+    with pytest.raises(ValueError) as err:
+        parse_layer_pattern("M*E/*G")
+    assert "'G' at position 5 (Gated DeltaNet)" in str(err.value)
+
+
+def _super(pattern: str) -> RunRecord:
+    return RunRecord(id="super", chip="gb200", num_chips=64, num_slices=1, framework="megatron",
+                     model=ModelSpec(**{**SUPER, "layer_pattern": pattern}),
+                     training={"global_batch": 512, "seq_len": 8192, "micro_batch": 1, "dtype": "fp8"})
+
+
+def test_hybrid_mtp_modules_are_priced_not_just_named() -> None:
+    from bot.analysis.kpis import model_flops_per_step
+
+    mesh = Mesh(ici={"expert": 64})
+    plain, mtp = _super(SUPER_PATTERN), _super(SUPER_PATTERN + "/*E/*E")
+    with_mtp = costmodel.predict(mtp, mesh)
+    # two more output-layer passes and an attention + MoE layer each: several percent of the step and the FLOPs
+    assert 1.04 < with_mtp.step_time_ms / costmodel.predict(plain, mesh).step_time_ms < 1.12
+    flops = model_flops_per_step(mtp).per_step / model_flops_per_step(plain).per_step
+    assert 1.08 < flops < 1.18
+    assert any("2 multi-token-prediction modules after '/'" in a and "2 attention, 2 MoE" in a
+               for a in with_mtp.assumptions)
+    assert 126e9 < mtp.model.derived_params() < 127e9  # 120.6B and the modules' own weights (eh_proj, *, E)
+
+
+def test_a_hybrid_models_flops_count_attention_only_on_its_attention_layers() -> None:
+    from bot.analysis.kpis import model_flops_per_step
+
+    run = RunRecord(id="n", chip="h100", num_chips=8, num_slices=1, framework="megatron", model=ModelSpec(**NANO),
+                    training={"global_batch": 8, "seq_len": 8192})
+    tokens = 8 * 8192
+    dense = 6.0 * run.model.active_params() * tokens
+    attention = model_flops_per_step(run).per_step - dense
+    # 6 attention layers of the 52 (the `*` of the pattern): 6 x 6 x S x H x (qk + v) per token
+    assert attention == pytest.approx(6.0 * 6 * 8192 * 32 * 256 * tokens)
+
+
+def test_megatron_bridge_mtp_pattern_and_count_become_the_patterns_mtp_part(tmp_path: Path) -> None:
+    cfg = tmp_path / "run_config.yaml"
+    cfg.write_text(
+        "model:\n"
+        "  tensor_model_parallel_size: 2\n  expert_model_parallel_size: 64\n"
+        f"  hybrid_override_pattern: {SUPER_PATTERN}\n"
+        "  mtp_num_layers: 2\n"
+        "  mtp_hybrid_override_pattern: '*E'\n"
+        "  hidden_size: 4096\n  num_attention_heads: 32\n  ffn_hidden_size: 2688\n  num_moe_experts: 512\n"
+        "  moe_router_topk: 22\n  moe_latent_size: 1024\n"
+    )
+    dims = read_model_dims(load_config(cfg))
+    assert dims is not None and dims.layer_pattern == SUPER_PATTERN + "/*E/*E"
+    assert dims.moe_latent_size == 1024 and "mtp_hybrid_override_pattern" in dims.origin["layer_pattern"]

@@ -164,14 +164,15 @@ def model_flops_per_step(record: RunRecord) -> ModelFlops:
     flops = per_param * n_active * tokens
     # multi-token prediction: each module runs the shared output layer again (Megatron-LM training.py
     # num_floating_point_operations: logits x (mtp_num_layers + 1)); its decoder layer is in n_active
-    mtp = model.mtp_layers or 0
+    mtp = model.mtp_modules
     flops += per_param * mtp * (model.vocab or 0) * (model.d_model or 0) * tokens
     dims = model.attention_head_dims()
+    attention_layers = model.attention_layers + model.mtp_attention_layers  # a hybrid stack's * layers only
     if model.layers and model.heads and dims:
         # 3 x (2·H·qk·S for QK^T + 2·H·v·S for AV): 12·L·H·hd·S when qk = v = head_dim (MLA: qk_nope + rope, v_head_dim);
         # a local (sliding-window) layer attends to at most its window of keys (MaxText maxtext_utils counts it so)
         keys = model.attention_keys(training.seq_len)  # type: ignore[arg-type]
-        flops += 6.0 * (model.layers + mtp) * keys * model.heads * (dims[0] + dims[1]) * tokens
+        flops += 6.0 * attention_layers * keys * model.heads * (dims[0] + dims[1]) * tokens
     else:
         notes.append("MFU leaves out attention FLOPs: add model.layers, heads and d_model to run.yaml")
     return ModelFlops(flops, [], notes)

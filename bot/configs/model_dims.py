@@ -267,7 +267,7 @@ MEGATRON_NAMES: tuple[str, ...] = (
     "hybrid_layer_pattern", "hybrid_override_pattern", "mamba_num_heads", "mamba_head_dim", "mamba_state_dim",
     "mamba_num_groups",
     # multi-token prediction (Megatron-LM --mtp-num-layers; TransformerConfig.mtp_num_layers)
-    "mtp_num_layers",
+    "mtp_num_layers", "mtp_hybrid_override_pattern", "mtp_hybrid_layer_pattern",
 )
 
 
@@ -309,10 +309,33 @@ def _megatron(config: ShardingConfig) -> ModelDims:
     _megatron_hybrid(v, d, where)
     path, mtp = _find(v, "mtp_num_layers")
     if _int(mtp) and "layer_pattern" in d.values:
-        d.notes.append(f"{where(path)} {mtp}: a hybrid stack's MTP layers (after '/' in its pattern) are not priced")
+        _hybrid_mtp(v, d, where, path, _int(mtp))  # type: ignore[arg-type]
     elif _int(mtp):
         d.set("mtp_layers", _int(mtp), where(path))
     return d.build()
+
+
+def _hybrid_mtp(v: dict[str, Scalar], d: _Dims, where: Any, path: str | None, modules: int) -> None:
+    """A hybrid stack's MTP modules. Megatron-LM writes them into the pattern after '/' (``.../*E/*E``);
+    Megatron-Bridge gives the module's own pattern (``mtp_hybrid_override_pattern``, Nemotron 3: ``*E``) and
+    ``mtp_num_layers`` modules, which ASAP appends to the pattern the same way."""
+    from bot.runs.layer_pattern import parse_layer_pattern
+
+    pattern = str(d.values["layer_pattern"])
+    have = parse_layer_pattern(pattern).mtp_modules
+    if have:
+        if have != modules:
+            d.notes.append(f"{where(path)} {modules} disagrees with the layer pattern's {have} MTP module(s) after "
+                           "'/': the pattern's are priced")
+        return
+    mpath, module = _find(v, "mtp_hybrid_override_pattern", "mtp_hybrid_layer_pattern")
+    text = str(module).strip().strip("'\"") if module not in (None, "") else ""
+    if not text:
+        d.notes.append(f"{where(path)} {modules}: the hybrid stack's MTP module pattern is not stated "
+                       "(mtp_hybrid_override_pattern), so its MTP layers are not priced")
+        return
+    d.text("layer_pattern", pattern + ("/" + text) * modules,
+           f"{d.origin.get('layer_pattern', 'the config')} + {modules} x {where(mpath)} ({text}, {where(path)})")
 
 
 MAMBA_KEYS: dict[str, str] = {"mamba_num_heads": "mamba_heads", "mamba_head_dim": "mamba_head_dim",

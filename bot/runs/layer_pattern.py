@@ -8,7 +8,9 @@ part after ``/`` describes multi-token-prediction (MTP) layers (megatron/trainin
 help). Megatron ignores ``--num-layers`` when a pattern is given: the main pattern's length is the layer count.
 
 ASAP prices ``M``, ``*``, ``-`` and ``E``. Gated DeltaNet (``G``) and DeepSeek sparse attention (``D``) layers are
-refused by name rather than priced as something else; MTP layers are counted and reported, not priced.
+refused by name rather than priced as something else. Each ``/``-separated part after the main stack is one MTP module
+(Nemotron 3 Super: ``.../*E/*E``, two modules of an attention and a MoE layer), priced as its layers plus another pass
+of the output layer (Megatron-Core's hybrid MultiTokenPredictionBlock).
 """
 
 from __future__ import annotations
@@ -29,7 +31,12 @@ class LayerCounts:
     attention: int
     mlp: int
     moe: int
-    mtp_layers: int  # layers described after '/' (not priced)
+    mtp_layers: int  # layers described after '/' (all MTP modules together)
+    mtp_modules: int = 0  # '/'-separated MTP modules (MTP depths): each also runs the output layer again
+    mtp_mamba: int = 0  # the MTP modules' layers of each kind
+    mtp_attention: int = 0
+    mtp_mlp: int = 0
+    mtp_moe: int = 0
 
     @property
     def layers(self) -> int:
@@ -44,11 +51,25 @@ def parse_layer_pattern(pattern: str) -> LayerCounts:
     if len(pattern) > MAX_PATTERN:
         raise ValueError(f"layer_pattern is {len(pattern)} characters long; at most {MAX_PATTERN} are read")
     main, _, mtp = pattern.strip().partition("/")
+    counts = _count(main, 0)
+    modules = [part for part in mtp.split("/") if part.strip("| \t")] if mtp else []
+    extra = _count(mtp, len(main) + 1)
+    out = LayerCounts(mamba=counts["M"], attention=counts["*"], mlp=counts["-"], moe=counts["E"],
+                      mtp_layers=sum(extra.values()), mtp_modules=len(modules), mtp_mamba=extra["M"],
+                      mtp_attention=extra["*"], mtp_mlp=extra["-"], mtp_moe=extra["E"])
+    if out.layers == 0:
+        raise ValueError(f"layer_pattern {pattern[:40]!r} holds no layer")
+    return out
+
+
+def _count(part: str, offset: int) -> dict[str, int]:
+    """Layers of each priced kind in one part of a pattern; ValueError naming a character that is not priced (its
+    position counted from the pattern's start)."""
     counts = {c: 0 for c in PRICED}
-    for i, ch in enumerate(main):
+    for i, ch in enumerate(part, start=offset):
         if ch in PRICED:
             counts[ch] += 1
-        elif ch in "| \t":
+        elif ch in "|/ \t":
             continue
         elif ch in UNPRICED:
             raise ValueError(f"layer_pattern character {ch!r} at position {i} ({UNPRICED[ch]}) is not priced by "
@@ -56,8 +77,4 @@ def parse_layer_pattern(pattern: str) -> LayerCounts:
         else:
             raise ValueError(f"layer_pattern character {ch!r} at position {i} is not a Megatron hybrid layer symbol; "
                              "expected M (Mamba-2), * (attention), - (MLP), E (MoE), or | between pipeline stages")
-    out = LayerCounts(mamba=counts["M"], attention=counts["*"], mlp=counts["-"], moe=counts["E"],
-                      mtp_layers=sum(ch not in "|/ \t" for ch in mtp))
-    if out.layers == 0:
-        raise ValueError(f"layer_pattern {pattern[:40]!r} holds no layer")
-    return out
+    return counts

@@ -80,7 +80,9 @@ class ModelSpec(BaseModel):
     layer_pattern: str | None = Field(
         default=None, max_length=10_000, description="Megatron hybrid layer pattern, one character per layer: M "
         "Mamba-2, * attention, - MLP, E MoE (Nemotron 3 Nano: MEMEM*EMEMEM*...); | between pipeline stages is "
-        "ignored, MTP layers after / are reported, not priced. With a pattern, layers counts its characters")
+        "ignored; each /-separated part after the main stack is one multi-token-prediction module (its layers "
+        "priced, plus an eh_proj and another output-layer pass). With a pattern, layers counts the main stack's "
+        "characters")
     mamba_heads: PositiveInt | None = Field(
         default=None, description="Mamba-2 heads per layer (Megatron mamba_num_heads); default 2 x d_model / "
         "mamba_head_dim")
@@ -233,16 +235,46 @@ class ModelSpec(BaseModel):
 
     @property
     def mtp_moe_layers(self) -> int:
-        """MTP modules whose decoder layer has experts: Megatron gives each the last layer's kind (training.py
-        num_floating_point_operations: ``last_layer_is_moe``); a MoE model's leading dense_layers leave its last
-        layer a MoE layer."""
+        """MTP layers with experts. A transformer's MTP module has one decoder layer of the last layer's kind
+        (Megatron training.py num_floating_point_operations: ``last_layer_is_moe``; a MoE model's leading
+        dense_layers leave its last layer a MoE layer); a hybrid stack's are the ``E`` after ``/`` in its pattern."""
+        counts = self.layer_counts()
+        if counts is not None:
+            return counts.mtp_moe
         return (self.mtp_layers or 0) if self.is_moe else 0
+
+    @property
+    def mtp_modules(self) -> int:
+        """MTP modules (depths), each running the output layer again: ``mtp_layers``, or the ``/``-separated parts
+        of a hybrid pattern."""
+        counts = self.layer_counts()
+        return counts.mtp_modules if counts is not None else (self.mtp_layers or 0)
+
+    @property
+    def mtp_attention_layers(self) -> int:
+        """MTP layers with self-attention: one per module of a transformer, the ``*`` after ``/`` of a hybrid one."""
+        counts = self.layer_counts()
+        return counts.mtp_attention if counts is not None else (self.mtp_layers or 0)
+
+    def _hybrid_mtp_params(self, routed: bool) -> float:
+        """A hybrid pattern's MTP modules: their layers by kind and one eh_proj (2 d_model -> d_model) each."""
+        counts = self.layer_counts()
+        attn = self.attention_params()
+        if counts is None or not counts.mtp_modules or not (self.d_model and self.d_ff) or attn is None:
+            return 0.0
+        moe = self.moe_layer_dense_params() + (self.routed_params_per_layer() if routed else 0.0)
+        mlp = float(self.mlp_matrices * self.d_model * self.d_ff)
+        return float(counts.mtp_attention * attn + counts.mtp_moe * moe + counts.mtp_mlp * mlp
+                     + counts.mtp_mamba * self.mamba_params() + counts.mtp_modules * 2 * self.d_model * self.d_model)
 
     def mtp_params(self, routed: bool = True) -> float:
         """Parameters of the MTP modules (Megatron-Core MultiTokenPredictionLayer; DeepSeek-V3 §2.2): per module
         one decoder layer of the last layer's kind and the eh_proj (2 d_model -> d_model); the embedding and the
         output layer are shared with the main model, norms left out as elsewhere. ``routed=False`` leaves out
-        their routed experts (counted with the others in :meth:`routed_expert_params`). 0 without MTP."""
+        their routed experts (counted with the others in :meth:`routed_expert_params`). A hybrid stack's modules
+        are the layers its pattern gives after ``/``. 0 without MTP."""
+        if self.layer_pattern:
+            return self._hybrid_mtp_params(routed)
         k = self.mtp_layers or 0
         attn = self.attention_params()
         if not (k and self.d_model and self.d_ff and attn is not None):
