@@ -6,9 +6,9 @@ place; nothing else is touched).
 
 Why: 26.08 re-measured the MoE models the corpus already prices (DeepSeek-V3, GPT-OSS 120B, Qwen3 30B-A3B and
 235B-A22B, Nemotron 3 Nano) on Blackwell NVL72 systems with MXFP8, and measured Nemotron 3 Super (LatentMoE, hybrid
-MTP modules). The new recipes change more than speed: HybridEP dispatch, expert all-to-all overlap, BF16 gradient
+MTP modules) and Nemotron 3.5 Lightning (the Nano stack with hybrid MTP modules). The new recipes change more than speed: HybridEP dispatch, expert all-to-all overlap, BF16 gradient
 reduction and FP8 parameter gathers on every row. The rows give two new tables (one per container and system, as the
-corpus does): six rows on DGX-GB300 and five on DGX-GB200.
+corpus does): six rows on DGX-GB300 and six on DGX-GB200.
 
 Source: NVIDIA-NeMo/Megatron-Bridge ``docs/performance-summary.md`` @ 4ab94dfad366 ("docs: update performance summary
 for 26.08 (#5496)", 2026-08-11; the 26.08 section is the same at 067f987df03b), Apache-2.0, section "26.08 NeMo
@@ -25,10 +25,6 @@ Left out, with the reason (architectures ASAP does not price):
 * DeepSeekV4 Flash: the DeepSeek-V4 stack (``src/megatron/bridge/models/deepseek/deepseek_v4_bridge.py``) has
   hyper-connections (HyperConnectionModule), compressed sparse / heavily compressed attention layers with a CSA
   indexer, and hash-routed MoE layers. ASAP's model shape has none of these.
-* Nemotron_3_5_Lightning: the Nemotron 3 Nano stack plus two repeated hybrid multi-token-prediction blocks
-  (``nemotron_3_5_lightning_pretrain_config``: mtp_num_layers 2, mtp_hybrid_override_pattern "*E",
-  mtp_use_repeated_layer). ASAP names the MTP layers of a hybrid pattern but does not price them, so the row's
-  extra output-layer passes and MTP blocks would be missing.
 * Nemotron_3_Super's NVFP4 rows: their recipe quantizes per layer from a Transformer Engine recipe file
   (perf_recipes/nemotronh/te_quant.cfg through nemotron_3_super_bf16_with_nvfp4_mixed), mixing formats ASAP does not
   read; priced all-NVFP4 they would be too fast. (Its two MXFP8 rows are in: LatentMoE and the hybrid MTP modules
@@ -75,6 +71,9 @@ ROWS: dict[str, list[tuple[int, str]]] = {
     "Nemotron_3_Nano": [
         (80, "| DGX-GB300 | 8 | MXFP8 | 512 | 4 | 8192 | 1 | 1 | 1 | n/a | 8 | 39936 | 901 |"),
     ],
+    "Nemotron_3_5_Lightning": [
+        (86, "| DGX-GB200 | 8 | MXFP8 | 512 | 2 | 8192 | 1 | 1 | 1 | n/a | 8 | 28672 | 807 |"),
+    ],
     "Nemotron_3_Super": [
         (92, "| DGX-GB300 | 64 | MXFP8 | 512 | 1 | 8192 | 1 | 1 | 1 | n/a | 64 | 9856 | 831 |"),
         (94, "| DGX-GB200 | 64 | MXFP8 | 512 | 1 | 8192 | 2 | 1 | 1 | n/a | 64 | 7040 | 600 |"),
@@ -82,10 +81,13 @@ ROWS: dict[str, list[tuple[int, str]]] = {
 }
 SUPER_LIB = ("src/megatron/bridge/recipes/nemotronh/h100/nemotron_3_super.py::"
              "nemotron_3_super_pretrain_16gpu_h100_bf16_config")
+P = "src/megatron/bridge/perf_recipes"
+NANO_GB200 = f"{P}/nemotronh/gb200/nemotronh.py::nemotron_3_nano_pretrain_8gpu_gb200_fp8mx_config"
+LIGHTNING_GB200 = f"{P}/nemotronh/gb200/nemotronh.py::nemotron_3_5_lightning_pretrain_8gpu_gb200_fp8mx_config"
 CHIP = {"DGX-GB300": "gb300", "DGX-GB200": "gb200"}
 SLUG = {"DeepSeekV3": "deepseek-v3", "GPT OSS 120B": "gpt-oss-120b", "Qwen3_30B_a3B": "qwen3-30b-a3b",
         "Qwen3_235B_a22B": "qwen3-235b-a22b", "Nemotron_3_Nano": "nemotron-3-nano",
-        "Nemotron_3_Super": "nemotron-3-super"}
+        "Nemotron_3_Super": "nemotron-3-super", "Nemotron_3_5_Lightning": "nemotron-3.5-lightning"}
 
 # run.yaml model blocks, as the corpus's cases for the same models record them (mbridge-25.11-gb300-deepseek-v3-*,
 # mbridge-26.04.01-h100-gpt-oss-120b-64gpu, mbridge-25.11-gb300-qwen3-*, mbridge-26.04.01-gb300-nemotron-3-nano-8gpu).
@@ -103,6 +105,13 @@ MODELS: dict[str, dict[str, Any]] = {
                             kv_heads=4, head_dim=128, experts=128, experts_per_token=8, mlp_matrices=3),
     "nemotron-3-nano": dict(
         name="nemotron-3-nano-30b-a3b", layer_pattern="MEMEM*EMEMEM*EMEMEM*EMEMEM*EMEMEM*EMEMEMEM*EMEMEMEME",
+        d_model=2688, d_ff=1856, heads=32, kv_heads=2, head_dim=128, vocab=131072, mlp_matrices=2, experts=128,
+        experts_per_token=6, shared_experts=2, mamba_heads=64, mamba_head_dim=64, mamba_state_dim=128,
+        mamba_groups=8),
+    # the Nano stack (Lightning's recipe starts from the Nano's) with the two MTP modules it adds ("/*E/*E")
+    "nemotron-3.5-lightning": dict(
+        name="nemotron-3.5-lightning-30b-a3b",
+        layer_pattern="MEMEM*EMEMEM*EMEMEM*EMEMEM*EMEMEM*EMEMEMEM*EMEMEMEME/*E/*E",
         d_model=2688, d_ff=1856, heads=32, kv_heads=2, head_dim=128, vocab=131072, mlp_matrices=2, experts=128,
         experts_per_token=6, shared_experts=2, mamba_heads=64, mamba_head_dim=64, mamba_state_dim=128,
         mamba_groups=8),
@@ -145,6 +154,18 @@ MODEL_ASSUMED: dict[str, list[str]] = {
         "routed width 1856: the same weights and FLOPs",
         "squared-ReLU experts (not gated): mlp_matrices 2",
     ],
+    "nemotron-3.5-lightning": [
+        f"model dimensions are the Nemotron 3 Nano stack: the performance recipe starts from the Nano's "
+        f"({NANO_GB200.split('::')[1]}) and changes only the checkpoint it names (hf_model_id) and the MTP settings; "
+        "the Nano's HybridModelProvider (src/megatron/bridge/recipes/nemotronh/h100/nemotron_3_nano.py) builds the "
+        "model: pattern MEMEM*EMEMEM*EMEMEM*EMEMEM*EMEMEM*EMEMEMEM*EMEMEMEME (23 Mamba-2, 23 MoE, 6 attention), not "
+        "stated in the table",
+        "the shared expert of width 3712 written as shared_experts 2 of the routed width 1856: the same weights and "
+        "FLOPs; squared-ReLU experts (not gated): mlp_matrices 2",
+        f"multi-token prediction as the performance recipe sets it ({LIGHTNING_GB200.split('::')[1]}: mtp_num_layers "
+        "2, mtp_hybrid_override_pattern *E), written as the pattern's MTP part /*E/*E; its mtp_use_repeated_layer "
+        "(one set of MTP weights run twice) is not modelled: the second module's weights are counted too",
+    ],
     "nemotron-3-super": [
         "model dimensions are Megatron-LM's argument file for NVIDIA-Nemotron-3-Super-120B-A12B (NVIDIA/Megatron-LM "
         "examples/post_training/modelopt/conf/nvidia/NVIDIA-Nemotron-3-Super-120B-A12B-BF16.sh @ 6fe4b16360: hidden "
@@ -161,7 +182,6 @@ MODEL_ASSUMED: dict[str, list[str]] = {
     ],
 }
 
-P = "src/megatron/bridge/perf_recipes"
 BENCH = f"{P}/_common.py::_benchmark_common"
 MXFP8 = "src/megatron/bridge/training/mixed_precision.py::bf16_with_mxfp8_mixed (_perf_precision('fp8_mx'))"
 DSV3_LIB = "src/megatron/bridge/recipes/deepseek/h100/deepseek_v3.py::deepseek_v3_pretrain_1024gpu_h100_bf16_config"
@@ -306,6 +326,9 @@ RECIPES: dict[tuple[str, str], tuple[str, list[Setting], list[str]]] = {
         "CUDA graphs (TE, over the attention / Mamba / router scopes in the recipe) are not modelled; its "
         "tp_comm_overlap True does nothing at TP 1 (Megatron-Bridge comm_overlap.py turns it off below TP 2), so it "
         "is not written"]),
+    ("Nemotron_3_5_Lightning", "DGX-GB200"): (LIGHTNING_GB200, _nano(NANO_GB200), [
+        "CUDA graphs (TE, over the attention / Mamba / router scopes of the Nano recipe it starts from) are not "
+        "modelled; that recipe's tp_comm_overlap True does nothing at TP 1, so it is not written"]),
     ("Nemotron_3_Super", "DGX-GB300"): (SUPER_GB300, _super(SUPER_GB300, False), [SUPER_UNMODELLED]),
     ("Nemotron_3_Super", "DGX-GB200"): (SUPER_GB200, _super(SUPER_GB200, True), [SUPER_UNMODELLED]),
 }

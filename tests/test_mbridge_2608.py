@@ -1,21 +1,22 @@
 """Megatron-Bridge's 26.08 NeMo Container pre-training rows (docs/performance-summary.md @ 4ab94dfad366, "26.08 NeMo
 Container" > "Pre-Training Performance"; scripts/eval_cases_mbridge_2608.py writes them), all MXFP8:
 
-================  =========  ====  ==================  ==================
-model             system     GPUs  tokens/s/GPU        model TFLOP/s/GPU
-================  =========  ====  ==================  ==================
-DeepSeekV3        DGX-GB300   256  6,288               1,635
-DeepSeekV3        DGX-GB200   256  4,912               1,276
-GPT OSS 120B      DGX-GB300    64  33,024              1,077
-GPT OSS 120B      DGX-GB200    64  28,672              934
-Qwen3_30B_a3B     DGX-GB300     8  44,544              1,029
-Qwen3_30B_a3B     DGX-GB200     8  39,936              923
-Qwen3_235B_a22B   DGX-GB300   256  8,816               1,306
-Qwen3_235B_a22B   DGX-GB200   256  7,280               1,077
-Nemotron_3_Nano   DGX-GB300     8  39,936              901
-Nemotron_3_Super  DGX-GB300    64  9,856               831
-Nemotron_3_Super  DGX-GB200    64  7,040               600
-================  =========  ====  ==================  ==================
+======================  =========  ====  ==================  ==================
+model                   system     GPUs  tokens/s/GPU        model TFLOP/s/GPU
+======================  =========  ====  ==================  ==================
+DeepSeekV3              DGX-GB300   256  6,288               1,635
+DeepSeekV3              DGX-GB200   256  4,912               1,276
+GPT OSS 120B            DGX-GB300    64  33,024              1,077
+GPT OSS 120B            DGX-GB200    64  28,672              934
+Qwen3_30B_a3B           DGX-GB300     8  44,544              1,029
+Qwen3_30B_a3B           DGX-GB200     8  39,936              923
+Qwen3_235B_a22B         DGX-GB300   256  8,816               1,306
+Qwen3_235B_a22B         DGX-GB200   256  7,280               1,077
+Nemotron_3_Nano         DGX-GB300     8  39,936              901
+Nemotron_3_5_Lightning  DGX-GB200     8  28,672              807
+Nemotron_3_Super        DGX-GB300    64  9,856               831
+Nemotron_3_Super        DGX-GB200    64  7,040               600
+======================  =========  ====  ==================  ==================
 
 Every row ran, so each must be predicted to fit in memory at the settings its performance recipe sets.
 """
@@ -30,11 +31,12 @@ from bot.runs.store import LocalRunStore
 from knowledge.cost_settings import settings_for_run
 from tests.published_cases import EVAL, assert_script_writes, predict_case
 
-# (model slug, GPUs, GB300 tokens/s/GPU, GB200 tokens/s/GPU or None where the table has no GB200 row)
+# (model slug, GPUs, GB300 tokens/s/GPU, GB200 tokens/s/GPU; None where the table has no such row)
 ROWS = [("deepseek-v3", 256, 6288, 4912), ("gpt-oss-120b", 64, 33024, 28672), ("qwen3-30b-a3b", 8, 44544, 39936),
-        ("qwen3-235b-a22b", 256, 8816, 7280), ("nemotron-3-nano", 8, 39936, None), ("nemotron-3-super", 64, 9856, 7040)]
-CASES = [f"mbridge-26.08-{chip}-{slug}-{n}gpu-mxfp8" for slug, n, _, gb200 in ROWS
-         for chip in (("gb300", "gb200") if gb200 else ("gb300",))]
+        ("qwen3-235b-a22b", 256, 8816, 7280), ("nemotron-3-nano", 8, 39936, None), ("nemotron-3-super", 64, 9856, 7040),
+        ("nemotron-3.5-lightning", 8, None, 28672)]
+CASES = [f"mbridge-26.08-{chip}-{slug}-{n}gpu-mxfp8" for slug, n, gb300, gb200 in ROWS
+         for chip, tokens in (("gb300", gb300), ("gb200", gb200)) if tokens]
 
 
 def test_the_committed_cases_are_what_the_script_writes(tmp_path: Path) -> None:
@@ -81,7 +83,7 @@ def test_deepseek_v3_runs_the_recipes_pipeline_layout_with_its_mtp_module() -> N
     assert any("16/16/16/14 decoder + MTP layers" in a for a in pred.assumptions)
 
 
-@pytest.mark.parametrize(("slug", "gpus", "gb300_tps", "gb200_tps"), [r for r in ROWS if r[3]])
+@pytest.mark.parametrize(("slug", "gpus", "gb300_tps", "gb200_tps"), [r for r in ROWS if r[2] and r[3]])
 def test_each_gb300_row_is_predicted_faster_than_its_gb200_row_as_measured(
         slug: str, gpus: int, gb300_tps: int, gb200_tps: int) -> None:
     """Both rows of a model run the same global batch and sequence on the same GPU count, so the step times are
