@@ -4,11 +4,11 @@ MoE rows; Llama 3.1 405B on DGX-GB300, DGX-GB200 and DGX-H100) into the eval cor
 Run: ``.venv/bin/python scripts/eval_cases_mbridge_2606.py [examples/eval]`` (writes the case folders named below in
 place; nothing else is touched).
 
-Why: 26.06 measured the MoE models the corpus prices (DeepSeek-V3, GPT-OSS 120B, Qwen3 30B-A3B, Nemotron 3 Nano) on
-DGX-B300, eight GPUs per node over InfiniBand, where the corpus has only the Nemotron 3 Nano 26.04.01 row; on DGX-H100 it
+Why: 26.06 measured the MoE models the corpus prices (DeepSeek-V3, GPT-OSS 120B, Qwen3 30B-A3B, Nemotron 3 Nano and
+Super) on DGX-B300, eight GPUs per node over InfiniBand, where the corpus has only the Nemotron 3 Nano 26.04.01 row; on DGX-H100 it
 re-measured Qwen3 30B-A3B and Nemotron 3 Nano; and it measured Llama 3.1 405B in FP8, MXFP8 and NVFP4 on GB300 (which
 the corpus has no 405B row for) and GB200 with new parallel layouts. The rows give four tables (one per container and
-system, as the corpus does): four on DGX-B300, three on DGX-H100, three on DGX-GB300 and three on DGX-GB200.
+system, as the corpus does): five on DGX-B300, three on DGX-H100, three on DGX-GB300 and three on DGX-GB200.
 
 Source: NVIDIA-NeMo/Megatron-Bridge ``docs/performance-summary-archive.md`` @ 4ab94dfad366 ("docs: update performance
 summary for 26.08 (#5496)", 2026-08-11), Apache-2.0, section "26.06 NeMo Container" > "Pre-Training Performance". The
@@ -31,10 +31,12 @@ Left out, with the reason:
 * Kimi_K2 (DGX-GB300, MXFP8): "Muon optimizer was used for pre-training Kimi-K2" (the table's note;
   ``scripts/performance/configs/kimi/kimi_llm_pretrain.py``, optimizer dist_muon). ASAP prices Adam's optimizer state
   and step, not Muon's.
-* Nemotron_3_Super (six rows): a hybrid Mamba-2 / LatentMoE stack (experts run in a projected latent width:
-  ``moe_latent_size`` in ``src/megatron/bridge/recipes/nemotronh/nemotron_3_super.py``) with repeated hybrid MTP
-  blocks. ASAP's MoE shape has no latent width.
-* The DGX-GB300 and DGX-GB200 rows of DeepSeekV3, GPT OSS 120B, Qwen3_30B_a3B, Qwen3_235B_a22B and Nemotron_3_Nano:
+* Nemotron_3_Super's NVFP4 rows: their recipe quantizes per layer from a Transformer Engine recipe file
+  (scripts/performance/configs/nemotronh/te_quant.cfg through set_nemotron_3_super_common_configs), mixing formats
+  ASAP does not read. Its DGX-B300 MXFP8 row is in (LatentMoE and the hybrid MTP modules are priced); its DGX-GB300 and
+  DGX-GB200 MXFP8 rows fall under the next item.
+* The DGX-GB300 and DGX-GB200 rows of DeepSeekV3, GPT OSS 120B, Qwen3_30B_a3B, Qwen3_235B_a22B, Nemotron_3_Nano and
+  Nemotron_3_Super:
   the corpus already holds these models on these systems at the same parallel sizes and batch, re-measured with the
   26.08 recipes (``scripts/eval_cases_mbridge_2608.py``; the GB200 Nemotron_3_Nano row's sizes are the corpus's
   26.04.01 GB200 case). The DeepSeekV3 GB300 row at GBS 15360 is the GBS 4096 row's recipe with a larger batch.
@@ -83,11 +85,14 @@ ROWS: dict[str, list[tuple[int, str]]] = {
         (155, "| DGX-B300 | 8 | MXFP8 | 512 | 4 | 8192 | 1 | 1 | 1 | n/a | 8 | 37316 | 831 |"),
         (156, "| DGX-H100 | 16 | FP8 | 1024 | 1 | 8192 | 1 | 1 | 1 | n/a | 8 | 14719 | 328 |"),
     ],
+    "Nemotron_3_Super": [
+        (166, "| DGX-B300 | 64 | MXFP8 | 512 | 1 | 8192 | 1 | 1 | 1 | n/a | 8 | 7867 | 667 |"),
+    ],
 }
 CHIP = {"DGX-GB300": "gb300", "DGX-GB200": "gb200", "DGX-B300": "b300", "DGX-H100": "h100"}
 NVL72 = ("DGX-GB300", "DGX-GB200")
 SLUG = {"LLAMA3.1_405B": "llama31-405b", "DeepSeekV3": "deepseek-v3", "GPT OSS 120B": "gpt-oss-120b",
-        "Qwen3_30B_a3B": "qwen3-30b-a3b", "Nemotron_3_Nano": "nemotron-3-nano"}
+        "Qwen3_30B_a3B": "qwen3-30b-a3b", "Nemotron_3_Nano": "nemotron-3-nano", "Nemotron_3_Super": "nemotron-3-super"}
 DENSE = ("llama31-405b",)
 
 # run.yaml model blocks, as the corpus's cases for the same models record them (mbridge-26.04.01-gb200-llama31-405b-*,
@@ -109,6 +114,12 @@ MODELS: dict[str, dict[str, Any]] = {
         d_model=2688, d_ff=1856, heads=32, kv_heads=2, head_dim=128, vocab=131072, mlp_matrices=2, experts=128,
         experts_per_token=6, shared_experts=2, mamba_heads=64, mamba_head_dim=64, mamba_state_dim=128,
         mamba_groups=8),
+    "nemotron-3-super": dict(
+        name="nemotron-3-super-120b-a12b",
+        layer_pattern="MEMEMEM*EMEMEMEM*EMEMEMEM*EMEMEMEMEM*EMEMEMEMEM*EMEMEMEMEM*EMEMEMEMEM*EMEMEMEM*EMEMEMEME/*E/*E",
+        d_model=4096, d_ff=2688, heads=32, kv_heads=2, head_dim=128, vocab=131072, mlp_matrices=2, experts=512,
+        experts_per_token=22, shared_experts=2, moe_latent_size=1024, mamba_heads=128, mamba_head_dim=64,
+        mamba_state_dim=128, mamba_groups=8),
 }
 MODEL_ASSUMED: dict[str, list[str]] = {
     "llama31-405b": [
@@ -144,6 +155,21 @@ MODEL_ASSUMED: dict[str, list[str]] = {
         "routed width 1856: the same weights and FLOPs",
         "squared-ReLU experts (not gated): mlp_matrices 2",
     ],
+    "nemotron-3-super": [
+        "model dimensions are Megatron-LM's argument file for NVIDIA-Nemotron-3-Super-120B-A12B (NVIDIA/Megatron-LM "
+        "examples/post_training/modelopt/conf/nvidia/NVIDIA-Nemotron-3-Super-120B-A12B-BF16.sh @ 6fe4b16360: hidden "
+        "4096, 88-layer pattern of 40 Mamba-2, 40 MoE and 8 attention layers, 32 query / 2 KV heads of 128, 512 "
+        "experts of 2688 top-22 in a 1024-wide latent, shared expert 5376, squared ReLU, 128 Mamba heads of 64; "
+        "Megatron-Core's default Mamba state 128 and 8 groups), not stated in the table; the vocabulary 131072 is the "
+        "Hugging Face config's (the argument file names only its tokenizer)",
+        "the shared expert of width 5376 written as shared_experts 2 of the routed width 2688: the same weights and "
+        "FLOPs; squared-ReLU experts (not gated): mlp_matrices 2",
+        "multi-token prediction as the library recipe sets it (src/megatron/bridge/recipes/nemotronh/nemotron_3_super.py::"
+        f"nemotron_3_super_pretrain_config @ {R}: mtp_num_layers 2 with the Hugging Face config's "
+        "mtp_hybrid_override_pattern *E through AutoBridge), written as the pattern's MTP part /*E/*E; its "
+        "mtp_use_repeated_layer (one set of MTP weights run twice) is not modelled: the second module's weights are "
+        "counted too",
+    ],
 }
 
 S = "scripts/performance"
@@ -175,6 +201,7 @@ QWEN_LIB = f"{L}/qwen/qwen3_moe.py::qwen3_30b_a3b_pretrain_config"
 NANO = f"{S}/configs/nemotronh/nemotron_3_llm_pretrain.py"
 NANO_PRESETS = f"{S}/configs/nemotronh/nemotron_3_workload_base_configs.py"
 NANO_LIB = f"{L}/nemotronh/nemotron_3_nano.py::nemotron_3_nano_pretrain_config"
+SUPER_LIB = f"{L}/nemotronh/nemotron_3_super.py::nemotron_3_super_pretrain_config"
 
 # One setting: (ConfigContainer section, key, value, where the recipe sets it).
 Setting = tuple[str, str, Any, str]
@@ -305,6 +332,22 @@ def _nano(system: str) -> tuple[str, str, list[Setting]]:
     return fn, preset, settings
 
 
+def _super(system: str) -> tuple[str, str, list[Setting]]:
+    """Nemotron 3 Super's MXFP8 row: the preset's sizes over HybridEP, no recompute (the V1 MXFP8 preset sets none),
+    the library recipe's overlapped collectives and distributed optimizer, BF16 gradient reduction
+    (set_nemotron_3_super_common_configs), Transformer Engine graphs over the preset's scopes."""
+    gpu = system[4:].lower()
+    fn = f"{NANO}::nemotron_3_super_pretrain_config_{gpu}"
+    preset = f"{NANO_PRESETS}::NEMOTRON_3_SUPER_PRETRAIN_CONFIG_{gpu.upper()}_FP8_MX_V1"
+    settings: list[Setting] = [
+        *_moe(preset, f"{_via(preset, WORKLOAD)}; backend set again by {fn.split('::')[1]}"),
+        ("model", "recompute_granularity", None, SUPER_LIB),
+        ("ddp", "overlap_grad_reduce", True, SUPER_LIB), ("ddp", "overlap_param_gather", True, SUPER_LIB),
+        *_graph("transformer_engine", ["attn", "mamba", "moe_router", "moe_preprocess"], _via(preset, GRAPH)),
+        *_common(SUPER_LIB, f"{NANO}::set_nemotron_3_super_common_configs", "MXFP8")]
+    return fn, preset, settings
+
+
 TP1_OVERLAP = ("its tp_comm_overlap True does nothing at TP 1 (Megatron-Bridge comm_overlap.py turns it off below "
                "TP 2), so it is not written")
 TE_GRAPHS = ("Transformer Engine CUDA graphs over part of each layer (cuda_graph_impl transformer_engine) are read as "
@@ -346,6 +389,10 @@ def _notes(model: str, system: str, precision: str) -> list[str]:
                 "(qwen3_llm_pretrain.py::set_full_iter_cg_configs: moe_expert_rank_capacity_factor 1.5), the fused "
                 "grouped MLP (cutedsl_fused_grouped_mlp), FP8 dot-product attention and delayed weight-gradient "
                 "compute (_set_moe_a2a_overlap_overrides) are not modelled", TP1_OVERLAP]
+    if model == "Nemotron_3_Super":
+        return [TE_GRAPHS + " (scopes: the preset's)",
+                "moe_router_padding_for_quantization (set_nemotron_3_super_common_configs, MXFP8) is not modelled; "
+                "expert all-to-all overlap is off (neither the library recipe nor the preset sets it)"]
     if model == "Qwen3_30B_a3B":
         return ["no CUDA graphs (the H100 FP8 preset sets none; the library recipe's cuda_graph_impl none)",
                 TP1_OVERLAP]
@@ -361,6 +408,8 @@ def _recipe(model: str, system: str, precision: str) -> tuple[str, str, list[Set
         return _gpt_oss()
     if model == "Qwen3_30B_a3B":
         return _qwen(system)
+    if model == "Nemotron_3_Super":
+        return _super(system)
     return _nano(system)
 
 
