@@ -1,0 +1,170 @@
+"""Write the Megatron-Bridge 26.04.01 Nemotron 3 Super MXFP8 rows (a hybrid Mamba-2 / LatentMoE model with MTP
+modules) into the eval corpus.
+
+Run: ``.venv/bin/python scripts/eval_cases_mbridge_super.py [examples/eval]`` (writes the case folders named below in
+place; nothing else is touched).
+
+Why: Nemotron 3 Super runs its 512 routed experts in a 1024-wide latent (``moe_latent_size``) and trains two hybrid
+multi-token-prediction modules (``*E``); ASAP prices both (``model.moe_latent_size``, the pattern's ``/*E/*E``). The
+26.04.01 container measured it on four systems with three expert layouts: EP 64 inside one NVLink domain (GB300; GB200
+with TP 2), EP 8 inside eight-GPU DGX-B300 nodes (data parallel 8 over InfiniBand), and EP 64 across eight DGX-B200
+nodes over InfiniBand. The rows join the 26.04.01 tables the corpus already has (one per system).
+
+Source: NVIDIA-NeMo/Megatron-Bridge ``docs/performance-summary-archive.md`` @ 067f987df03b (Apache-2.0), section
+"26.04.01 NeMo Container" > "Pre-Training Performance" > "Model: Nemotron_3_Super", lines 282-288. The rows first appear
+in ``docs/performance-summary.md`` at 21d102f5e ("26.04.01_perf_summary", 2026-05-27); the performance scripts at that
+commit give the settings the table omits: ``scripts/performance/configs/nemotronh/nemotron_3_llm_pretrain.py``
+(``nemotron_3_super_pretrain_config_<gpu>``, ``set_nemotron_3_super_common_configs``), the presets in
+``nemotron_3_workload_base_configs.py`` (``NEMOTRON_3_SUPER_PRETRAIN_CONFIG_<GPU>_FP8_MX_V1``) and the library recipe
+``src/megatron/bridge/recipes/nemotronh/nemotron_3_super.py::nemotron_3_super_pretrain_config``. The dimensions are
+Megatron-LM's argument file for the model (tests/data/real/megatron/NVIDIA-Nemotron-3-Super-120B-A12B-BF16.sh).
+
+Left out, with the reason: the NVFP4 rows (their recipe quantizes per layer from a Transformer Engine recipe file,
+``te_quant.cfg``, mixing formats ASAP does not read), and the 26.04 container's rows of the same layouts (lines
+376-379: the same recipes, re-measured within 3%).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # scripts/mbridge_cases.py
+import mbridge_cases  # noqa: E402
+
+REPO = "NVIDIA-NeMo/Megatron-Bridge"
+ARCHIVE_COMMIT = "067f987df03b8355b03192d88d70f1709fedf51a"
+RECIPE_COMMIT = "21d102f5e"
+URL = f"https://github.com/{REPO}/blob/{ARCHIVE_COMMIT}/docs/performance-summary-archive.md"
+COLUMNS = ("System | #-GPUs | Precision | GBS | MBS | Sequence Length | FSDP | TP | PP | CP | VP | EP | "
+           "Tokens / sec / GPU | Model TFLOP / sec / GPU")
+
+# The rows exactly as the archive prints them, with their line (26.04.01 NeMo Container, Model: Nemotron_3_Super).
+ROWS = [
+    (282, "| DGX-GB300 | 64 | MXFP8 | 512 | 1 | 8192 | 0 | 1 | 1 | 1 | n/a | 64 | 9344 | 795 |"),
+    (284, "| DGX-GB200 | 64 | MXFP8 | 512 | 1 | 8192 | 0 | 2 | 1 | 1 | n/a | 64 | 6656 | 564 |"),
+    (286, "| DGX-B300 | 64 | MXFP8 | 512 | 1 | 8192 | 0 | 1 | 1 | 1 | n/a | 8 | 7296 | 623 |"),
+    (288, "| DGX-B200 | 64 | MXFP8 | 512 | 1 | 8192 | 0 | 1 | 1 | 1 | n/a | 64 | 6400 | 542 |"),
+]
+CHIP = {"DGX-GB300": "gb300", "DGX-GB200": "gb200", "DGX-B300": "b300", "DGX-B200": "b200"}
+NVL72 = ("DGX-GB300", "DGX-GB200")
+
+# Megatron-LM's argument file for the model, plus the two MTP modules the library recipe trains ("/*E/*E").
+MODEL: dict[str, Any] = dict(
+    name="nemotron-3-super-120b-a12b",
+    layer_pattern="MEMEMEM*EMEMEMEM*EMEMEMEM*EMEMEMEMEM*EMEMEMEMEM*EMEMEMEMEM*EMEMEMEMEM*EMEMEMEM*EMEMEMEME/*E/*E",
+    d_model=4096, d_ff=2688, heads=32, kv_heads=2, head_dim=128, vocab=131072, mlp_matrices=2, experts=512,
+    experts_per_token=22, shared_experts=2, moe_latent_size=1024, mamba_heads=128, mamba_head_dim=64,
+    mamba_state_dim=128, mamba_groups=8)
+
+S = "scripts/performance/configs/nemotronh"
+FN = f"{S}/nemotron_3_llm_pretrain.py"
+PRESETS = f"{S}/nemotron_3_workload_base_configs.py"
+LIB = "src/megatron/bridge/recipes/nemotronh/nemotron_3_super.py::nemotron_3_super_pretrain_config"
+COMMON = f"{FN}::set_nemotron_3_super_common_configs"
+WORKLOAD = "scripts/performance/utils/overrides.py::set_workload_base_configs"
+MXFP8 = ("src/megatron/bridge/training/mixed_precision.py::bf16_with_mxfp8_mixed "
+         "(scripts/performance/utils/precision.py::get_precision_config('fp8_mx'))")
+
+ASSUMED = [
+    "model dimensions are Megatron-LM's argument file for NVIDIA-Nemotron-3-Super-120B-A12B (NVIDIA/Megatron-LM "
+    "examples/post_training/modelopt/conf/nvidia/NVIDIA-Nemotron-3-Super-120B-A12B-BF16.sh @ 6fe4b16360: hidden 4096, "
+    "88-layer pattern of 40 Mamba-2, 40 MoE and 8 attention layers, 32 query / 2 KV heads of 128, 512 experts of 2688 "
+    "top-22 in a 1024-wide latent, shared expert 5376, squared ReLU, 128 Mamba heads of 64; Megatron-Core's default "
+    "Mamba state 128 and 8 groups), not stated in the table; the vocabulary 131072 is the Hugging Face config's",
+    "the shared expert of width 5376 written as shared_experts 2 of the routed width 2688: the same weights and FLOPs; "
+    "squared-ReLU experts (not gated): mlp_matrices 2",
+    f"multi-token prediction as the library recipe sets it ({LIB.split('::')[1]} @ {RECIPE_COMMIT}: mtp_num_layers 2 "
+    "with the Hugging Face config's mtp_hybrid_override_pattern *E through AutoBridge), written as the pattern's MTP "
+    "part /*E/*E; its mtp_use_repeated_layer (one set of MTP weights run twice) is not modelled: the second module's "
+    "weights are counted too",
+    f"settings the table does not state are the performance scripts' at {RECIPE_COMMIT}: the recipe function and "
+    "V1 MXFP8 preset of the row's system. Each setting in megatron.yaml names the file and function or preset that "
+    "sets it",
+    "MXFP8 recorded as dtype fp8 with fp8_recipe mxfp8 (the chip's fp8 peak; dense GEMMs at MXFP8's kernel rate); "
+    "fp8_param_gather as bf16_with_mxfp8_mixed sets it (ASAP prices the weights at 1 byte each)",
+    "moe_router_padding_for_quantization (set_nemotron_3_super_common_configs, MXFP8) is not modelled; expert "
+    "all-to-all overlap is off (neither the library recipe nor the preset sets it)",
+    "the archive's footnote: MoE benchmarks force-balance the token distribution among experts and are token-dropless, "
+    "as ASAP prices routed tokens (evenly spread)",
+]
+
+Setting = tuple[str, str, Any, str]
+
+
+def _settings(system: str, tp: int) -> list[Setting]:
+    """What the row's recipe sets beyond its sizes: HybridEP (preset), the library recipe's distributed optimizer and
+    overlapped collectives, BF16 gradient reduction, MXFP8 with fp8 parameter gathers; CUDA graphs and recompute as the
+    system's preset sets them (B200: no graphs, selective recompute of moe_act and layernorm)."""
+    gpu = system[4:].upper()
+    preset = f"{PRESETS}::NEMOTRON_3_SUPER_PRETRAIN_CONFIG_{gpu}_FP8_MX_V1 (applied by {WORKLOAD})"
+    b200 = system == "DGX-B200"
+    remat: list[Setting] = ([("model", "recompute_granularity", "selective", preset),
+                             ("model", "recompute_modules", ["moe_act", "layernorm"], preset)] if b200 else
+                            [("model", "recompute_granularity", None, LIB)])
+    graph: list[Setting] = ([("model", "cuda_graph_impl", "none", preset), ("model", "cuda_graph_scope", [], preset)]
+                            if b200 else
+                            [("model", "cuda_graph_impl", "transformer_engine", preset),
+                             ("model", "cuda_graph_scope", ["attn", "mamba", "moe_router", "moe_preprocess"], preset)])
+    return [("model", "sequence_parallel", tp > 1, f"{preset} (TP > 1)"),
+            ("model", "moe_token_dispatcher_type", "flex", f"{preset} (apply_flex_dispatcher_backend)"),
+            ("model", "moe_flex_dispatcher_backend", "hybridep", preset),
+            *remat, *graph,
+            ("ddp", "use_distributed_optimizer", True, LIB),
+            ("ddp", "overlap_grad_reduce", True, LIB), ("ddp", "overlap_param_gather", True, LIB),
+            ("ddp", "grad_reduce_in_fp32", False, COMMON),
+            ("mixed_precision", "fp8_recipe", "mxfp8", MXFP8), ("mixed_precision", "fp8_param_gather", True, MXFP8)]
+
+
+def _slices(system: str, gpus: int) -> int:
+    return mbridge_cases.nvl72_segments(gpus) if system in NVL72 else max(1, gpus // 8)
+
+
+def _node_note(system: str, gpus: int) -> str:
+    slices = _slices(system, gpus)
+    if system in NVL72:
+        return (f"{system[4:]} NVL72: {gpus} GPUs in one NVLink domain (16 four-GPU trays fit one Slurm segment of "
+                "Megatron-Bridge's launcher); num_slices 1")
+    return (f"{system}: 8 GPUs per node on NVLink, {slices} nodes joined by InfiniBand (num_slices {slices}); "
+            "Megatron's rank order tp-cp-ep-dp-pp places EP inside a node first")
+
+
+def write_case(root: Path, lineno: int, line: str) -> str:
+    """Write one case folder; returns its id."""
+    row = mbridge_cases.parse_row(line, COLUMNS)
+    system, gpus = row["System"], int(row["#-GPUs"])
+    chip, slices, tp = CHIP[system], _slices(system, gpus), int(row["TP"])
+    cid = f"mbridge-26.04.01-{chip}-nemotron-3-super-{gpus}gpu-mxfp8"
+    fn = f"{FN}::nemotron_3_super_pretrain_config_{system[4:].lower()}"
+    doc, cites, dp = mbridge_cases.megatron_doc(row, gpus, slices, _settings(system, tp))
+    header = (f"# Megatron-Bridge docs/performance-summary-archive.md line {lineno} @ {ARCHIVE_COMMIT[:9]}, 26.04.01 NeMo "
+              f"container, Pre-Training Performance, model Nemotron_3_Super, {system} MXFP8 row ({URL})\n"
+              f"# TP={tp} PP=1 CP=1 EP={row['EP']} GBS={row['GBS']} MBS={row['MBS']}; data parallel = {gpus}/TP = "
+              f"{dp}\n# parallel sizes and batch from the row; the other settings from the performance recipe {fn}"
+              f"('fp8_mx') @ {RECIPE_COMMIT} (the table does not state them), each set where named:\n"
+              + "\n".join(cites) + "\n")
+    run = mbridge_cases.run_doc(
+        cid, f"Megatron-Bridge 26.04.01 Nemotron_3_Super pre-training on {gpus} {chip.upper()} (MXFP8)",
+        f"Megatron-Bridge performance summary archive, 26.04.01 NeMo container, Nemotron_3_Super, {system} MXFP8 row. "
+        "No profile.", chip=chip, gpus=gpus, slices=slices, model=MODEL, row=row, dtype="fp8", tags=["moe", "hybrid"])
+    cited = {
+        "source": f"{REPO} docs/performance-summary-archive.md @ {ARCHIVE_COMMIT[:10]}, '26.04.01 NeMo Container' > "
+                  f"'Pre-Training Performance' > 'Model: Nemotron_3_Super', line {lineno}, row {system} MXFP8; recipe "
+                  f"settings from scripts/performance @ {RECIPE_COMMIT}",
+        "url": URL, "table": f"mbridge-26.04.01-{system.lower()}", "row": "Nemotron_3_Super MXFP8",
+        "stated": [f"26.04.01 NeMo Container, Pre-Training Performance, Model: Nemotron_3_Super, row: {line}",
+                   f"columns: {COLUMNS}", mbridge_cases.MOE_FOOTNOTE],
+        "assumed": ASSUMED + [_node_note(system, gpus)],
+    }
+    mbridge_cases.write_case_files(root / cid, header + mbridge_cases.dump(doc), run, cited,
+                                   mbridge_cases.measured(row, f"{system} row Nemotron_3_Super MXFP8"))
+    return cid
+
+
+def main(argv: list[str]) -> int:
+    return mbridge_cases.run(argv, lambda root: (write_case(root, n, line) for n, line in ROWS))
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv))
