@@ -26,6 +26,7 @@ import numpy as np
 from knowledge.cost_act_offload import kept_layers, offload_copy_seconds
 from knowledge.cost_fp8_recipe import MXFP8_DENSE_GEMM_SLOWDOWN
 from knowledge.cost_moe_grid import ExpertGrid, expert_grid, expert_network
+from knowledge.cost_muon import muon_step_s
 from knowledge.cost_network import (
     AxisNetwork,
     allreduce_time,
@@ -87,6 +88,7 @@ class Terms:
     offload_s: np.ndarray | None = None  # DeepSpeed ZeRO offload: host-link and CPU-optimizer wait (cost_offload)
     moe_host_s: np.ndarray | None = None  # the fixed per-MoE-layer time included in compute_s (MOE_LAYER_HOST_S)
     moe_dispatch_s: np.ndarray | None = None  # MaxText's routed-expert path on TPU beyond its FLOPs, in compute_s
+    optimizer_s: np.ndarray | None = None  # Muon's Newton–Schulz orthogonalizations (knowledge.cost_muon), outside compute_s
 
     def step_s(
         self, compute_scale: float = 1.0, comm_scale: float = 1.0, fixed_s: float = 0.0
@@ -96,7 +98,8 @@ class Terms:
         exposed = comm_scale * sum(self.exposed_s.values())
         bubble = self.bubble_frac * (device + comm_scale * self.nonoverlap_s)
         offload = self.offload_s if self.offload_s is not None else 0.0
-        return device + exposed + bubble + offload + fixed_s
+        optimizer = compute_scale * self.optimizer_s if self.optimizer_s is not None else 0.0
+        return device + exposed + bubble + offload + optimizer + fixed_s
 
 
 def _intensity(tokens: np.ndarray, d_in: float, d_out: np.ndarray) -> np.ndarray:
@@ -701,6 +704,14 @@ def _device_time(shape: Shape, chip: Chip, efficiency: float, mm: _MeshSplit) ->
 MEMORY_HEADROOM = 0.1
 
 
+def _muon_s(shape: Shape, mm: _MeshSplit, peak: float) -> np.ndarray:
+    """Muon's orthogonalization time per chip: the weights a chip holds are split over tensor x pipeline x fsdp,
+    the routed experts over the MoE grid's expert and expert-tensor ranks as well."""
+    dense_shards = mm.nt * mm.npp * mm.nf
+    expert_shards = mm.grid.ep * mm.grid.etp * mm.npp * mm.nf
+    return muon_step_s(shape, mm.chips, dense_shards, expert_shards, peak)
+
+
 def _prefetch_blocked(shape: Shape, chip: Chip, memory: dict[str, np.ndarray]) -> np.ndarray:
     """Meshes where XLA cannot gather the next layer's FSDP weights while the current one computes.
 
@@ -1052,4 +1063,6 @@ def evaluate(
         offload_s=offload,
         moe_host_s=dev.moe_host_s,
         moe_dispatch_s=dev.moe_dispatch_s,
+        # the optimizer step runs once per step after the backward pass, outside the pipeline schedule
+        optimizer_s=_muon_s(shape, mm, chip.peak_bf16_flops * efficiency) if shape.muon else None,
     )

@@ -80,6 +80,7 @@ NAMES: tuple[str, ...] = OVERLAP_NAMES + (
     "fp4_param_gather", "fp4_param", "use_precision_aware_optimizer",
     "use_megatron_fsdp",
     "data_parallel_sharding_strategy",
+    "optimizer",  # Megatron --optimizer / Megatron-Bridge optimizer.optimizer: adam, sgd, muon, dist_muon
 ) + PEFT_NAMES + PACKING_NAMES + ACT_OFFLOAD_NAMES + GRAPH_NAMES
 
 # Megatron-FSDP --data-parallel-sharding-strategy -> the ZeRO stage it matches (arguments.py choices; default
@@ -169,6 +170,8 @@ class TrainingSettings(BaseModel):
     moment_dtype: str | None = Field(default=None, description="Megatron optimizer exp_avg(_sq)_dtype (the wider)")
     weight_dtype: str | None = None
     optimizer_offload: bool | None = None
+    optimizer: str | None = Field(default=None, description="Megatron --optimizer / Megatron-Bridge optimizer.optimizer "
+                                  "(adam, sgd, muon, dist_muon), lower-cased")
     deepspeed: bool = Field(default=False, description="DeepSpeed's engine runs the optimizer (a ds_config.json, or "
                             "a Megatron-DeepSpeed launch with --deepspeed)")
     zero_stage: int | None = Field(default=None, description="DeepSpeed ZeRO stage 0-3 (ZeRO §5: 1 shards optimizer "
@@ -342,6 +345,8 @@ def settings_from_config(config: ShardingConfig) -> TrainingSettings:
     _, wd = _lookup(v, "weight_dtype", "param_dtype")
     out["weight_dtype"] = None if wd is None else str(wd).lower()
     out["optimizer_offload"] = _bool(_lookup(v, "optimizer_memory_host_offload")[1])
+    _, optimizer = _lookup(v, "optimizer")
+    out["optimizer"] = optimizer.strip().lower() if isinstance(optimizer, str) and optimizer.strip() else None
     drops = [_num(_lookup(v, k)[1]) for k in ("hidden_dropout", "attention_dropout")]
     present = [_lookup(v, k)[0] is not None for k in ("hidden_dropout", "attention_dropout")]
     out["dropout"] = any(d for d in drops) if any(present) else None

@@ -32,7 +32,10 @@ RematPolicy = str  # the policy as written: "none", "full", "minimal", "save_dot
 # weights, momentum and variance = 12 bytes/param, on top of 2 B bf16 weights and 2 B bf16 gradients
 # ("16 Psi" in total). Adafactor keeps factored second moments (~0 per param) and, in MaxText and T5X,
 # no first moment: fp32 master only. SGD (no momentum): master only. Lion: master + one fp32 moment.
-OPTIMIZER_BYTES_PER_PARAM: dict[str, float] = {"adamw": 12.0, "adam": 12.0, "adafactor": 4.0, "sgd": 4.0, "lion": 8.0}
+# Muon (knowledge.cost_muon): master + one fp32 momentum.
+OPTIMIZER_BYTES_PER_PARAM: dict[str, float] = {"adamw": 12.0, "adam": 12.0, "adafactor": 4.0, "sgd": 4.0, "lion": 8.0,
+                                               "muon": 8.0}
+MUON_NAMES = frozenset({"muon", "dist_muon"})  # Megatron --optimizer values that run Muon
 
 # What the unspecified remat policy defaults to per framework, and why (documented defaults):
 #   MaxText base.yml: remat_policy: 'full'.  Megatron-LM: activation recomputation is off unless
@@ -91,6 +94,8 @@ class Shape:
     weight_bytes: float = 2.0  # bytes per parameter of the persistent weights
     grad_bytes: float = 2.0  # bytes per parameter of the gradient buffer
     optimizer_bytes: float = 12.0  # bytes per parameter of the optimizer state (before sharding)
+    muon: bool = False  # Muon: Newton–Schulz orthogonalization priced in the step (knowledge.cost_muon)
+    muon_distributed: bool = False  # dist_muon: each data rank orthogonalizes its share of the matrices
     optimizer_offload: bool = False  # optimizer state in host memory (MaxText optimizer_memory_host_offload)
     ep_comm_overlap: bool = False  # Megatron-Core overlap_moe_expert_parallel_comm: expert A2A off the critical path
     full_iteration_graph: bool = False  # Megatron-Core whole-step CUDA graph: MoE layers without host launches / syncs
@@ -410,6 +415,8 @@ def resolve_shape(run: RunRecord, settings: TrainingSettings | None = None) -> S
         grad_bytes=state["grad_bytes"],
         optimizer_bytes=state["optimizer_bytes"],
         optimizer_offload=state["optimizer_offload"],
+        muon=state["muon"],
+        muon_distributed=state["muon_distributed"],
         zero_stage=state["zero_stage"],
         param_offload=state["param_offload"],
         settings=cfg,
@@ -858,7 +865,7 @@ def _model_state(run: RunRecord, cfg: TrainingSettings | None, notes: list[str])
         out["distributed_optimizer"] = dist
         if dist:
             notes.append("Megatron distributed optimizer: optimizer state sharded over the data (x context) ranks")
-        out.update(_megatron_precision(cfg, notes))
+        out.update(_megatron_precision(cfg, notes, moments=1.0 if _optimizer_name(run, cfg) in MUON_NAMES else 2.0))
         if cfg is not None and cfg.megatron_fsdp and cfg.zero_stage is not None:
             out["zero_stage"] = cfg.zero_stage
             out["distributed_optimizer"] = cfg.zero_stage >= 1
@@ -884,7 +891,32 @@ def _model_state(run: RunRecord, cfg: TrainingSettings | None, notes: list[str])
     out["optimizer_offload"] = bool(cfg.optimizer_offload) if cfg is not None else False
     if out["optimizer_offload"] and not (cfg is not None and cfg.deepspeed):
         notes.append("optimizer_memory_host_offload: optimizer state kept in host memory, not HBM")
+    out.update(_muon(run, cfg, bool(out.get("distributed_optimizer")), notes))
     return out
+
+
+def _optimizer_name(run: RunRecord, cfg: TrainingSettings | None) -> str:
+    """The optimizer the config names (Megatron --optimizer), else run.yaml's training.optimizer."""
+    if cfg is not None and cfg.optimizer:
+        return cfg.optimizer
+    return run.training.optimizer if run.training else "adamw"
+
+
+def _muon(run: RunRecord, cfg: TrainingSettings | None, distributed: bool, notes: list[str]) -> dict[str, bool]:
+    """Whether the run trains with Muon, and whether its orthogonalizations are spread over the data ranks
+    (Megatron's dist_muon, or run.yaml's muon with a distributed optimizer)."""
+    name = _optimizer_name(run, cfg)
+    if name not in MUON_NAMES:
+        return {"muon": False, "muon_distributed": False}
+    spread = name == "dist_muon" or (name == "muon" and cfg is None and distributed)
+    source = f"config: optimizer {name}" if cfg is not None and cfg.optimizer else "run.yaml: optimizer muon"
+    notes.append(
+        f"Muon ({source}): one momentum per parameter beside the fp32 master weights (Adam keeps two moments); "
+        "five Newton–Schulz iterations per hidden weight matrix each step, at the bf16 matmul rate, "
+        + ("spread over the data-parallel ranks (each orthogonalizes whole matrices: LayerWiseDistributedOptimizer)"
+           if spread else "repeated on every data-parallel replica")
+        + "; embeddings and the output layer run Adam inside it, their second moment not counted (knowledge.cost_muon)")
+    return {"muon": True, "muon_distributed": spread}
 
 
 def _xla_tpu_loss_fused(run: RunRecord, cfg: TrainingSettings | None) -> bool:
@@ -919,8 +951,9 @@ ROWWISE_FP8_SPEEDUP = 1.4
 NVFP4_BYTES = 0.5 + 1.0 / 16.0
 
 
-def _megatron_precision(cfg: TrainingSettings | None, notes: list[str]) -> dict[str, float]:
-    """Megatron's bytes per parameter: weights, main gradients, optimizer state (master + two Adam moments).
+def _megatron_precision(cfg: TrainingSettings | None, notes: list[str], moments: float = 2.0) -> dict[str, float]:
+    """Megatron's bytes per parameter: weights, main gradients, optimizer state (master + two Adam moments; Muon
+    keeps one, ``moments``).
 
     Gradients are fp32 unless ``--grad-reduce-in-bf16`` (arguments.py turns accumulate_allreduce_grads_in_fp32
     off) or a ``main_grads_dtype`` says otherwise. ``--fp8-param-gather`` keeps the model's weights in fp8
@@ -937,14 +970,14 @@ def _megatron_precision(cfg: TrainingSettings | None, notes: list[str]) -> dict[
     if (grad, master, moment) != (4.0, 4.0, 4.0):
         notes.append(
             f"optimizer precision from the config: gradients {grad:.0f} B, master weights {master:.0f} B, "
-            f"Adam moments {moment:.0f} B per parameter"
+            f"{'Adam moments' if moments == 2.0 else 'the momentum'} {moment:.0f} B per parameter"
         )
     if weight == 1.0:
         notes.append("fp8 parameters (--fp8-param-gather / fp8_params): weights held in fp8, 1 B per parameter")
     if weight == NVFP4_BYTES:
         notes.append("NVFP4 parameters (--fp4-param-gather): weights held and gathered in NVFP4, 4 bits + one fp8 "
                      "scale per 16 values = 0.5625 B per parameter")
-    return {"weight_bytes": weight, "grad_bytes": grad, "optimizer_bytes": master + 2.0 * moment}
+    return {"weight_bytes": weight, "grad_bytes": grad, "optimizer_bytes": master + moments * moment}
 
 
 def _deepspeed_state(run: RunRecord, cfg: TrainingSettings, notes: list[str]) -> dict[str, Any]:

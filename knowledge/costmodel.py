@@ -105,8 +105,8 @@ class Prediction(BaseModel):
     step_time_high_ms: float
     uncertainty: float = Field(description="relative half-width of the band, e.g. 0.2 = +-20%")
     breakdown_ms: dict[str, float] = Field(
-        description="compute, hbm, comm.<axis> (exposed), pipeline_bubble, offload (DeepSpeed ZeRO offload), fixed; "
-        "sums to step_time_ms"
+        description="compute, hbm, comm.<axis> (exposed), pipeline_bubble, offload (DeepSpeed ZeRO offload), "
+        "optimizer_step (Muon), fixed; sums to step_time_ms"
     )
     exposed_comm_ms: float = Field(description="collectives not hidden behind compute (overlap bounds applied)")
     memory_per_chip_bytes: float
@@ -203,7 +203,8 @@ def predict(
     exposed = sum(exposed_axes.values())
     bubble = float(terms.bubble_frac[0]) * (device + ks * float(terms.nonoverlap_s[0]))
     offload = _offload(terms)
-    step = float(device + exposed + bubble + offload + fixed_s)
+    optimizer = cs * float(terms.optimizer_s[0]) if terms.optimizer_s is not None else 0.0  # Muon's orthogonalization
+    step = float(device + exposed + bubble + offload + optimizer + fixed_s)
     # the offload time rests on an assumed host link and CPU (knowledge.cost_offload): the band spans it
     band_low = step - (exposed - ks * float(terms.exposed_low_s[0])) - offload * (1.0 - 1.0 / OFFLOAD_RANGE)
     band_high = step + (ks * float(terms.exposed_high_s[0]) - exposed) + offload * (OFFLOAD_RANGE - 1.0)
@@ -221,6 +222,10 @@ def predict(
     half_width = (high - low) / 2.0 / step_ms if step_ms > 0 else u
     breakdown = _breakdown(terms, mesh, cs, exposed_axes, bubble, offload, fixed_s, moe_layer_s(shape) * 1e3,
                            assumptions)
+    if optimizer > 0:
+        breakdown["optimizer_step"] = optimizer * 1e3
+        assumptions.append(f"Muon's Newton–Schulz orthogonalizations: {optimizer * 1e3:.0f} ms of this step "
+                           "(knowledge.cost_muon)")
     if shape.is_moe and shape.full_iteration_graph:
         assumptions.append(graph_note(moe_layer_s(shape) * 1e3))
     memory, mem_low, mem_high, fits = _memory(shape, terms, chip, mesh, calibration, assumptions)

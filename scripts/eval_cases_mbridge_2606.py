@@ -5,10 +5,10 @@ Run: ``.venv/bin/python scripts/eval_cases_mbridge_2606.py [examples/eval]`` (wr
 place; nothing else is touched).
 
 Why: 26.06 measured the MoE models the corpus prices (DeepSeek-V3, GPT-OSS 120B, Qwen3 30B-A3B, Nemotron 3 Nano and
-Super) on DGX-B300, eight GPUs per node over InfiniBand, where the corpus has only the Nemotron 3 Nano 26.04.01 row; on DGX-H100 it
+Super) on DGX-B300, Kimi K2 (1T, trained with Muon) on DGX-GB300, eight GPUs per node over InfiniBand, where the corpus has only the Nemotron 3 Nano 26.04.01 row; on DGX-H100 it
 re-measured Qwen3 30B-A3B and Nemotron 3 Nano; and it measured Llama 3.1 405B in FP8, MXFP8 and NVFP4 on GB300 (which
 the corpus has no 405B row for) and GB200 with new parallel layouts. The rows give four tables (one per container and
-system, as the corpus does): five on DGX-B300, three on DGX-H100, three on DGX-GB300 and three on DGX-GB200.
+system, as the corpus does): five on DGX-B300, three on DGX-H100, four on DGX-GB300 and three on DGX-GB200.
 
 Source: NVIDIA-NeMo/Megatron-Bridge ``docs/performance-summary-archive.md`` @ 4ab94dfad366 ("docs: update performance
 summary for 26.08 (#5496)", 2026-08-11), Apache-2.0, section "26.06 NeMo Container" > "Pre-Training Performance". The
@@ -28,9 +28,6 @@ sets it. Model dimensions are the ones the corpus already records for these mode
 
 Left out, with the reason:
 
-* Kimi_K2 (DGX-GB300, MXFP8): "Muon optimizer was used for pre-training Kimi-K2" (the table's note;
-  ``scripts/performance/configs/kimi/kimi_llm_pretrain.py``, optimizer dist_muon). ASAP prices Adam's optimizer state
-  and step, not Muon's.
 * Nemotron_3_Super's NVFP4 rows: their recipe quantizes per layer from a Transformer Engine recipe file
   (scripts/performance/configs/nemotronh/te_quant.cfg through set_nemotron_3_super_common_configs), mixing formats
   ASAP does not read. Its DGX-B300 MXFP8 row is in (LatentMoE and the hybrid MTP modules are priced); its DGX-GB300 and
@@ -85,6 +82,9 @@ ROWS: dict[str, list[tuple[int, str]]] = {
         (155, "| DGX-B300 | 8 | MXFP8 | 512 | 4 | 8192 | 1 | 1 | 1 | n/a | 8 | 37316 | 831 |"),
         (156, "| DGX-H100 | 16 | FP8 | 1024 | 1 | 8192 | 1 | 1 | 1 | n/a | 8 | 14719 | 328 |"),
     ],
+    "Kimi_K2": [
+        (145, "| DGX-GB300 | 256 | MXFP8 | 4096 | 2 | 4096 | 1 | 4 | 1 | 4 | 64 | 5372 | 1099 |"),
+    ],
     "Nemotron_3_Super": [
         (166, "| DGX-B300 | 64 | MXFP8 | 512 | 1 | 8192 | 1 | 1 | 1 | n/a | 8 | 7867 | 667 |"),
     ],
@@ -92,7 +92,8 @@ ROWS: dict[str, list[tuple[int, str]]] = {
 CHIP = {"DGX-GB300": "gb300", "DGX-GB200": "gb200", "DGX-B300": "b300", "DGX-H100": "h100"}
 NVL72 = ("DGX-GB300", "DGX-GB200")
 SLUG = {"LLAMA3.1_405B": "llama31-405b", "DeepSeekV3": "deepseek-v3", "GPT OSS 120B": "gpt-oss-120b",
-        "Qwen3_30B_a3B": "qwen3-30b-a3b", "Nemotron_3_Nano": "nemotron-3-nano", "Nemotron_3_Super": "nemotron-3-super"}
+        "Qwen3_30B_a3B": "qwen3-30b-a3b", "Nemotron_3_Nano": "nemotron-3-nano", "Nemotron_3_Super": "nemotron-3-super",
+        "Kimi_K2": "kimi-k2"}
 DENSE = ("llama31-405b",)
 
 # run.yaml model blocks, as the corpus's cases for the same models record them (mbridge-26.04.01-gb200-llama31-405b-*,
@@ -114,6 +115,9 @@ MODELS: dict[str, dict[str, Any]] = {
         d_model=2688, d_ff=1856, heads=32, kv_heads=2, head_dim=128, vocab=131072, mlp_matrices=2, experts=128,
         experts_per_token=6, shared_experts=2, mamba_heads=64, mamba_head_dim=64, mamba_state_dim=128,
         mamba_groups=8),
+    "kimi-k2": dict(name="kimi-k2", vocab=163840, layers=61, d_model=7168, d_ff=2048, heads=64, experts=384,
+                    experts_per_token=8, shared_experts=1, dense_layers=1, dense_d_ff=18432, mlp_matrices=3,
+                    q_lora_rank=1536, kv_lora_rank=512, qk_nope_head_dim=128, qk_rope_head_dim=64, v_head_dim=128),
     "nemotron-3-super": dict(
         name="nemotron-3-super-120b-a12b",
         layer_pattern="MEMEMEM*EMEMEMEM*EMEMEMEM*EMEMEMEMEM*EMEMEMEMEM*EMEMEMEMEM*EMEMEMEMEM*EMEMEMEM*EMEMEMEME/*E/*E",
@@ -155,6 +159,13 @@ MODEL_ASSUMED: dict[str, list[str]] = {
         "routed width 1856: the same weights and FLOPs",
         "squared-ReLU experts (not gated): mlp_matrices 2",
     ],
+    "kimi-k2": [
+        "model dimensions are the Hugging Face config of moonshotai/Kimi-K2-Instruct, the model the library recipe "
+        f"kimi_k2_pretrain_config builds through AutoBridge at {R}: hidden 7168, 61 layers of which the first dense "
+        "with intermediate 18432, 384 routed experts of 2048 top-8 plus 1 shared, 64 heads with MLA q_lora_rank 1536 / "
+        "kv_lora_rank 512 / qk_nope 128 / qk_rope 64 / v 128, vocabulary 163840, no MTP layer (DeepSeek-V3's "
+        "architecture); not stated in the table. ASAP counts 1.03T parameters, 32.7B active (Moonshot AI: 1.04T, 32B)",
+    ],
     "nemotron-3-super": [
         "model dimensions are Megatron-LM's argument file for NVIDIA-Nemotron-3-Super-120B-A12B (NVIDIA/Megatron-LM "
         "examples/post_training/modelopt/conf/nvidia/NVIDIA-Nemotron-3-Super-120B-A12B-BF16.sh @ 6fe4b16360: hidden "
@@ -192,6 +203,9 @@ LLAMA_LIB = f"{L}/llama/llama3.py::llama31_405b_pretrain_config"
 DS = f"{S}/configs/deepseek/deepseek_llm_pretrain.py"
 DS_PRESETS = f"{S}/configs/deepseek/deepseek_workload_base_configs.py"
 DS_LIB = f"{L}/deepseek/deepseek_v3.py::deepseek_v3_pretrain_config"
+KIMI = f"{S}/configs/kimi/kimi_llm_pretrain.py"
+KIMI_PRESETS = f"{S}/configs/kimi/kimi_workload_base_configs.py"
+KIMI_LIB = f"{L}/kimi/kimi_k2.py::kimi_k2_pretrain_config"
 GPTOSS = f"{S}/configs/gpt_oss/gpt_oss_llm_pretrain.py"
 GPTOSS_PRESETS = f"{S}/configs/gpt_oss/gpt_oss_workload_base_configs.py"
 GPTOSS_LIB = f"{L}/gpt_oss/gpt_oss.py::gpt_oss_120b_pretrain_config"
@@ -332,6 +346,30 @@ def _nano(system: str) -> tuple[str, str, list[Setting]]:
     return fn, preset, settings
 
 
+def _kimi() -> tuple[str, str, list[Setting]]:
+    """Kimi K2's MXFP8 GB300 row: distributed Muon (the library recipe's default optimizer_type), which runs without
+    Megatron's distributed optimizer and, with MXFP8, without fp8 parameter gathers (set_kimi_k2_common_configs'
+    work-around); the library recipe's PP x VP layout for (4, 4); selective recompute of the MLA up-projections."""
+    fn = f"{KIMI}::kimi_k2_pretrain_config_gb300"
+    preset = f"{KIMI_PRESETS}::KIMI_K2_PRETRAIN_CONFIG_GB300_FP8_MX"
+    common = f"{KIMI}::set_kimi_k2_common_configs"
+    layout = f"{L}/kimi/kimi_k2.py::_get_kimi_k2_pipeline_layout (PP 4, VP 4), called by {fn.split('::')[1]}"
+    settings: list[Setting] = [
+        *_moe(preset, f"{_via(preset, WORKLOAD)}; also {fn} (apply_flex_dispatcher_backend)"),
+        ("model", "recompute_granularity", "selective", common),
+        ("model", "recompute_modules", ["mla_up_proj"], _via(preset, RECOMPUTE)),
+        ("model", "pipeline_model_parallel_layout", "Et*4|(t*4|)*14tL", layout),
+        ("comm_overlap", "overlap_moe_expert_parallel_comm", False, _via(preset, A2A)),
+        *_graph("none", [], f"{KIMI_LIB} (cuda_graph_impl none); {GRAPH} (scope emptied for none)"),
+        ("optimizer", "optimizer", "dist_muon", f"{KIMI_LIB} (distributed_muon_with_cosine_annealing)"),
+        ("ddp", "use_distributed_optimizer", False, f"{KIMI_LIB} (\"Muon needs this to be False\")"),
+        ("ddp", "overlap_grad_reduce", True, fn),
+        ("ddp", "grad_reduce_in_fp32", False, common),
+        ("mixed_precision", "fp8_recipe", "mxfp8", MXFP8),
+        ("mixed_precision", "fp8_param_gather", False, f"{common} (Muon + MXFP8 work-around)")]
+    return fn, preset, settings
+
+
 def _super(system: str) -> tuple[str, str, list[Setting]]:
     """Nemotron 3 Super's MXFP8 row: the preset's sizes over HybridEP, no recompute (the V1 MXFP8 preset sets none),
     the library recipe's overlapped collectives and distributed optimizer, BF16 gradient reduction
@@ -389,6 +427,14 @@ def _notes(model: str, system: str, precision: str) -> list[str]:
                 "(qwen3_llm_pretrain.py::set_full_iter_cg_configs: moe_expert_rank_capacity_factor 1.5), the fused "
                 "grouped MLP (cutedsl_fused_grouped_mlp), FP8 dot-product attention and delayed weight-gradient "
                 "compute (_set_moe_a2a_overlap_overrides) are not modelled", TP1_OVERLAP]
+    if model == "Kimi_K2":
+        return ["the table's note: 'Muon optimizer was used for pre-training Kimi-K2' (optimizer dist_muon, priced: "
+                "knowledge.cost_muon); the library recipe keeps the optimizer state in fp32 "
+                "(use_precision_aware_optimizer False)",
+                "the library recipe's layout for PP 4 x VP 4 is a list of stages ([embedding + 4 decoder], 14 x [4 "
+                "decoder], [decoder + loss]); written as the same layout in Megatron-Core's string form",
+                "qk_clip off and moe_router_fusion (set_kimi_k2_common_configs) are not modelled; no CUDA graphs; "
+                "expert all-to-all overlap off (the preset's moe_a2a_overlap False)"]
     if model == "Nemotron_3_Super":
         return [TE_GRAPHS + " (scopes: the preset's)",
                 "moe_router_padding_for_quantization (set_nemotron_3_super_common_configs, MXFP8) is not modelled; "
@@ -410,6 +456,8 @@ def _recipe(model: str, system: str, precision: str) -> tuple[str, str, list[Set
         return _qwen(system)
     if model == "Nemotron_3_Super":
         return _super(system)
+    if model == "Kimi_K2":
+        return _kimi()
     return _nano(system)
 
 
@@ -436,6 +484,8 @@ PRECISION_ASSUMED = {
              "core and elementwise work at bf16. bf16_with_nvfp4_mixed: fp4 e2m1, the NVFP4 recipe, "
              "fp8_param_gather False and fp4_param_gather True (weights held and gathered in NVFP4, read)",
 }
+KIMI_MXFP8 = ("MXFP8 recorded as dtype fp8 with fp8_recipe mxfp8 (the chip's fp8 peak, dense GEMMs at MXFP8's kernel "
+              "rate); fp8_param_gather False as set_kimi_k2_common_configs turns it off for Muon: weights held in bf16")
 MOE_ASSUMED = ("the footnote: MoE benchmarks force-balance the token distribution among experts and are token-dropless, "
                "as ASAP prices routed tokens (evenly spread)")
 
@@ -505,7 +555,7 @@ def write_case(root: Path, model: str, lineno: int, line: str) -> str:
         "url": URL, "table": f"mbridge-26.06-{system.lower()}", "row": f"{model} {precision}",
         "stated": [f"26.06 NeMo Container, Pre-Training Performance, Model: {model}, row: {line}",
                    f"columns: {COLUMNS}"] + ([FOOTNOTE] if moe else []),
-        "assumed": (MODEL_ASSUMED[slug] + recipe_assumed + COMMON_ASSUMED + [PRECISION_ASSUMED[precision]]
+        "assumed": (MODEL_ASSUMED[slug] + recipe_assumed + COMMON_ASSUMED + [KIMI_MXFP8 if model == "Kimi_K2" else PRECISION_ASSUMED[precision]]
                     + ([MOE_ASSUMED] if moe else []) + [_node_note(system, gpus)]),
     }
     mbridge_cases.write_case_files(root / cid, text, run, cited,

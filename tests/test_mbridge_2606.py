@@ -19,6 +19,7 @@ Qwen3_30B_a3B     DGX-H100   FP8          16  8,826         203
 Nemotron_3_Nano   DGX-B300   MXFP8         8  37,316        831
 Nemotron_3_Nano   DGX-H100   FP8          16  14,719        328
 Nemotron_3_Super  DGX-B300   MXFP8        64  7,867         667
+Kimi_K2           DGX-GB300  MXFP8       256  5,372         1,099
 ================  =========  =========  ====  ============  =================
 
 Every row ran, so each must be predicted to fit in memory at the settings its performance recipe sets. The three
@@ -44,7 +45,8 @@ MOE = ["mbridge-26.06-b300-deepseek-v3-256gpu-mxfp8", "mbridge-26.06-b300-gpt-os
        "mbridge-26.06-b300-qwen3-30b-a3b-8gpu-mxfp8", "mbridge-26.06-h100-qwen3-30b-a3b-16gpu-fp8",
        "mbridge-26.06-b300-nemotron-3-nano-8gpu-mxfp8", "mbridge-26.06-h100-nemotron-3-nano-16gpu-fp8",
        "mbridge-26.06-b300-nemotron-3-super-64gpu-mxfp8"]
-CASES = LLAMA + MOE
+KIMI = "mbridge-26.06-gb300-kimi-k2-256gpu-mxfp8"
+CASES = LLAMA + MOE + [KIMI]
 
 def test_the_committed_cases_are_what_the_script_writes(tmp_path: Path) -> None:
     assert_script_writes("eval_cases_mbridge_2606", CASES, tmp_path)
@@ -57,7 +59,7 @@ def test_each_published_row_is_predicted_to_fit_in_memory(case: str) -> None:
                               f"{pred.memory_capacity_bytes / 2**30:.1f} GiB")
 
 
-@pytest.mark.parametrize("case", CASES)
+@pytest.mark.parametrize("case", LLAMA + MOE)
 def test_the_recipe_settings_are_read_from_each_case(case: str) -> None:
     """What every row's recipe sets: the distributed optimizer and BF16 gradient reduction; weights kept in fp8
     (fp8_cs / fp8_mx precision) or in NVFP4 (nvfp4). Llama 3.1 405B: sequence parallelism (TP > 1), TP overlap except
@@ -112,3 +114,16 @@ def test_nemotron_3_super_on_b300_prices_its_expert_axis_inside_the_node() -> No
     measured_ms = 512 * 8192 / (7867 * 64) * 1000.0
     assert 0.9 < measured_ms / pred.step_time_ms < 1.1
     assert pred.mesh.size("expert") == 8 and pred.fits_memory
+
+
+def test_kimi_k2_trains_with_distributed_muon_as_its_recipe_sets_it() -> None:
+    """The table's note: 'Muon optimizer was used for pre-training Kimi-K2'. The library recipe runs dist_muon
+    without Megatron's distributed optimizer, and set_kimi_k2_common_configs drops MXFP8's fp8 parameter gathers for
+    it: the weights stay bf16, the optimizer state is master + one momentum, and the orthogonalizations are priced."""
+    s = settings_for_run(LocalRunStore(EVAL).get(KIMI))
+    assert s is not None
+    assert (s.optimizer, s.distributed_optimizer, s.fp8_params, s.fp8_recipe) == ("dist_muon", False, False, "mxfp8")
+    pred = predict_case(KIMI)
+    assert pred.fits_memory and pred.breakdown_ms["optimizer_step"] > 0
+    measured_ms = 4096 * 4096 / (5372 * 256) * 1000.0
+    assert 0.85 < measured_ms / pred.step_time_ms < 1.25

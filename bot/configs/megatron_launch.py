@@ -113,6 +113,7 @@ FLAG_SETTINGS: dict[str, str] = {
     "mamba_num_heads": "mamba_num_heads", "mamba_head_dim": "mamba_head_dim", "mamba_state_dim": "mamba_state_dim",
     "mamba_num_groups": "mamba_num_groups",
     "mtp_num_layers": "mtp_num_layers",  # multi-token prediction (bot.configs.model_dims._megatron)
+    "optimizer": "optimizer",  # --optimizer adam | sgd | muon | dist_muon (knowledge.cost_muon)
     "mtp_hybrid_override_pattern": "mtp_hybrid_override_pattern",
     # uneven pipeline stages (bot.configs.checks._stage_layers, knowledge.cost_settings UNEVEN_PIPELINE_KEYS)
     "account_for_embedding_in_pipeline_split": "account_for_embedding_in_pipeline_split",

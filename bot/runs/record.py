@@ -362,7 +362,9 @@ class TrainingSpec(BaseModel):
     remat: Literal["none", "minimal", "dots", "full"] | None = Field(
         default=None, description="activation rematerialization policy"
     )
-    optimizer: Literal["adamw", "adam", "adafactor", "sgd", "lion"] = Field(default="adamw")
+    optimizer: Literal["adamw", "adam", "adafactor", "sgd", "lion", "muon"] = Field(
+        default="adamw", description="muon: Newton–Schulz-orthogonalized momentum (Kimi K2; knowledge.cost_muon): "
+        "one moment per parameter, and its orthogonalization priced in the step")
     peft: Literal["none", "lora"] = Field(
         default="none", description="parameter-efficient fine-tuning: lora = the base weights are frozen and low-rank "
         "adapters train (Megatron-Bridge / NeMo peft)"
