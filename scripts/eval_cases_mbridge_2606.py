@@ -118,12 +118,7 @@ MODELS: dict[str, dict[str, Any]] = {
     "kimi-k2": dict(name="kimi-k2", vocab=163840, layers=61, d_model=7168, d_ff=2048, heads=64, experts=384,
                     experts_per_token=8, shared_experts=1, dense_layers=1, dense_d_ff=18432, mlp_matrices=3,
                     q_lora_rank=1536, kv_lora_rank=512, qk_nope_head_dim=128, qk_rope_head_dim=64, v_head_dim=128),
-    "nemotron-3-super": dict(
-        name="nemotron-3-super-120b-a12b",
-        layer_pattern="MEMEMEM*EMEMEMEM*EMEMEMEM*EMEMEMEMEM*EMEMEMEMEM*EMEMEMEMEM*EMEMEMEMEM*EMEMEMEM*EMEMEMEME/*E/*E",
-        d_model=4096, d_ff=2688, heads=32, kv_heads=2, head_dim=128, vocab=131072, mlp_matrices=2, experts=512,
-        experts_per_token=22, shared_experts=2, moe_latent_size=1024, mamba_heads=128, mamba_head_dim=64,
-        mamba_state_dim=128, mamba_groups=8),
+    "nemotron-3-super": mbridge_cases.NEMOTRON_3_SUPER,
 }
 MODEL_ASSUMED: dict[str, list[str]] = {
     "llama31-405b": [
@@ -166,21 +161,8 @@ MODEL_ASSUMED: dict[str, list[str]] = {
         "kv_lora_rank 512 / qk_nope 128 / qk_rope 64 / v 128, vocabulary 163840, no MTP layer (DeepSeek-V3's "
         "architecture); not stated in the table. ASAP counts 1.03T parameters, 32.7B active (Moonshot AI: 1.04T, 32B)",
     ],
-    "nemotron-3-super": [
-        "model dimensions are Megatron-LM's argument file for NVIDIA-Nemotron-3-Super-120B-A12B (NVIDIA/Megatron-LM "
-        "examples/post_training/modelopt/conf/nvidia/NVIDIA-Nemotron-3-Super-120B-A12B-BF16.sh @ 6fe4b16360: hidden "
-        "4096, 88-layer pattern of 40 Mamba-2, 40 MoE and 8 attention layers, 32 query / 2 KV heads of 128, 512 "
-        "experts of 2688 top-22 in a 1024-wide latent, shared expert 5376, squared ReLU, 128 Mamba heads of 64; "
-        "Megatron-Core's default Mamba state 128 and 8 groups), not stated in the table; the vocabulary 131072 is the "
-        "Hugging Face config's (the argument file names only its tokenizer)",
-        "the shared expert of width 5376 written as shared_experts 2 of the routed width 2688: the same weights and "
-        "FLOPs; squared-ReLU experts (not gated): mlp_matrices 2",
-        "multi-token prediction as the library recipe sets it (src/megatron/bridge/recipes/nemotronh/nemotron_3_super.py::"
-        f"nemotron_3_super_pretrain_config @ {R}: mtp_num_layers 2 with the Hugging Face config's "
-        "mtp_hybrid_override_pattern *E through AutoBridge), written as the pattern's MTP part /*E/*E; its "
-        "mtp_use_repeated_layer (one set of MTP weights run twice) is not modelled: the second module's weights are "
-        "counted too",
-    ],
+    "nemotron-3-super": mbridge_cases.nemotron_3_super_assumed(
+        f"the library recipe (src/megatron/bridge/recipes/nemotronh/nemotron_3_super.py::nemotron_3_super_pretrain_config @ {R})"),
 }
 
 S = "scripts/performance"

@@ -115,14 +115,7 @@ MODELS: dict[str, dict[str, Any]] = {
         d_model=2688, d_ff=1856, heads=32, kv_heads=2, head_dim=128, vocab=131072, mlp_matrices=2, experts=128,
         experts_per_token=6, shared_experts=2, mamba_heads=64, mamba_head_dim=64, mamba_state_dim=128,
         mamba_groups=8),
-    # Megatron-LM's argument file for the model (tests/data/real/megatron/NVIDIA-Nemotron-3-Super-120B-A12B-BF16.sh)
-    # plus the two MTP modules its pretraining recipe trains ("/*E/*E")
-    "nemotron-3-super": dict(
-        name="nemotron-3-super-120b-a12b",
-        layer_pattern="MEMEMEM*EMEMEMEM*EMEMEMEM*EMEMEMEMEM*EMEMEMEMEM*EMEMEMEMEM*EMEMEMEMEM*EMEMEMEM*EMEMEMEME/*E/*E",
-        d_model=4096, d_ff=2688, heads=32, kv_heads=2, head_dim=128, vocab=131072, mlp_matrices=2, experts=512,
-        experts_per_token=22, shared_experts=2, moe_latent_size=1024, mamba_heads=128, mamba_head_dim=64,
-        mamba_state_dim=128, mamba_groups=8),
+    "nemotron-3-super": mbridge_cases.NEMOTRON_3_SUPER,
 }
 QWEN3_DIMS = (
     "model dimensions are Qwen3's published config.json (hidden 2048 / 4096, 48 / 94 layers, 32 / 64 query heads, 4 KV "
@@ -166,20 +159,7 @@ MODEL_ASSUMED: dict[str, list[str]] = {
         "2, mtp_hybrid_override_pattern *E), written as the pattern's MTP part /*E/*E; its mtp_use_repeated_layer "
         "(one set of MTP weights run twice) is not modelled: the second module's weights are counted too",
     ],
-    "nemotron-3-super": [
-        "model dimensions are Megatron-LM's argument file for NVIDIA-Nemotron-3-Super-120B-A12B (NVIDIA/Megatron-LM "
-        "examples/post_training/modelopt/conf/nvidia/NVIDIA-Nemotron-3-Super-120B-A12B-BF16.sh @ 6fe4b16360: hidden "
-        "4096, 88-layer pattern of 40 Mamba-2, 40 MoE and 8 attention layers, 32 query / 2 KV heads of 128, 512 "
-        "experts of 2688 top-22 in a 1024-wide latent, shared expert 5376, squared ReLU, 128 Mamba heads of 64; "
-        "Megatron-Core's default Mamba state 128 and 8 groups), not stated in the table; the vocabulary 131072 is the "
-        "Hugging Face config's (the argument file names only its tokenizer)",
-        "the shared expert of width 5376 written as shared_experts 2 of the routed width 2688: the same weights and "
-        "FLOPs; squared-ReLU experts (not gated): mlp_matrices 2",
-        "multi-token prediction as the library recipe the performance recipe starts from sets it "
-        f"({SUPER_LIB} @ {C}: mtp_num_layers 2, the Hugging Face config's mtp_hybrid_override_pattern *E through "
-        "AutoBridge), written as the pattern's MTP part /*E/*E; its mtp_use_repeated_layer (one set of MTP weights "
-        "run twice) is not modelled: the second module's weights are counted too",
-    ],
+    "nemotron-3-super": mbridge_cases.nemotron_3_super_assumed(f"the library recipe the performance recipe starts from ({SUPER_LIB} @ {C})"),
 }
 
 BENCH = f"{P}/_common.py::_benchmark_common"

@@ -31,8 +31,7 @@ REPO = "NVIDIA-NeMo/Megatron-Bridge"
 ARCHIVE_COMMIT = "067f987df03b8355b03192d88d70f1709fedf51a"
 RECIPE_COMMIT = "21d102f5e"
 URL = f"https://github.com/{REPO}/blob/{ARCHIVE_COMMIT}/docs/performance-summary-archive.md"
-COLUMNS = ("System | #-GPUs | Precision | GBS | MBS | Sequence Length | FSDP | TP | PP | CP | VP | EP | "
-           "Tokens / sec / GPU | Model TFLOP / sec / GPU")
+COLUMNS = mbridge_cases.COLUMNS_FSDP
 
 # The rows exactly as the archive prints them (26.04.01 NeMo Container, Model: Nemotron_3_Nano).
 ROWS = [

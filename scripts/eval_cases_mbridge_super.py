@@ -33,12 +33,11 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # scripts/mbridge_cases.py
 import mbridge_cases  # noqa: E402
 
-REPO = "NVIDIA-NeMo/Megatron-Bridge"
+REPO = mbridge_cases.REPO
 ARCHIVE_COMMIT = "067f987df03b8355b03192d88d70f1709fedf51a"
 RECIPE_COMMIT = "21d102f5e"
 URL = f"https://github.com/{REPO}/blob/{ARCHIVE_COMMIT}/docs/performance-summary-archive.md"
-COLUMNS = ("System | #-GPUs | Precision | GBS | MBS | Sequence Length | FSDP | TP | PP | CP | VP | EP | "
-           "Tokens / sec / GPU | Model TFLOP / sec / GPU")
+COLUMNS = mbridge_cases.COLUMNS_FSDP
 
 # The rows exactly as the archive prints them, with their line (26.04.01 NeMo Container, Model: Nemotron_3_Super).
 ROWS = [
@@ -50,13 +49,7 @@ ROWS = [
 CHIP = {"DGX-GB300": "gb300", "DGX-GB200": "gb200", "DGX-B300": "b300", "DGX-B200": "b200"}
 NVL72 = ("DGX-GB300", "DGX-GB200")
 
-# Megatron-LM's argument file for the model, plus the two MTP modules the library recipe trains ("/*E/*E").
-MODEL: dict[str, Any] = dict(
-    name="nemotron-3-super-120b-a12b",
-    layer_pattern="MEMEMEM*EMEMEMEM*EMEMEMEM*EMEMEMEMEM*EMEMEMEMEM*EMEMEMEMEM*EMEMEMEMEM*EMEMEMEM*EMEMEMEME/*E/*E",
-    d_model=4096, d_ff=2688, heads=32, kv_heads=2, head_dim=128, vocab=131072, mlp_matrices=2, experts=512,
-    experts_per_token=22, shared_experts=2, moe_latent_size=1024, mamba_heads=128, mamba_head_dim=64,
-    mamba_state_dim=128, mamba_groups=8)
+MODEL: dict[str, Any] = mbridge_cases.NEMOTRON_3_SUPER
 
 S = "scripts/performance/configs/nemotronh"
 FN = f"{S}/nemotron_3_llm_pretrain.py"
@@ -67,18 +60,7 @@ WORKLOAD = "scripts/performance/utils/overrides.py::set_workload_base_configs"
 MXFP8 = ("src/megatron/bridge/training/mixed_precision.py::bf16_with_mxfp8_mixed "
          "(scripts/performance/utils/precision.py::get_precision_config('fp8_mx'))")
 
-ASSUMED = [
-    "model dimensions are Megatron-LM's argument file for NVIDIA-Nemotron-3-Super-120B-A12B (NVIDIA/Megatron-LM "
-    "examples/post_training/modelopt/conf/nvidia/NVIDIA-Nemotron-3-Super-120B-A12B-BF16.sh @ 6fe4b16360: hidden 4096, "
-    "88-layer pattern of 40 Mamba-2, 40 MoE and 8 attention layers, 32 query / 2 KV heads of 128, 512 experts of 2688 "
-    "top-22 in a 1024-wide latent, shared expert 5376, squared ReLU, 128 Mamba heads of 64; Megatron-Core's default "
-    "Mamba state 128 and 8 groups), not stated in the table; the vocabulary 131072 is the Hugging Face config's",
-    "the shared expert of width 5376 written as shared_experts 2 of the routed width 2688: the same weights and FLOPs; "
-    "squared-ReLU experts (not gated): mlp_matrices 2",
-    f"multi-token prediction as the library recipe sets it ({LIB.split('::')[1]} @ {RECIPE_COMMIT}: mtp_num_layers 2 "
-    "with the Hugging Face config's mtp_hybrid_override_pattern *E through AutoBridge), written as the pattern's MTP "
-    "part /*E/*E; its mtp_use_repeated_layer (one set of MTP weights run twice) is not modelled: the second module's "
-    "weights are counted too",
+ASSUMED = mbridge_cases.nemotron_3_super_assumed(f"the library recipe ({LIB} @ {RECIPE_COMMIT})") + [
     f"settings the table does not state are the performance scripts' at {RECIPE_COMMIT}: the recipe function and "
     "V1 MXFP8 preset of the row's system. Each setting in megatron.yaml names the file and function or preset that "
     "sets it",

@@ -20,9 +20,40 @@ ROOT = Path(__file__).resolve().parents[1]
 # A Megatron-Bridge performance table's columns, and the footnote its MoE rows carry.
 COLUMNS = ("System | #-GPUs | Precision | GBS | MBS | Sequence Length | TP | PP | CP | VP | EP | "
            "Tokens / sec / GPU | Model TFLOP / sec / GPU")
+REPO = "NVIDIA-NeMo/Megatron-Bridge"
+# The 26.04 / 26.04.01 sections' column line (an FSDP column).
+COLUMNS_FSDP = ("System | #-GPUs | Precision | GBS | MBS | Sequence Length | FSDP | TP | PP | CP | VP | EP | "
+                "Tokens / sec / GPU | Model TFLOP / sec / GPU")
 MOE_FOOTNOTE = ("footnote: 'In MoE training benchmarks, we force-balance the token distribution among experts and all "
                 "benchmarks are token-dropless.'")
 
+
+# Nemotron 3 Super as Megatron-LM's argument file gives it (tests/data/real/megatron/NVIDIA-Nemotron-3-Super-120B-A12B-
+# BF16.sh), with the two hybrid MTP modules its pretraining recipes train ("/*E/*E"); the same in every container.
+NEMOTRON_3_SUPER: dict[str, Any] = dict(
+    name="nemotron-3-super-120b-a12b",
+    layer_pattern="MEMEMEM*EMEMEMEM*EMEMEMEM*EMEMEMEMEM*EMEMEMEMEM*EMEMEMEMEM*EMEMEMEMEM*EMEMEMEM*EMEMEMEME/*E/*E",
+    d_model=4096, d_ff=2688, heads=32, kv_heads=2, head_dim=128, vocab=131072, mlp_matrices=2, experts=512,
+    experts_per_token=22, shared_experts=2, moe_latent_size=1024, mamba_heads=128, mamba_head_dim=64,
+    mamba_state_dim=128, mamba_groups=8)
+
+
+def nemotron_3_super_assumed(mtp_source: str) -> list[str]:
+    """Where NEMOTRON_3_SUPER's numbers come from; ``mtp_source``: the recipe (and commit) that sets the row's MTP."""
+    return [
+        "model dimensions are Megatron-LM's argument file for NVIDIA-Nemotron-3-Super-120B-A12B (NVIDIA/Megatron-LM "
+        "examples/post_training/modelopt/conf/nvidia/NVIDIA-Nemotron-3-Super-120B-A12B-BF16.sh @ 6fe4b16360: hidden "
+        "4096, 88-layer pattern of 40 Mamba-2, 40 MoE and 8 attention layers, 32 query / 2 KV heads of 128, 512 "
+        "experts of 2688 top-22 in a 1024-wide latent, shared expert 5376, squared ReLU, 128 Mamba heads of 64; "
+        "Megatron-Core's default Mamba state 128 and 8 groups), not stated in the table; the vocabulary 131072 is the "
+        "Hugging Face config's (the argument file names only its tokenizer)",
+        "the shared expert of width 5376 written as shared_experts 2 of the routed width 2688: the same weights and "
+        "FLOPs; squared-ReLU experts (not gated): mlp_matrices 2",
+        f"multi-token prediction as {mtp_source} sets it (mtp_num_layers 2, the Hugging Face config's "
+        "mtp_hybrid_override_pattern *E through AutoBridge), written as the pattern's MTP part /*E/*E; its "
+        "mtp_use_repeated_layer (one set of MTP weights run twice) is not modelled: the second module's weights are "
+        "counted too",
+    ]
 
 def parse_row(line: str, columns: str = COLUMNS) -> dict[str, str]:
     """A table row as printed (``| DGX-GB300 | 256 | ... |``), column name -> cell; ``columns``: the table's own
