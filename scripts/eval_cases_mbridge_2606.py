@@ -115,9 +115,7 @@ MODELS: dict[str, dict[str, Any]] = {
         d_model=2688, d_ff=1856, heads=32, kv_heads=2, head_dim=128, vocab=131072, mlp_matrices=2, experts=128,
         experts_per_token=6, shared_experts=2, mamba_heads=64, mamba_head_dim=64, mamba_state_dim=128,
         mamba_groups=8),
-    "kimi-k2": dict(name="kimi-k2", vocab=163840, layers=61, d_model=7168, d_ff=2048, heads=64, experts=384,
-                    experts_per_token=8, shared_experts=1, dense_layers=1, dense_d_ff=18432, mlp_matrices=3,
-                    q_lora_rank=1536, kv_lora_rank=512, qk_nope_head_dim=128, qk_rope_head_dim=64, v_head_dim=128),
+    "kimi-k2": mbridge_cases.KIMI_K2,
     "nemotron-3-super": mbridge_cases.NEMOTRON_3_SUPER,
 }
 MODEL_ASSUMED: dict[str, list[str]] = {
@@ -154,13 +152,7 @@ MODEL_ASSUMED: dict[str, list[str]] = {
         "routed width 1856: the same weights and FLOPs",
         "squared-ReLU experts (not gated): mlp_matrices 2",
     ],
-    "kimi-k2": [
-        "model dimensions are the Hugging Face config of moonshotai/Kimi-K2-Instruct, the model the library recipe "
-        f"kimi_k2_pretrain_config builds through AutoBridge at {R}: hidden 7168, 61 layers of which the first dense "
-        "with intermediate 18432, 384 routed experts of 2048 top-8 plus 1 shared, 64 heads with MLA q_lora_rank 1536 / "
-        "kv_lora_rank 512 / qk_nope 128 / qk_rope 64 / v 128, vocabulary 163840, no MTP layer (DeepSeek-V3's "
-        "architecture); not stated in the table. ASAP counts 1.03T parameters, 32.7B active (Moonshot AI: 1.04T, 32B)",
-    ],
+    "kimi-k2": mbridge_cases.kimi_k2_assumed(R),
     "nemotron-3-super": mbridge_cases.nemotron_3_super_assumed(
         f"the library recipe (src/megatron/bridge/recipes/nemotronh/nemotron_3_super.py::nemotron_3_super_pretrain_config @ {R})"),
 }

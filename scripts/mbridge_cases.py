@@ -37,6 +37,24 @@ NEMOTRON_3_SUPER: dict[str, Any] = dict(
     experts_per_token=22, shared_experts=2, moe_latent_size=1024, mamba_heads=128, mamba_head_dim=64,
     mamba_state_dim=128, mamba_groups=8)
 
+# Kimi K2 (moonshotai/Kimi-K2-Instruct's Hugging Face config, which Megatron-Bridge's kimi_k2 recipe builds through
+# AutoBridge): DeepSeek-V3's architecture with 384 experts, 64 heads and one leading dense layer, no MTP.
+KIMI_K2: dict[str, Any] = dict(
+    name="kimi-k2", vocab=163840, layers=61, d_model=7168, d_ff=2048, heads=64, experts=384, experts_per_token=8,
+    shared_experts=1, dense_layers=1, dense_d_ff=18432, mlp_matrices=3, q_lora_rank=1536, kv_lora_rank=512,
+    qk_nope_head_dim=128, qk_rope_head_dim=64, v_head_dim=128)
+
+
+def kimi_k2_assumed(commit: str) -> list[str]:
+    """Where KIMI_K2's numbers come from, for the recipe at ``commit``."""
+    return [
+        "model dimensions are the Hugging Face config of moonshotai/Kimi-K2-Instruct, the model the library recipe "
+        f"kimi_k2_pretrain_config builds through AutoBridge at {commit}: hidden 7168, 61 layers of which the first dense "
+        "with intermediate 18432, 384 routed experts of 2048 top-8 plus 1 shared, 64 heads with MLA q_lora_rank 1536 / "
+        "kv_lora_rank 512 / qk_nope 128 / qk_rope 64 / v 128, vocabulary 163840, no MTP layer (DeepSeek-V3's "
+        "architecture); not stated in the table. ASAP counts 1.03T parameters, 32.7B active (Moonshot AI: 1.04T, 32B)",
+    ]
+
 
 def nemotron_3_super_assumed(mtp_source: str) -> list[str]:
     """Where NEMOTRON_3_SUPER's numbers come from; ``mtp_source``: the recipe (and commit) that sets the row's MTP."""
