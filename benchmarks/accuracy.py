@@ -35,7 +35,7 @@ import json
 import statistics
 from pathlib import Path
 
-from bot.proposals.eval_figures import calibrations, memory_ratios, points_by_table, step_errors
+from bot.proposals.eval_figures import band_coverage, calibrations, memory_ratios, points_by_table, step_errors
 from bot.proposals.evaluate import run_eval
 
 REPO = Path(__file__).resolve().parents[1]
@@ -94,6 +94,9 @@ def accuracy(cases_dir: Path) -> dict[str, object]:
             "memory_error_median": statistics.median([abs(r - 1) for r in all_ratios]) if all_ratios else None,
             "memory_ratio_min": min(all_ratios) if all_ratios else None,
             "memory_ratio_max": max(all_ratios) if all_ratios else None,
+            # measured steps inside the band the (uncalibrated) answer states
+            "band_inside": band_coverage(points)[0],
+            "band_points": band_coverage(points)[1],
         },
     }
 
@@ -175,6 +178,9 @@ def _print(result: dict) -> None:  # type: ignore[type-arg]
     print(f"overall median |step-time error|: {_pct(o['step_error_median_raw'])} raw, {_pct(o['step_error_median_calibrated'])} "
           f"after calibration; memory |error| median {_pct(o['memory_error_median'])}, "
           f"pred/meas {o['memory_ratio_min'] or 0:.2f}-{o['memory_ratio_max'] or 0:.2f}")
+    if o.get("band_points"):
+        print(f"measured step inside the stated (uncalibrated) band: {o['band_inside']} of {o['band_points']} points "
+              f"({o['band_inside'] / o['band_points']:.0%})")
 
 
 def main() -> None:

@@ -134,6 +134,7 @@ def measured_points(run: Any, expected: Expected, default_mesh: Mesh | None, cal
             measured_step_ms=meas_ms,
             step_from=step_from,
             predicted_step_ms=pred_ms,
+            predicted_band_ms=[pred.step_time_low_ms, pred.step_time_high_ms] if pred is not None else None,
             metrics=_metrics(record, m, pred_ms, flops, (meas_ms, step_from), tokens),
             measured_memory_gib=m.peak_memory_gib,
             predicted_memory_gib=(pred.memory_per_chip_bytes / GIB) if pred is not None and pred.memory_per_chip_bytes else None,
@@ -209,6 +210,14 @@ def step_errors(points: list[MeasuredPoint], cal: dict[str, float] | None) -> li
         elif p.family in cal:
             errs.append(abs(cal[p.family] * p.predicted_step_ms - p.measured_step_ms) / p.measured_step_ms)
     return errs
+
+
+def band_coverage(points: list[MeasuredPoint]) -> tuple[int, int]:
+    """(points whose measured step lies inside the uncalibrated prediction's band, points with both): how often the
+    band an answer states holds what was measured."""
+    both = [p for p in points if p.measured_step_ms is not None and p.predicted_band_ms is not None]
+    inside = sum(1 for p in both if p.predicted_band_ms[0] <= p.measured_step_ms <= p.predicted_band_ms[1])  # type: ignore[index, operator]
+    return inside, len(both)
 
 
 def memory_ratios(points: list[MeasuredPoint]) -> list[float]:

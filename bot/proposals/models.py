@@ -251,6 +251,9 @@ class MeasuredPoint(_Out):
     measured_step_ms: float | None = Field(description="stated, or derived from the stated throughput (see step_from)")
     step_from: str | None = Field(description="step_time_ms | tokens_per_second_per_chip | tflops_per_chip | mfu_percent")
     predicted_step_ms: float | None = Field(description="ASAP's uncalibrated prediction")
+    predicted_band_ms: list[float] | None = Field(
+        default=None, description="[low, high] of the uncalibrated prediction's band: what the answer says the step "
+        "may be, unknown settings and the model's own uncertainty included")
     metrics: dict[str, list[float]] = Field(
         default_factory=dict, description="throughput metric -> [measured, predicted], for ranking within a table"
     )
