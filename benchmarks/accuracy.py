@@ -81,6 +81,7 @@ def accuracy(cases_dir: Path) -> dict[str, object]:
             "memory_rows": len(ratios),
         })
     all_cal = step_errors(points, cal)
+    band_inside, band_points = band_coverage(points)
     all_ratios = memory_ratios(points)
     return {
         "cases": len(published),
@@ -95,8 +96,8 @@ def accuracy(cases_dir: Path) -> dict[str, object]:
             "memory_ratio_min": min(all_ratios) if all_ratios else None,
             "memory_ratio_max": max(all_ratios) if all_ratios else None,
             # measured steps inside the band the (uncalibrated) answer states
-            "band_inside": band_coverage(points)[0],
-            "band_points": band_coverage(points)[1],
+            "band_inside": band_inside,
+            "band_points": band_points,
         },
     }
 

@@ -565,8 +565,7 @@ def _model_numbers(m: Any, assumptions: list[str], guessed: set[str]) -> dict[st
         params_total = float(m.params) if m.params else params_total
     # routed experts only: shared experts and dense_layers' MLPs are dense weights (replicated over the expert axis)
     routed_layers = m.moe_layers + m.mtp_moe_layers
-    width = m.moe_latent_size or m.d_model  # LatentMoE: the routed experts run in the latent width
-    params_expert = float(routed_layers * m.mlp_matrices * width * d_ff * experts) if experts > 1 else 0.0
+    params_expert = float(routed_layers * m.mlp_matrices * m.expert_width * d_ff * experts) if experts > 1 else 0.0
     if m.moe_latent_size and experts > 1:
         assumptions.append(
             f"LatentMoE: routed experts run in a {m.moe_latent_size}-wide latent (d_model {m.d_model} projected down "

@@ -220,12 +220,8 @@ def predict(
     high = band_high * (1 + u) * 1e3
     step_ms = step * 1e3
     half_width = (high - low) / 2.0 / step_ms if step_ms > 0 else u
-    breakdown = _breakdown(terms, mesh, cs, exposed_axes, bubble, offload, fixed_s, moe_layer_s(shape) * 1e3,
-                           assumptions)
-    if optimizer > 0:
-        breakdown["optimizer_step"] = optimizer * 1e3
-        assumptions.append(f"Muon's Newton–Schulz orthogonalizations: {optimizer * 1e3:.0f} ms of this step "
-                           "(knowledge.cost_muon)")
+    breakdown = _breakdown(terms, mesh, cs, exposed_axes, bubble, offload, optimizer, fixed_s,
+                           moe_layer_s(shape) * 1e3, assumptions)
     if shape.is_moe and shape.full_iteration_graph:
         assumptions.append(graph_note(moe_layer_s(shape) * 1e3))
     memory, mem_low, mem_high, fits = _memory(shape, terms, chip, mesh, calibration, assumptions)
@@ -340,7 +336,7 @@ def _step_uncertainty(run: RunRecord, shape: Shape, mesh: Mesh, chip: Chip, cali
 
 
 def _breakdown(terms: Terms, mesh: Mesh, cs: float, exposed_axes: dict[str, float], bubble: float, offload: float,
-               fixed_s: float, moe_ms: float, assumptions: list[str]) -> dict[str, float]:
+               optimizer: float, fixed_s: float, moe_ms: float, assumptions: list[str]) -> dict[str, float]:
     """The predicted step split into its terms, in milliseconds."""
     moe_host = float(terms.moe_host_s[0]) if terms.moe_host_s is not None else 0.0
     dispatch = float(terms.moe_dispatch_s[0]) if terms.moe_dispatch_s is not None else 0.0
@@ -369,6 +365,10 @@ def _breakdown(terms: Terms, mesh: Mesh, cs: float, exposed_axes: dict[str, floa
         breakdown["pipeline_bubble"] = bubble * 1e3
     if offload > 0:
         breakdown["offload"] = offload * 1e3
+    if optimizer > 0:
+        breakdown["optimizer_step"] = optimizer * 1e3
+        assumptions.append(f"Muon's Newton–Schulz orthogonalizations: {optimizer * 1e3:.0f} ms of this step "
+                           "(knowledge.cost_muon)")
     breakdown["fixed"] = fixed_s * 1e3
     return breakdown
 
