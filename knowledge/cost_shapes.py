@@ -954,13 +954,20 @@ def _megatron_precision(cfg: TrainingSettings | None, notes: list[str], moments:
     """Megatron's bytes per parameter: weights, main gradients, optimizer state (master + two Adam moments; Muon
     keeps one, ``moments``).
 
-    Gradients are fp32 unless ``--grad-reduce-in-bf16`` (arguments.py turns accumulate_allreduce_grads_in_fp32
-    off) or a ``main_grads_dtype`` says otherwise. ``--fp8-param-gather`` keeps the model's weights in fp8
+    Gradients live in the DDP gradient buffer, whose dtype the gradient-reduction setting fixes
+    (``grad_reduce_in_fp32``, ``--accumulate-allreduce-grads-in-fp32``, ``--grad-reduce-in-bf16``): the
+    precision-aware optimizer reads its shard of that buffer in place (Megatron-Core distrib_optimizer.py
+    ``_copy_model_grads_to_main_grads``: ``decoupled_grad = shard_model_grad``), so a ``main_grads_dtype`` does not
+    resize it. Only where the config leaves the reduction unstated does ``main_grads_dtype`` decide it, as
+    Megatron-LM's arguments.py does (fp32 turns accumulate_allreduce_grads_in_fp32 on, bf16 leaves it off);
+    neither stated: fp32. ``--fp8-param-gather`` keeps the model's weights in fp8
     ("Keep the compute param in fp8 ... and perform the param all-gather in fp8"): 1 B, the fp32 master copy
     staying in the optimizer state; ``--fp4-param-gather`` keeps them in NVFP4 (:data:`NVFP4_BYTES`).
     """
-    grad_fp32 = True if cfg is None or cfg.grad_fp32 is None else cfg.grad_fp32
-    grad = dtype_bytes(cfg.grad_dtype) if cfg is not None and cfg.grad_dtype else (4.0 if grad_fp32 else 2.0)
+    if cfg is not None and cfg.grad_fp32 is not None:
+        grad = 4.0 if cfg.grad_fp32 else 2.0
+    else:
+        grad = dtype_bytes(cfg.grad_dtype) if cfg is not None and cfg.grad_dtype else 4.0
     master = dtype_bytes(cfg.master_dtype) if cfg is not None and cfg.master_dtype else 4.0
     moment = dtype_bytes(cfg.moment_dtype) if cfg is not None and cfg.moment_dtype else 4.0
     weight = 1.0 if cfg is not None and cfg.fp8_params else 2.0

@@ -89,14 +89,26 @@ def test_megatron_distributed_optimizer_from_the_config_shards_over_data_and_con
 
 def test_optimizer_precision_settings_change_state_bytes() -> None:
     text = (EVAL / "megatron-llama3-8b-h100-2gpu" / "megatron.yaml").read_text()
-    low = text.replace("main_grads_dtype: float32", "main_grads_dtype: bfloat16").replace(
-        "exp_avg_dtype: float32", "exp_avg_dtype: bfloat16").replace("exp_avg_sq_dtype: float32", "exp_avg_sq_dtype: bfloat16")
+    low = text.replace("exp_avg_dtype: float32", "exp_avg_dtype: bfloat16").replace(
+        "exp_avg_sq_dtype: float32", "exp_avg_sq_dtype: bfloat16")
     run, cfg, settings = _case("megatron-llama3-8b-h100-2gpu")
-    cheap = settings_from_config(parse_config(low, "low.yaml"))
     mesh = cfg.mesh(16, 2)
-    a, b = predict(run.record, mesh, settings=settings), predict(run.record, mesh, settings=cheap)
-    assert b.memory_breakdown_bytes["gradients"] == pytest.approx(a.memory_breakdown_bytes["gradients"] / 2)
+    a = predict(run.record, mesh, settings=settings)
+    b = predict(run.record, mesh, settings=settings_from_config(parse_config(low, "low.yaml")))
     assert b.memory_breakdown_bytes["optimizer"] == pytest.approx(a.memory_breakdown_bytes["optimizer"] * 8 / 12)
+    # bf16 main gradients with the fp32 reduction this config states: the buffer stays fp32 (the precision-aware
+    # optimizer reads its shard in place); with the reduction unstated, main_grads_dtype decides (Megatron-LM's
+    # arguments.py), and stated in bf16 the buffer halves whatever main_grads_dtype says
+    bf16_main = text.replace("main_grads_dtype: float32", "main_grads_dtype: bfloat16")
+    unstated = bf16_main.replace("  grad_reduce_in_fp32: true\n", "")
+    bf16_reduce = text.replace("grad_reduce_in_fp32: true", "grad_reduce_in_fp32: false")
+    grads = {name: predict(run.record, mesh, settings=settings_from_config(parse_config(t, f"{name}.yaml")))
+             .memory_breakdown_bytes["gradients"] for name, t in
+             (("bf16_main", bf16_main), ("unstated", unstated), ("bf16_reduce", bf16_reduce))}
+    full = a.memory_breakdown_bytes["gradients"]
+    assert grads["bf16_main"] == pytest.approx(full)
+    assert grads["unstated"] == pytest.approx(full / 2)
+    assert grads["bf16_reduce"] == pytest.approx(full / 2)
 
 
 def test_sample_618_measured_peak_is_inside_the_uncalibrated_band() -> None:
