@@ -559,19 +559,7 @@ PRECISION_ASSUMED = {**r2606.PRECISION_ASSUMED,
 
 
 def _more_node_note(system: str, gpus: int) -> str:
-    slices = _slices(system, gpus)
-    if system not in NVL72:
-        nodes = f"{slices} nodes of 8" if slices > 1 else "one node"
-        return (f"{system}: 8 GPUs per node on NVLink, nodes joined by InfiniBand: {nodes} (num_slices {slices}); "
-                "Megatron's rank order tp-cp-ep-dp-pp places TP, CP and EP inside a node first")
-    trays = gpus // 4
-    how = (f"{trays} trays fit one segment, one NVLink domain of {gpus} GPUs" if slices == 1 else
-           f"{trays} trays run as {slices} segments of {trays // slices} trays, {slices} NVLink domains of "
-           f"{gpus // slices} GPUs")
-    return (f"{system[4:]} NVL72: 4 GPUs per compute tray, one NVLink domain per rack (DGX GB200 user guide). "
-            f"Megatron-Bridge's launcher (scripts/performance/utils/executors.py at {R}) asks Slurm for segments of "
-            f"at most 18 trays, the largest dividing the tray count: {how} (num_slices {slices}); megatron.yaml's "
-            "trainer block counts one node per NVLink domain")
+    return mbridge_cases.node_note(system, gpus, system in NVL72, R)
 
 
 def _check_preset(model: str, row: dict[str, str]) -> None:

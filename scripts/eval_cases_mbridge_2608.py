@@ -327,15 +327,7 @@ COMMON_ASSUMED = [
 
 
 def _segment_note(system: str, gpus: int) -> str:
-    slices = mbridge_cases.nvl72_segments(gpus)
-    trays = gpus // 4
-    how = (f"{trays} trays fit one segment, one NVLink domain of {gpus} GPUs" if slices == 1 else
-           f"{trays} trays run as {slices} segments of {trays // slices} trays, {slices} NVLink domains of "
-           f"{gpus // slices} GPUs")
-    return (f"{system[4:]} NVL72: 4 GPUs per compute tray, one NVLink domain per rack (DGX GB200 user guide). "
-            f"Megatron-Bridge's launcher (scripts/performance/utils/executors.py at {C}) asks Slurm for segments of "
-            f"at most 18 trays, the largest dividing the tray count: {how} (num_slices {slices}); megatron.yaml's "
-            "trainer block counts one node per NVLink domain")
+    return mbridge_cases.node_note(system, gpus, True, C)
 
 
 def _config(model: str, lineno: int, row: dict[str, str], gpus: int) -> tuple[str, list[str]]:

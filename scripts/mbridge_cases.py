@@ -89,6 +89,25 @@ def nvl72_segments(gpus: int) -> int:
     return trays // segment
 
 
+
+def node_note(system: str, gpus: int, nvl72: bool, recipe: str) -> str:
+    """How a row's GPUs fall into nodes as ASAP counts them (num_slices): eight-GPU DGX nodes joined by InfiniBand, or
+    on NVL72 the NVLink domains Megatron-Bridge's launcher (scripts/performance/utils/executors.py at ``recipe``) asks
+    Slurm for, segments of at most 18 four-GPU trays, the largest dividing the tray count."""
+    if not nvl72:
+        slices = max(1, gpus // 8)
+        nodes = f"{slices} nodes of 8" if slices > 1 else "one node"
+        return (f"{system}: 8 GPUs per node on NVLink, nodes joined by InfiniBand: {nodes} (num_slices {slices}); "
+                "Megatron's rank order tp-cp-ep-dp-pp places TP, CP and EP inside a node first")
+    slices, trays = nvl72_segments(gpus), gpus // 4
+    how = (f"{trays} trays fit one segment, one NVLink domain of {gpus} GPUs" if slices == 1 else
+           f"{trays} trays run as {slices} segments of {trays // slices} trays, {slices} NVLink domains of "
+           f"{gpus // slices} GPUs")
+    return (f"{system[4:]} NVL72: 4 GPUs per compute tray, one NVLink domain per rack (DGX GB200 user guide). "
+            f"Megatron-Bridge's launcher (scripts/performance/utils/executors.py at {recipe}) asks Slurm for segments of "
+            f"at most 18 trays, the largest dividing the tray count: {how} (num_slices {slices}); megatron.yaml's "
+            "trainer block counts one node per NVLink domain")
+
 def dump(doc: Any) -> str:
     """A case file's YAML, as every committed case is written (key order kept, 120 columns)."""
     return yaml.safe_dump(doc, sort_keys=False, width=120)
