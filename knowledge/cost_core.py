@@ -651,15 +651,18 @@ def _device_time(shape: Shape, chip: Chip, efficiency: float, mm: _MeshSplit) ->
         mm_peak = peak * (chip.peak_fp4_flops / chip.peak_bf16_flops)
     if shape.int8 and chip.peak_int8_ops:
         mm_peak = peak * (chip.peak_int8_ops / chip.peak_bf16_flops)
-    t_dense_c = dense_flops / chips / mm_peak * slow_dense
+    # The output layer stays in bf16 under low-precision linear layers where the framework leaves it out:
+    # torchtitan's float8 converter (module_filter_fn fqn != "output" @9dec370; [float8] filter_fqns = ["output"])
+    # and Megatron-Core, whose LM head is not a Transformer Engine module (cost_shapes._lm_head_bf16)
+    out_bf16 = (shape.fp8_casts or shape.lm_head_bf16) and mm_peak > peak
+    low_precision = slow_dense - (share["out"] / f_out if out_bf16 else 0.0)
+    t_dense_c = dense_flops / chips / mm_peak * low_precision
     if shape.fp8 and shape.fp8_recipe == "mxfp8" and mm_peak > peak:
         # MXFP8's block-scaled dense GEMMs run slower than per-tensor fp8 ones; expert grouped GEMMs do not
         # (knowledge.cost_fp8_recipe: Transformer Engine's kernel benchmark, checked on published pairs)
         t_dense_c = t_dense_c * MXFP8_DENSE_GEMM_SLOWDOWN
-    if shape.fp8_casts and mm_peak > peak:
-        # torchtitan's float8 converter leaves the output projection in bf16 (module_filter_fn fqn != "output"
-        # @9dec370; [float8] filter_fqns = ["output"] in its 2025 configs)
-        t_dense_c = t_dense_c + dense_flops / chips * share["out"] / f_out * (1.0 / peak - 1.0 / mm_peak)
+    if out_bf16:
+        t_dense_c = t_dense_c + dense_flops / chips / peak * share["out"] / f_out
     f_expert = shape_factor(tok_expert, W, F / etp)
     t_expert_c = expert_flops / chips / mm_peak / f_expert
     # Flash attention: compute-bound at any practical S. Causal context parallelism without load balancing

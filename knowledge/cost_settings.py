@@ -76,7 +76,7 @@ NAMES: tuple[str, ...] = OVERLAP_NAMES + (
     # DeepSpeed (bot.configs.deepspeed: canonical names of a ds_config's keys; Megatron-DeepSpeed flags)
     "deepspeed", "zero_stage", "offload_optimizer", "offload_param", "precision",
     # Megatron precision and Megatron-FSDP (knowledge.cost_shapes._model_state)
-    "grad_reduce_in_bf16", "fp8_param_gather", "fp8_params", "fp8", "fp8_recipe", "mixed_precision", "fp4",
+    "grad_reduce_in_bf16", "fp8_param_gather", "fp8_params", "fp8", "fp8_recipe", "mixed_precision", "fp4", "fp8_output_proj",
     "fp4_param_gather", "fp4_param", "use_precision_aware_optimizer",
     "use_megatron_fsdp",
     "data_parallel_sharding_strategy",
@@ -165,6 +165,7 @@ class TrainingSettings(BaseModel):
                                        "vocab-sharded logits under tensor parallelism (loss_parallel; off with "
                                        "training.disable_loss_parallel); None = not stated")
     grad_fp32: bool | None = None
+    fp8_output_proj: bool | None = Field(default=None, description="Megatron-Core TransformerConfig.fp8_output_proj: the LM head runs under MXFP8 (TELMHeadColumnParallelLinear); off or unstated it is a plain bf16 linear")
     grad_dtype: str | None = Field(default=None, description="Megatron optimizer main_grads_dtype")
     master_dtype: str | None = Field(default=None, description="Megatron optimizer main_params_dtype")
     moment_dtype: str | None = Field(default=None, description="Megatron optimizer exp_avg(_sq)_dtype (the wider)")
@@ -378,6 +379,7 @@ def precision_settings(v: dict[str, Any]) -> dict[str, Any]:
     if _bool(_lookup(v, "grad_reduce_in_bf16")[1]):  # arguments.py: it turns accumulate_allreduce_grads_in_fp32 off
         out["grad_fp32"] = False
     out["fp8_params"] = _bool(_lookup(v, "fp8_param_gather", "fp8_params")[1])
+    out["fp8_output_proj"] = _bool(_lookup(v, "fp8_output_proj")[1])
     out["fp8"] = fp8_stated(_lookup(v, "fp8")[1])
     out["fp8_recipe"] = fp8_recipe_stated(_lookup(v, "fp8_recipe")[1], _lookup(v, "mixed_precision")[1])
     out["fp4"] = fp8_stated(_lookup(v, "fp4")[1])  # a format name (e2m1) or true is on, null / false off

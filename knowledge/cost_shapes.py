@@ -125,6 +125,7 @@ class Shape:
     fp8_rowwise: bool = False  # torchao's rowwise-scaled float8 recipe (torchtitan [float8] recipe_name rowwise*)
     tp_fp8_gather: bool = False  # torchtitan float8 tensorwise: the TP all-gathers of the linears' inputs in fp8
     fp8_casts: bool = False  # torchao Float8Linear (torchtitan float8): separate fp8 cast kernels per linear
+    lm_head_bf16: bool = False  # the output layer stays a bf16 matmul under fp8 / fp4 linear layers (_lm_head_bf16)
     async_tp: bool = False  # torchtitan async TP: its TP overlap hides ASYNC_TP_SHARE of the collectives
     fp8: bool = False  # linear layers in fp8 (training.dtype fp8): matmuls at the chip's fp8 peak where it has one
     fp8_recipe: str | None = None  # tensorwise / delayed / mxfp8 / blockwise (knowledge.cost_fp8_recipe); None: unstated
@@ -359,6 +360,7 @@ def resolve_shape(run: RunRecord, settings: TrainingSettings | None = None) -> S
     behaviour = _mesh_behaviour(run, cfg, assumptions)  # before the Shape: its notes belong in the assumptions
     hybrid = _hybrid_dims(m, assumptions)  # likewise
     rowwise = mm == "fp8" and cfg is not None and cfg.quantization == "fp8_rowwise"
+    lm_head_bf16 = _lm_head_bf16(effective_framework(run.framework, cfg), mm, recipe, cfg, assumptions)
     if rowwise:
         assumptions.append(
             f"float8 rowwise recipe (torchao, config [float8] recipe_name): per-row scaling costs more than the "
@@ -427,6 +429,7 @@ def resolve_shape(run: RunRecord, settings: TrainingSettings | None = None) -> S
         # (enable_float8_tensorwise_tp, parallelize_llama.py @820504e); rowwise recipes gather in bf16
         tp_fp8_gather=mm == "fp8" and not rowwise and bool(behaviour["fsdp_gathered_under_pp"]),
         fp8_casts=mm == "fp8" and bool(behaviour["fsdp_gathered_under_pp"]),
+        lm_head_bf16=lm_head_bf16,
         async_tp=bool(behaviour["tp_comm_overlap"]) and bool(behaviour["fsdp_gathered_under_pp"]),
         fp4=mm == "fp4",
         int8=mm == "int8",
@@ -681,6 +684,23 @@ def _matmul_dtype(run: RunRecord, t: TrainingSpec, cfg: TrainingSettings | None,
     elif t.dtype != "bf16":
         assumptions.append(f"dtype {t.dtype}: memory and FLOP rates still use the bf16 figures")
     return mm
+
+
+def _lm_head_bf16(framework: str, mm: str, recipe: str | None, cfg: TrainingSettings | None, notes: list[str]) -> bool:
+    """Whether the output layer stays a bf16 matmul while the linear layers run in fp8 / fp4.
+
+    Megatron-Core builds the LM head as its own ``tensor_parallel.ColumnParallelLinear``, outside Transformer Engine,
+    so TE's fp8 / fp4 autocast does not reach it; only ``fp8_output_proj`` with the MXFP8 recipe makes it a
+    ``TELMHeadColumnParallelLinear`` (megatron/core/models/gpt/gpt_model.py and fp8_utils.py
+    ``is_mxfp8_output_proj_active`` @ d98e8a64dd). With a large vocabulary that matmul is a real share of the step.
+    """
+    if framework != "megatron" or mm not in ("fp8", "fp4"):
+        return False
+    if mm == "fp8" and recipe == "mxfp8" and cfg is not None and cfg.fp8_output_proj:
+        return False
+    notes.append(f"output layer (LM head) priced in bf16: Megatron-Core runs it outside Transformer Engine's {mm} "
+                 "(fp8_output_proj with MXFP8 opts it in)")
+    return True
 
 
 def _mla_dims(m: Any, notes: list[str]) -> dict[str, Any]:

@@ -57,8 +57,8 @@ U_UNCALIBRATED = 0.30  # absolute prediction from public peaks and a default eff
 U_GUESSED = {"remat": 0.10, "micro_batch": 0.05, "d_ff": 0.05, "vocab": 0.03}
 U_PER_MOVE = 0.04  # per factor-of-2 moved between axes away from the calibrated baseline mesh
 # + for a hybrid Mamba stack (model.layer_pattern): on the five published Nemotron 3 Nano rows (Megatron-Bridge
-# 26.04.01: H100, B200, B300, GB200, GB300) the model predicts 1.16-1.53x the measured throughput, about 10 us per
-# token per GPU missed on every system; what takes that time is not identified without a profile (examples/eval,
+# 26.04.01: H100, B200, B300, GB200, GB300) the model predicts 0.98-1.25x the measured throughput (H100 within 3%,
+# the four Blackwell systems 13-25% fast); what takes that time is not identified without a profile (examples/eval,
 # docs/cost-model.md "Hybrid Mamba stacks"), so the band is widened rather than a constant fitted to one model.
 U_HYBRID = 0.25
 U_MAX = 0.9
@@ -324,8 +324,8 @@ def _step_uncertainty(run: RunRecord, shape: Shape, mesh: Mesh, chip: Chip, cali
         u += U_HYBRID
         assumptions.append(
             f"hybrid Mamba stack: band widened by +-{100 * U_HYBRID:.0f}%: on the five published Nemotron 3 Nano rows "
-            "(Megatron-Bridge 26.04.01) this model predicts 1.16-1.53x the measured throughput; the time it misses "
-            "(about 10 us per token per GPU on every system) is not identified without a profile")
+            "(Megatron-Bridge 26.04.01) this model predicts 0.98-1.25x the measured throughput (H100 within 3%, the "
+            "Blackwell systems 13-25% fast); the time it misses is not identified without a profile")
     if mesh.num_slices != run.num_slices:
         assumptions.append(
             f"mesh spans {mesh.num_slices} DCN groups but the run has num_slices={run.num_slices}: "

@@ -160,7 +160,9 @@ def test_nano_on_h100_is_ranked_among_its_table_as_measured() -> None:
     nano_tps = 1024 * 8192 / (nano.step_time_ms / 1e3) / 16
     qwen_tps = 1024 * 4096 / (qwen.step_time_ms / 1e3) / 16
     assert nano_tps > 1.4 * qwen_tps
-    assert 14336 <= nano_tps <= 14336 * 1.25  # the model's miss, named in the band, is at most 16% here
+    # within the hybrid band's +-25% of the published figure (predicted 2% slow since the LM head is priced in bf16,
+    # as Megatron-Core runs it under fp8; 16% fast before)
+    assert 14336 / 1.25 <= nano_tps <= 14336 * 1.25
 
 
 def test_the_committed_nano_cases_are_what_the_script_writes(tmp_path: Path) -> None:

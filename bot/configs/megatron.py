@@ -84,6 +84,7 @@ SETTINGS: tuple[str, ...] = (
     "mixed_precision",  # Megatron-Bridge: a preset name (bf16_with_mxfp8_mixed) where the config names one
     "fp8_param_gather",  # Megatron-Bridge mixed_precision.fp8_param_gather
     "fp8_params",  # NeMo 1.x model.fp8_params
+    "fp8_output_proj",  # TransformerConfig.fp8_output_proj: the LM head under MXFP8 (else it runs in bf16)
     "fp4",  # Megatron-Core TransformerConfig.fp4 (--fp4-format e2m1: NVFP4 through Transformer Engine)
     "fp4_format",
     "fp4_param_gather",  # --fp4-param-gather (TransformerConfig.fp4_param)
