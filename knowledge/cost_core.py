@@ -656,15 +656,18 @@ def _device_time(shape: Shape, chip: Chip, efficiency: float, mm: _MeshSplit) ->
     # and Megatron-Core, whose LM head is not a Transformer Engine module (cost_shapes._lm_head_bf16)
     out_bf16 = (shape.fp8_casts or shape.lm_head_bf16) and mm_peak > peak
     low_precision = slow_dense - (share["out"] / f_out if out_bf16 else 0.0)
-    t_dense_c = dense_flops / chips / mm_peak * low_precision
+    # Megatron-Core's first_last_layers_bf16 keeps some whole layers in bf16 (cost_shapes._bf16_layer_share)
+    b16 = shape.bf16_layer_share if mm_peak > peak else 0.0
+    t_dense_c = dense_flops / chips / mm_peak * low_precision * (1.0 - b16)
     if shape.fp8 and shape.fp8_recipe == "mxfp8" and mm_peak > peak:
         # MXFP8's block-scaled dense GEMMs run slower than per-tensor fp8 ones; expert grouped GEMMs do not
         # (knowledge.cost_fp8_recipe: Transformer Engine's kernel benchmark, checked on published pairs)
         t_dense_c = t_dense_c * MXFP8_DENSE_GEMM_SLOWDOWN
+    t_dense_c = t_dense_c + dense_flops / chips / peak * low_precision * b16
     if out_bf16:
         t_dense_c = t_dense_c + dense_flops / chips / peak * share["out"] / f_out
     f_expert = shape_factor(tok_expert, W, F / etp)
-    t_expert_c = expert_flops / chips / mm_peak / f_expert
+    t_expert_c = expert_flops / chips / f_expert * ((1.0 - b16) / mm_peak + b16 / peak)
     # Flash attention: compute-bound at any practical S. Causal context parallelism without load balancing
     # leaves the last rank the whole lower triangle: 2·cp/(cp+1) of the mean [Megatron-Core context
     # parallelism docs; Liu et al. 2023, ring attention] unless the sequence is split in balanced chunks.

@@ -77,6 +77,7 @@ NAMES: tuple[str, ...] = OVERLAP_NAMES + (
     "deepspeed", "zero_stage", "offload_optimizer", "offload_param", "precision",
     # Megatron precision and Megatron-FSDP (knowledge.cost_shapes._model_state)
     "grad_reduce_in_bf16", "fp8_param_gather", "fp8_params", "fp8", "fp8_recipe", "mixed_precision", "fp4", "fp8_output_proj",
+    "first_last_layers_bf16", "num_layers_at_start_in_bf16", "num_layers_at_end_in_bf16",
     "fp4_param_gather", "fp4_param", "use_precision_aware_optimizer",
     "use_megatron_fsdp",
     "data_parallel_sharding_strategy",
@@ -165,6 +166,7 @@ class TrainingSettings(BaseModel):
                                        "vocab-sharded logits under tensor parallelism (loss_parallel; off with "
                                        "training.disable_loss_parallel); None = not stated")
     grad_fp32: bool | None = None
+    bf16_layers: tuple[int, int] | None = Field(default=None, description="Megatron-Core first_last_layers_bf16: (layers at the start, layers at the end) whose linear layers stay in bf16 under fp8 / fp4; (0, 0) when off, None when not stated")
     fp8_output_proj: bool | None = Field(default=None, description="Megatron-Core TransformerConfig.fp8_output_proj: the LM head runs under MXFP8 (TELMHeadColumnParallelLinear); off or unstated it is a plain bf16 linear")
     grad_dtype: str | None = Field(default=None, description="Megatron optimizer main_grads_dtype")
     master_dtype: str | None = Field(default=None, description="Megatron optimizer main_params_dtype")
@@ -371,6 +373,38 @@ def settings_from_config(config: ShardingConfig) -> TrainingSettings:
     return TrainingSettings(**out)
 
 
+# Megatron-Bridge mixed-precision presets that keep edge layers in bf16, as a config naming the preset gets them
+# (src/megatron/bridge/training/mixed_precision.py @ 067f987df): (layers at the start, layers at the end)
+BF16_EDGE_PRESETS: dict[str, tuple[int, int]] = {
+    "bf16_with_fp8_current_scaling_mixed": (1, 1), "fp16_with_fp8_current_scaling_mixed": (1, 1),
+    "nemotron_h_bf16_with_fp8_current_scaling_mixed": (2, 2), "nanov2_bf16_with_fp8_current_scaling_mixed": (2, 2),
+    "nemotron_3_super_bf16_with_nvfp4_mixed": (0, 14),
+}
+
+
+def _bf16_layers(v: dict[str, Any]) -> tuple[int, int] | None:
+    """(start, end) layers Megatron-Core keeps in bf16 (``first_last_layers_bf16``; fp8_utils.py
+    ``is_first_last_bf16_layer``); (0, 0) when the flag is off; None when the config does not say.
+
+    An unstated count defaults as the place that states the flag does: 1 in Megatron-Core's TransformerConfig (and
+    Megatron-LM's flags), 0 in Megatron-Bridge's ``mixed_precision`` section (MixedPrecisionConfig). A config that
+    only names a Megatron-Bridge preset (``mixed_precision: bf16_with_fp8_current_scaling_mixed``) gets the preset's.
+    """
+    path, on_raw = _lookup(v, "first_last_layers_bf16")
+    on = _bool(on_raw)
+    if on is None:
+        preset = _lookup(v, "mixed_precision")[1]
+        return BF16_EDGE_PRESETS.get(preset.strip().lower().replace("-", "_")) if isinstance(preset, str) else None
+    if not on:
+        return (0, 0)
+    default = 0 if path is not None and "mixed_precision" in path.split(".")[:-1] else 1
+    counts = []
+    for key in ("num_layers_at_start_in_bf16", "num_layers_at_end_in_bf16"):
+        raw = _lookup(v, key)[1]
+        counts.append(int(raw) if not isinstance(raw, bool) and str(raw).strip().isdigit() else default)
+    return (counts[0], counts[1])
+
+
 def precision_settings(v: dict[str, Any]) -> dict[str, Any]:
     """Gradient-reduction dtype, fp8 / fp4 linear layers and their recipe and weights, and the optimizer-state dtypes
     a Megatron-family config states."""
@@ -380,6 +414,7 @@ def precision_settings(v: dict[str, Any]) -> dict[str, Any]:
         out["grad_fp32"] = False
     out["fp8_params"] = _bool(_lookup(v, "fp8_param_gather", "fp8_params")[1])
     out["fp8_output_proj"] = _bool(_lookup(v, "fp8_output_proj")[1])
+    out["bf16_layers"] = _bf16_layers(v)
     out["fp8"] = fp8_stated(_lookup(v, "fp8")[1])
     out["fp8_recipe"] = fp8_recipe_stated(_lookup(v, "fp8_recipe")[1], _lookup(v, "mixed_precision")[1])
     out["fp4"] = fp8_stated(_lookup(v, "fp4")[1])  # a format name (e2m1) or true is on, null / false off

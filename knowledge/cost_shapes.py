@@ -126,6 +126,7 @@ class Shape:
     tp_fp8_gather: bool = False  # torchtitan float8 tensorwise: the TP all-gathers of the linears' inputs in fp8
     fp8_casts: bool = False  # torchao Float8Linear (torchtitan float8): separate fp8 cast kernels per linear
     lm_head_bf16: bool = False  # the output layer stays a bf16 matmul under fp8 / fp4 linear layers (_lm_head_bf16)
+    bf16_layer_share: float = 0.0  # share of the main stack's layers whose linear layers stay bf16 (_bf16_layer_share)
     async_tp: bool = False  # torchtitan async TP: its TP overlap hides ASYNC_TP_SHARE of the collectives
     fp8: bool = False  # linear layers in fp8 (training.dtype fp8): matmuls at the chip's fp8 peak where it has one
     fp8_recipe: str | None = None  # tensorwise / delayed / mxfp8 / blockwise (knowledge.cost_fp8_recipe); None: unstated
@@ -361,6 +362,7 @@ def resolve_shape(run: RunRecord, settings: TrainingSettings | None = None) -> S
     hybrid = _hybrid_dims(m, assumptions)  # likewise
     rowwise = mm == "fp8" and cfg is not None and cfg.quantization == "fp8_rowwise"
     lm_head_bf16 = _lm_head_bf16(effective_framework(run.framework, cfg), mm, recipe, cfg, assumptions)
+    bf16_share = _bf16_layer_share(m.layers, mm, cfg, assumptions)
     if rowwise:
         assumptions.append(
             f"float8 rowwise recipe (torchao, config [float8] recipe_name): per-row scaling costs more than the "
@@ -430,6 +432,7 @@ def resolve_shape(run: RunRecord, settings: TrainingSettings | None = None) -> S
         tp_fp8_gather=mm == "fp8" and not rowwise and bool(behaviour["fsdp_gathered_under_pp"]),
         fp8_casts=mm == "fp8" and bool(behaviour["fsdp_gathered_under_pp"]),
         lm_head_bf16=lm_head_bf16,
+        bf16_layer_share=bf16_share,
         async_tp=bool(behaviour["tp_comm_overlap"]) and bool(behaviour["fsdp_gathered_under_pp"]),
         fp4=mm == "fp4",
         int8=mm == "int8",
@@ -701,6 +704,24 @@ def _lm_head_bf16(framework: str, mm: str, recipe: str | None, cfg: TrainingSett
     notes.append(f"output layer (LM head) priced in bf16: Megatron-Core runs it outside Transformer Engine's {mm} "
                  "(fp8_output_proj with MXFP8 opts it in)")
     return True
+
+
+def _bf16_layer_share(layers: int, mm: str, cfg: TrainingSettings | None, notes: list[str]) -> float:
+    """Share of the main stack's layers whose linear layers Megatron-Core runs in bf16 under fp8 / fp4
+    (``first_last_layers_bf16``: the first ``num_layers_at_start_in_bf16`` and last ``num_layers_at_end_in_bf16``
+    layers by global layer number, fp8_utils.py / fp4_utils.py ``is_first_last_bf16_layer`` @ d98e8a64dd).
+    Megatron-Bridge's FP8 current-scaling presets keep 1 + 1 layers so (bf16_with_fp8_current_scaling_mixed), its
+    Nemotron presets 2 + 2."""
+    if mm not in ("fp8", "fp4") or cfg is None or not cfg.bf16_layers or layers <= 0:
+        return 0.0
+    start, end = cfg.bf16_layers
+    kept = min(layers, start + end)
+    if kept <= 0:
+        return 0.0
+    notes.append(f"first_last_layers_bf16: the first {start} and last {end} of {layers} layers run their linear "
+                 f"layers in bf16, not {mm} ({kept / layers:.0%} of the layers' matmuls); under pipeline parallelism they "
+                 "sit on the first and last stages, priced here as spread evenly")
+    return kept / layers
 
 
 def _mla_dims(m: Any, notes: list[str]) -> dict[str, Any]:

@@ -85,6 +85,9 @@ SETTINGS: tuple[str, ...] = (
     "fp8_param_gather",  # Megatron-Bridge mixed_precision.fp8_param_gather
     "fp8_params",  # NeMo 1.x model.fp8_params
     "fp8_output_proj",  # TransformerConfig.fp8_output_proj: the LM head under MXFP8 (else it runs in bf16)
+    "first_last_layers_bf16",  # TransformerConfig: the first / last layers stay in bf16 under fp8 / fp4
+    "num_layers_at_start_in_bf16",
+    "num_layers_at_end_in_bf16",
     "fp4",  # Megatron-Core TransformerConfig.fp4 (--fp4-format e2m1: NVFP4 through Transformer Engine)
     "fp4_format",
     "fp4_param_gather",  # --fp4-param-gather (TransformerConfig.fp4_param)

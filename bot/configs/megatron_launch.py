@@ -92,6 +92,10 @@ FLAG_SETTINGS: dict[str, str] = {
     "grad_reduce_in_bf16": "grad_reduce_in_bf16", "fp8_param_gather": "fp8_param_gather",
     # TransformerConfig.fp8_output_proj (an ArgumentGroupFactory flag): the LM head under MXFP8
     "fp8_output_proj": "fp8_output_proj",
+    # --first-last-layers-bf16 with --num-layers-at-start-in-bf16 / --num-layers-at-end-in-bf16 (arguments.py)
+    "first_last_layers_bf16": "first_last_layers_bf16",
+    "num_layers_at_start_in_bf16": "num_layers_at_start_in_bf16",
+    "num_layers_at_end_in_bf16": "num_layers_at_end_in_bf16",
     # NVFP4 (Megatron-Core transformer_config.py: fp4 <- --fp4-format e2m1, fp4_param <- --fp4-param-gather)
     "fp4_format": "fp4", "fp4_param_gather": "fp4_param_gather",
     "cross_entropy_loss_fusion": "cross_entropy_loss_fusion", "use_megatron_fsdp": "use_megatron_fsdp",
@@ -188,7 +192,7 @@ _BOOL_FLAGS = {"sequence_parallel", "use_distributed_optimizer", "use_flash_attn
                "fp8_param_gather", "cross_entropy_loss_fusion", "use_megatron_fsdp", "overlap_moe_expert_parallel_comm",
                "moe_enable_deepep", "tp_comm_overlap", "enable_cuda_graph", "external_cuda_graph",
                "account_for_embedding_in_pipeline_split", "account_for_loss_in_pipeline_split",
-               "use_precision_aware_optimizer", "squared_relu", "fp8_output_proj"}
+               "use_precision_aware_optimizer", "squared_relu", "fp8_output_proj", "first_last_layers_bf16"}
 
 
 def _inert_state_dtypes(settings: dict[str, Scalar], origins: dict[str, ConfigKey], notes: list[str]) -> None:
