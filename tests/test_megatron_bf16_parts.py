@@ -98,3 +98,35 @@ def test_bf16_layers_in_a_megatron_bridge_config(section: str, expected: tuple[i
     text = case.read_text()
     text = text[:text.index("mixed_precision:")] + section
     assert settings_from_config(parse_config(text, "megatron.yaml")).bf16_layers == expected
+
+
+def _refusals(case: str, mesh_update: dict[str, int] | None = None, **update: object) -> list[str]:
+    """The divisibility check's refusals for the published configuration with ``update`` on its settings."""
+    from bot.configs.mesh import Mesh
+    from bot.proposals.critic import critique
+    from bot.proposals.engine import baseline_mesh
+    from bot.runs.store import LocalRunStore
+    from knowledge.cost_settings import settings_for_run
+    from tests.published_cases import EVAL
+
+    run = LocalRunStore(EVAL).get(case)
+    mesh, _ = baseline_mesh(run, None)
+    if mesh_update:
+        mesh = Mesh(ici={**mesh.ici, **mesh_update}, dcn=mesh.dcn)
+    settings = settings_for_run(run)
+    assert settings is not None
+    check = next(c for c in critique(run, mesh, settings=settings.model_copy(update=update)).checks
+                 if c.name == "divisibility")
+    return [] if check.passed else check.reason.split("; ")
+
+
+def test_megatron_refusals_of_low_precision_settings_are_hard_failures() -> None:
+    # transformer_config.py @ d98e8a64dd raises ValueError for each of these; the published run itself passes
+    assert _refusals(LLAMA_8B_FP8) == []
+    assert _refusals(LLAMA_8B_FP8, bf16_layers=(1, 1)) == []  # the library preset on current scaling: fine
+    assert any("delayed fp8 scaling" in r for r in _refusals(LLAMA_8B_FP8, bf16_layers=(1, 1), fp8_recipe="delayed"))
+    assert any("fp8_output_proj with fp8_recipe tensorwise" in r for r in _refusals(LLAMA_8B_FP8, fp8_output_proj=True))
+    assert _refusals(GPT_OSS, fp8_output_proj=True) == []  # MXFP8: allowed
+    # 32 layers over 8 stages hold 4 each: 5 bf16 layers at the end cannot fit on the last stage
+    deep = _refusals(LLAMA_8B_FP8, {"data": 1, "pipeline": 8}, bf16_layers=(1, 5))
+    assert any("num_layers_at_end_in_bf16=5 is more than the 4 layers" in r for r in deep)

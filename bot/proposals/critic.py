@@ -5,7 +5,9 @@ language model's suggestion — and returns every check with a reason that names
 
 * ``product``       — ICI axes multiply to the chips per slice/node, DCN axes to the number of slices;
 * ``divisibility``  — axis sizes divide heads, KV heads, batch, sequence, layers, experts
-                      (:func:`knowledge.meshsearch.divisibility_problems`);
+                      (:func:`knowledge.meshsearch.divisibility_problems`), and the mesh with the config's
+                      settings is one Megatron-Core starts (offloading, expert overlap, bf16 edge layers,
+                      the MXFP8 LM head);
 * ``memory``        — the predicted memory per chip fits the chip's HBM with headroom
                       (:class:`knowledge.costmodel.Prediction`); skipped, with the reason, when the model
                       is unknown;
@@ -191,6 +193,34 @@ def ep_overlap_problems(mesh: Mesh, settings: Any | None) -> list[str]:
     return out
 
 
+def precision_problems(record: RunRecord, mesh: Mesh, settings: Any | None) -> list[str]:
+    """Low-precision settings Megatron-Core refuses to start with (transformer_config.py ``__post_init__`` @
+    d98e8a64dd, under fp8): bf16 edge layers (``first_last_layers_bf16``) with delayed scaling or more of them than
+    one pipeline stage holds (num_layers // pipeline size, so a pipeline change can break a config that ran), and
+    ``fp8_output_proj`` without fp8 or without the MXFP8 recipe. An unstated recipe decides nothing."""
+    if settings is None or record.framework != "megatron":
+        return []
+    t = record.training
+    fp8 = bool(getattr(settings, "fp8", None)) or (t is not None and t.dtype == "fp8")
+    recipe = getattr(settings, "fp8_recipe", None) or (t.fp8_recipe if t is not None else None)
+    out: list[str] = []
+    edges = getattr(settings, "bf16_layers", None)
+    if fp8 and edges and any(edges):
+        if recipe == "delayed":
+            out.append("first_last_layers_bf16 with delayed fp8 scaling: Megatron-Core refuses the pair")
+        layers, pp = (record.model.layers if record.model else 0), mesh.size("pipeline")
+        per_stage = layers // pp if layers else 0
+        for where, n in zip(("start", "end"), edges, strict=True):
+            if layers and n > per_stage:
+                out.append(f"num_layers_at_{where}_in_bf16={n} is more than the {per_stage} layers of a pipeline stage "
+                           f"at pipeline={pp}: Megatron-Core refuses it")
+    if getattr(settings, "fp8_output_proj", None):
+        if not fp8:
+            out.append("fp8_output_proj without fp8: Megatron-Core refuses it")
+        elif recipe is not None and recipe != "mxfp8":
+            out.append(f"fp8_output_proj with fp8_recipe {recipe}: Megatron-Core requires mxfp8")
+    return out
+
 def _uneven_pipeline_allowed(record: RunRecord, mesh: Mesh, settings: Any | None) -> str | None:
     """Why pipeline stages that do not divide the layers may still start, or None when the framework refuses."""
     pp = mesh.size("pipeline")
@@ -217,7 +247,7 @@ def check_divisibility(record: RunRecord, mesh: Mesh, settings: Any | None = Non
 
     problems = (divisibility_problems(record, mesh) + batch_split_problems(record, mesh, settings)
                 + offload_problems(record, mesh, settings) + ep_overlap_problems(mesh, settings)
-                + expert_grid_problems(record, mesh, settings))
+                + expert_grid_problems(record, mesh, settings) + precision_problems(record, mesh, settings))
     uneven = [p for p in problems if p.startswith("pipeline=") and "does not divide layers" in p]
     why = _uneven_pipeline_allowed(record, mesh, settings) if uneven else None
     if why is not None:
