@@ -20,11 +20,13 @@ Units: seconds and bytes per chip per optimizer step. Sources are cited next to 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
 from knowledge.cost_act_offload import kept_layers, offload_copy_seconds
 from knowledge.cost_fp8_recipe import MXFP8_DENSE_GEMM_SLOWDOWN
+from knowledge.cost_module_precision import group_multipliers
 from knowledge.cost_moe_grid import ExpertGrid, expert_grid, expert_network
 from knowledge.cost_muon import muon_step_s
 from knowledge.cost_network import (
@@ -651,23 +653,10 @@ def _device_time(shape: Shape, chip: Chip, efficiency: float, mm: _MeshSplit) ->
         mm_peak = peak * (chip.peak_fp4_flops / chip.peak_bf16_flops)
     if shape.int8 and chip.peak_int8_ops:
         mm_peak = peak * (chip.peak_int8_ops / chip.peak_bf16_flops)
-    # The output layer stays in bf16 under low-precision linear layers where the framework leaves it out:
-    # torchtitan's float8 converter (module_filter_fn fqn != "output" @9dec370; [float8] filter_fqns = ["output"])
-    # and Megatron-Core, whose LM head is not a Transformer Engine module (cost_shapes._lm_head_bf16)
-    out_bf16 = (shape.fp8_casts or shape.lm_head_bf16) and mm_peak > peak
-    low_precision = slow_dense - (share["out"] / f_out if out_bf16 else 0.0)
-    # Megatron-Core's first_last_layers_bf16 keeps some whole layers in bf16 (cost_shapes._bf16_layer_share)
-    b16 = shape.bf16_layer_share if mm_peak > peak else 0.0
-    t_dense_c = dense_flops / chips / mm_peak * low_precision * (1.0 - b16)
-    if shape.fp8 and shape.fp8_recipe == "mxfp8" and mm_peak > peak:
-        # MXFP8's block-scaled dense GEMMs run slower than per-tensor fp8 ones; expert grouped GEMMs do not
-        # (knowledge.cost_fp8_recipe: Transformer Engine's kernel benchmark, checked on published pairs)
-        t_dense_c = t_dense_c * MXFP8_DENSE_GEMM_SLOWDOWN
-    t_dense_c = t_dense_c + dense_flops / chips / peak * low_precision * b16
-    if out_bf16:
-        t_dense_c = t_dense_c + dense_flops / chips / peak * share["out"] / f_out
     f_expert = shape_factor(tok_expert, W, F / etp)
-    t_expert_c = expert_flops / chips / f_expert * ((1.0 - b16) / mm_peak + b16 / peak)
+    f_mamba = shape_factor(tok_mb, D, float(shape.mamba_in_proj) / nt) if share["mamba"] else 1.0
+    t_dense_c, t_expert_c = _matmul_times(shape, chip, peak, mm_peak, dense_flops / chips, expert_flops / chips, share,
+                                          {"mlp": f_mlp, "attn": f_att, "mamba": f_mamba, "out": f_out}, f_expert)
     # Flash attention: compute-bound at any practical S. Causal context parallelism without load balancing
     # leaves the last rank the whole lower triangle: 2·cp/(cp+1) of the mean [Megatron-Core context
     # parallelism docs; Liu et al. 2023, ring attention] unless the sequence is split in balanced chunks.
@@ -757,6 +746,36 @@ def _dense_dispatch_flops(shape: Shape, tokens: float, *, rerun: bool) -> float:
     passes = 4.0 if rerun else 3.0
     per_token = 2.0 * 2.0 * float(shape.seq_len) * float(shape.top_k) * shape.moe_dense_capacity * float(shape.d_model)
     return passes * per_token * float(shape.moe_layers) * tokens
+
+
+def _matmul_times(shape: Shape, chip: Chip, peak: float, mm_peak: float, dense: np.ndarray, expert: np.ndarray,
+                  share: dict[str, float], f: dict[str, Any], f_expert: Any) -> tuple[Any, Any]:
+    """Seconds of the dense and the routed-expert matmuls per chip (``dense`` / ``expert``: their FLOPs per chip),
+    each part at its precision: the run's low-precision rate ``mm_peak``; bf16 where the framework or the config
+    keeps a part there (the LM head, Megatron's edge layers); a per-module precision recipe's rates
+    (knowledge.cost_module_precision); MXFP8's dense kernel ratio (knowledge.cost_fp8_recipe)."""
+    # The output layer stays in bf16 under low-precision linear layers where the framework leaves it out:
+    # torchtitan's float8 converter (module_filter_fn fqn != "output" @9dec370; [float8] filter_fqns = ["output"])
+    # and Megatron-Core, whose LM head is not a Transformer Engine module (cost_shapes._lm_head_bf16)
+    out_bf16 = (shape.fp8_casts or shape.lm_head_bf16) and mm_peak > peak
+    # MXFP8's block-scaled dense GEMMs run slower than per-tensor fp8 ones; expert grouped GEMMs do not
+    # (knowledge.cost_fp8_recipe: Transformer Engine's kernel benchmark, checked on published pairs)
+    mx = MXFP8_DENSE_GEMM_SLOWDOWN if shape.fp8 and shape.fp8_recipe == "mxfp8" and mm_peak > peak else 1.0
+    ratio = {"fp8": chip.peak_fp8_flops, "fp4": chip.peak_fp4_flops}
+    rate = {"bf16": mm_peak / peak, "mxfp8": MXFP8_DENSE_GEMM_SLOWDOWN,
+            **{k: mm_peak / (peak * (v / chip.peak_bf16_flops) if v else peak) for k, v in ratio.items()}}
+    mods = group_multipliers(shape, rate)
+    g = mods[0] if mods is not None else {"mlp": 1.0, "attn": 1.0, "mamba": 1.0}
+    layers = {k: share[k] / f[k] for k in ("mlp", "attn", "mamba")}
+    low = sum(layers[k] * g[k] for k in layers) + (0.0 if out_bf16 else share["out"] / f["out"])
+    # Megatron-Core's first_last_layers_bf16 keeps some whole layers in bf16 (cost_shapes._bf16_layer_share)
+    b16 = shape.bf16_layer_share if mm_peak > peak else 0.0
+    t_dense = dense / mm_peak * low * (1.0 - b16) * mx + dense / peak * (sum(layers.values()) + (
+        0.0 if out_bf16 else share["out"] / f["out"])) * b16
+    if out_bf16:
+        t_dense = t_dense + dense / peak * share["out"] / f["out"]
+    e = mods[1] if mods is not None else 1.0
+    return t_dense, expert / f_expert * ((1.0 - b16) * e / mm_peak + b16 / peak)
 
 
 def _hbm_extras(shape: Shape, mm: _MeshSplit, bw: float, core_share: float, *, xla_tpu: bool) -> np.ndarray:

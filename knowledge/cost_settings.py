@@ -32,6 +32,7 @@ from bot.configs.common import settings as read_settings
 from bot.configs.maxtext import REMAT_TENSOR_KEYS
 from bot.configs.model_dims import MAXTEXT_BASE_SEQ_LEN, ModelDims, read_model_dims
 from bot.configs.pipeline_layout import parse_pipeline_layout
+from bot.configs.precision_recipe import Rule, read_rules
 from bot.configs.sharding import ShardingConfig
 from bot.configs.yamlscan import compose
 from knowledge.cost_act_offload import NAMES as ACT_OFFLOAD_NAMES
@@ -167,6 +168,7 @@ class TrainingSettings(BaseModel):
                                        "training.disable_loss_parallel); None = not stated")
     grad_fp32: bool | None = None
     bf16_layers: tuple[int, int] | None = Field(default=None, description="Megatron-Core first_last_layers_bf16: (layers at the start, layers at the end) whose linear layers stay in bf16 under fp8 / fp4; (0, 0) when off, None when not stated")
+    precision_rules: list[Rule] | None = Field(default=None, description="Megatron --te-precision-config-file: the per-module precision matchers, in order (bot.configs.precision_recipe); None when the config names no such file")
     fp8_output_proj: bool | None = Field(default=None, description="Megatron-Core TransformerConfig.fp8_output_proj: the LM head runs under MXFP8 (TELMHeadColumnParallelLinear); off or unstated it is a plain bf16 linear")
     grad_dtype: str | None = Field(default=None, description="Megatron optimizer main_grads_dtype")
     master_dtype: str | None = Field(default=None, description="Megatron optimizer main_params_dtype")
@@ -289,6 +291,15 @@ def _dense_capacity(values: dict[str, Any]) -> float | None:
     return cf
 
 
+def _precision_rules(config: ShardingConfig) -> list[Rule] | None:
+    """The enabled matchers of the per-module precision recipe the config read (bot.configs.precision_recipe), in
+    order; None when it names none or it was not found."""
+    path = getattr(config, "precision_recipe", None)
+    if not path or path not in config.files:
+        return None
+    return read_rules(config.files[path], path)[0]
+
+
 def settings_from_config(config: ShardingConfig) -> TrainingSettings:
     """The training settings a parsed config states (see the module docstring)."""
     v = all_settings(config)
@@ -299,6 +310,7 @@ def settings_from_config(config: ShardingConfig) -> TrainingSettings:
     # A launch command is the whole argument list Megatron parses: what it leaves out is argparse's default.
     # A YAML summary (a recipe, a NeMo config, a published table) may leave things out that its launcher set.
     out["launch_defaults"] = fmt == "megatron" and getattr(config, "launch", None) is not None
+    out["precision_rules"] = _precision_rules(config)
 
     key, remat = _lookup(v, "remat_policy", "recompute_granularity", "activations_checkpoint_granularity", "remat")
     if key is not None:

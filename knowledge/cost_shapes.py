@@ -19,6 +19,7 @@ from bot.runs.record import RunRecord, TrainingSpec
 from knowledge.cost_act_offload import offload_layers
 from knowledge.cost_fp8_recipe import recipe_note
 from knowledge.cost_model_source import config_model
+from knowledge.cost_module_precision import module_precision, mtp_count, present_classes, run_precision
 from knowledge.cost_packing import packing_note
 from knowledge.cost_peft import ALL_TARGETS, DEFAULT_RANK, adapter_params_per_layer
 from knowledge.cost_remat import RematSpec, config_policy, megatron_policy, runyaml_policy
@@ -127,6 +128,9 @@ class Shape:
     fp8_casts: bool = False  # torchao Float8Linear (torchtitan float8): separate fp8 cast kernels per linear
     lm_head_bf16: bool = False  # the output layer stays a bf16 matmul under fp8 / fp4 linear layers (_lm_head_bf16)
     bf16_layer_share: float = 0.0  # share of the main stack's layers whose linear layers stay bf16 (_bf16_layer_share)
+    # per-module precision recipe (cost_module_precision.module_precision): class -> ((precision, share of its
+    # layers), ...); empty without one
+    module_precision: tuple[tuple[str, tuple[tuple[str, float], ...]], ...] = ()
     async_tp: bool = False  # torchtitan async TP: its TP overlap hides ASYNC_TP_SHARE of the collectives
     fp8: bool = False  # linear layers in fp8 (training.dtype fp8): matmuls at the chip's fp8 peak where it has one
     fp8_recipe: str | None = None  # tensorwise / delayed / mxfp8 / blockwise (knowledge.cost_fp8_recipe); None: unstated
@@ -363,6 +367,8 @@ def resolve_shape(run: RunRecord, settings: TrainingSettings | None = None) -> S
     rowwise = mm == "fp8" and cfg is not None and cfg.quantization == "fp8_rowwise"
     lm_head_bf16 = _lm_head_bf16(effective_framework(run.framework, cfg), mm, recipe, cfg, assumptions)
     bf16_share = _bf16_layer_share(m.layers, mm, cfg, assumptions)
+    modules = module_precision(cfg.precision_rules if cfg is not None else None, m.layers, mtp_count(m),
+                               run_precision(mm, recipe), bool(m.is_mla), assumptions, present_classes(m))
     if rowwise:
         assumptions.append(
             f"float8 rowwise recipe (torchao, config [float8] recipe_name): per-row scaling costs more than the "
@@ -433,6 +439,7 @@ def resolve_shape(run: RunRecord, settings: TrainingSettings | None = None) -> S
         fp8_casts=mm == "fp8" and bool(behaviour["fsdp_gathered_under_pp"]),
         lm_head_bf16=lm_head_bf16,
         bf16_layer_share=bf16_share,
+        module_precision=modules,
         async_tp=bool(behaviour["tp_comm_overlap"]) and bool(behaviour["fsdp_gathered_under_pp"]),
         fp4=mm == "fp4",
         int8=mm == "int8",

@@ -116,6 +116,10 @@ def _parse(text: str, source: str, path: Path | None, command: str | None, overl
         from bot.configs.megatron_launch import with_megatron_command
 
         cfg = with_megatron_command(cfg, command)
+    if fmt == "megatron":
+        from bot.configs.precision_recipe import with_precision_recipe
+
+        cfg = with_precision_recipe(cfg, files.find, files.text)
     return cfg
 
 

@@ -387,8 +387,10 @@ def _config_from_script(script: Script, text: str, source: str, files: Files) ->
     if kind == "maxtext":
         return _maxtext_from_command(cmd, text, source, files, script, notes, where)
     from bot.configs.deepspeed_launch import with_ds_config
+    from bot.configs.precision_recipe import with_precision_recipe
 
     cfg = megatron_from_command(cmd, text, source, script, notes, where)
+    cfg = with_precision_recipe(cfg, files.find, files.text)  # --te-precision-config-file
     return with_ds_config(cfg, script, files.find, files.text)  # Megatron-DeepSpeed: the ds_config's ZeRO stage
 
 

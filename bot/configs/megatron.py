@@ -86,6 +86,8 @@ SETTINGS: tuple[str, ...] = (
     "fp8_params",  # NeMo 1.x model.fp8_params
     "fp8_output_proj",  # TransformerConfig.fp8_output_proj: the LM head under MXFP8 (else it runs in bf16)
     "first_last_layers_bf16",  # TransformerConfig: the first / last layers stay in bf16 under fp8 / fp4
+    "te_precision_config_file",  # --te-precision-config-file: per-module precision (bot.configs.precision_recipe)
+    "quant_recipe",  # TransformerConfig.quant_recipe, where a config writes it as that file's path
     "num_layers_at_start_in_bf16",
     "num_layers_at_end_in_bf16",
     "fp4",  # Megatron-Core TransformerConfig.fp4 (--fp4-format e2m1: NVFP4 through Transformer Engine)

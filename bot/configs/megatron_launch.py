@@ -94,6 +94,8 @@ FLAG_SETTINGS: dict[str, str] = {
     "fp8_output_proj": "fp8_output_proj",
     # --first-last-layers-bf16 with --num-layers-at-start-in-bf16 / --num-layers-at-end-in-bf16 (arguments.py)
     "first_last_layers_bf16": "first_last_layers_bf16",
+    # --te-precision-config-file FILE: per-module precision overrides (bot.configs.precision_recipe)
+    "te_precision_config_file": "te_precision_config_file",
     "num_layers_at_start_in_bf16": "num_layers_at_start_in_bf16",
     "num_layers_at_end_in_bf16": "num_layers_at_end_in_bf16",
     # NVFP4 (Megatron-Core transformer_config.py: fp4 <- --fp4-format e2m1, fp4_param <- --fp4-param-gather)

@@ -91,6 +91,9 @@ class ShardingConfig(BaseModel):
     command: str | None = Field(default=None, description="the recorded launch command the reading used, if any")
     has_path: bool = Field(default=False, description="read from a path on disk (base_config files were looked up)")
     root: str | None = Field(default=None, description="the folder other files the config names were read inside")
+    precision_recipe: str | None = Field(
+        default=None, description="Megatron: the per-module precision recipe file read (--te-precision-config-file); "
+        "its text is in files")
     insert_style: str | None = Field(default=None, description="override (key=value) | flag (--key value)")
     reading: list[str] = Field(
         default_factory=list,
