@@ -75,7 +75,8 @@ def test_a_catalog_whose_alias_collides_is_refused_naming_both_chips(tmp_path: P
 
 def test_an_fp4_peak_is_there_only_where_a_vendor_publishes_one() -> None:
     fp4 = {c.key: c.peak_fp4_flops for c in known_chips() if c.peak_fp4_flops}
-    assert fp4 == {"b200": 9.0e15, "gb200": 1.0e16, "gb300": 1.5e16}
+    # B300: the lowest of the published copies' dense figures (13.1 / 13.5 / 14 / 15 PFLOPS; catalog comment)
+    assert fp4 == {"b200": 9.0e15, "gb200": 1.0e16, "gb300": 1.5e16, "b300": 13.1e15}
     assert get_chip("b200").peak_fp8_flops == 4.5e15  # was missing before
 
 
@@ -92,7 +93,7 @@ def test_nvfp4_runs_at_the_fp4_peak_on_gb200_and_at_bf16_where_none_is_published
     compute = {(c, d): costmodel.predict(_llama70b(c, d), mesh).breakdown_ms["compute"]
                for c in ("gb200", "b300", "h100") for d in ("bf16", "fp8", "fp4")}
     assert compute[("gb200", "fp4")] < 0.8 * compute[("gb200", "fp8")] < 0.8 * compute[("gb200", "bf16")]
-    assert compute[("b300", "fp4")] == pytest.approx(compute[("b300", "bf16")])  # B300's fp4 peak left out
+    assert compute[("b300", "fp4")] < 0.8 * compute[("b300", "fp8")]
     assert compute[("h100", "fp4")] == pytest.approx(compute[("h100", "bf16")])
     notes = costmodel.predict(_llama70b("gb200", "fp4"), mesh).assumptions
     assert any("dtype fp4 (NVFP4)" in a for a in notes)
