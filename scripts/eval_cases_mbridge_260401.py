@@ -1,5 +1,5 @@
 """Write Megatron-Bridge's 26.04.01 Blackwell pre-training rows the eval corpus did not hold into it: Nemotron 3 Super's
-four MXFP8 rows and Kimi K2's MXFP8 row (the rows ASAP could not price before LatentMoE, hybrid MTP modules and Muon
+four MXFP8 and four NVFP4 rows and Kimi K2's MXFP8 row (the rows ASAP could not price before LatentMoE, hybrid MTP modules and Muon
 were modelled), and the other DGX-GB300 / GB200 / B300 / B200 rows of the section: Llama 3 70B and Llama 3.1 405B on
 GB300 (FP8, MXFP8, NVFP4), DeepSeek-V3 on GB300, B300 and B200 (MXFP8), GPT-OSS 120B on all four systems (BF16), and
 Qwen3 30B-A3B and 235B-A22B on all four systems (MXFP8). Out-of-sample checks: nothing in ASAP is tuned to them.
@@ -35,9 +35,11 @@ setting in a case's ``megatron.yaml`` names the file and function or preset that
 dimensions are Megatron-LM's argument file for the model (tests/data/real/megatron/NVIDIA-Nemotron-3-Super-120B-A12B-BF16.sh);
 the other models' are the ones the corpus already records for them.
 
-Left out, with the reason: Nemotron 3 Super's NVFP4 rows (their recipe quantizes per layer from a Transformer Engine
-recipe file, ``te_quant.cfg``, mixing formats ASAP does not read), and the 26.04 and 26.02.01 containers' Super rows of
-the same layouts (the same recipes, re-measured within 5%). None of the other rows listed above uses a per-layer
+Super's NVFP4 rows (lines 283-289) quantize per module from a Transformer Engine recipe file, ``te_quant.cfg``
+(written beside each case's megatron.yaml as ``model.quant_recipe``; ASAP reads and prices it:
+bot/configs/precision_recipe.py), and keep their last 14 layers in BF16 (nemotron_3_super_bf16_with_nvfp4_mixed,
+first_last_layers_bf16). Left out, with the reason: the 26.04 and 26.02.01 containers' Super rows of the same layouts
+(the same recipes, re-measured within 5%). None of the other rows listed above uses a per-layer
 quantization file or another setting ASAP cannot read. The section's DGX-H100 rows (scripts/eval_cases_mbridge_h100.py),
 its Nemotron_3_Nano rows (scripts/eval_cases_mbridge_nemotron.py) and its DGX-GB200 Llama and DeepSeek-V3 rows (written
 by hand) are in the corpus already, not written here.
@@ -68,7 +70,20 @@ ROWS = [
     (284, "| DGX-GB200 | 64 | MXFP8 | 512 | 1 | 8192 | 0 | 2 | 1 | 1 | n/a | 64 | 6656 | 564 |"),
     (286, "| DGX-B300 | 64 | MXFP8 | 512 | 1 | 8192 | 0 | 1 | 1 | 1 | n/a | 8 | 7296 | 623 |"),
     (288, "| DGX-B200 | 64 | MXFP8 | 512 | 1 | 8192 | 0 | 1 | 1 | 1 | n/a | 64 | 6400 | 542 |"),
+    # the NVFP4 rows: Transformer Engine's per-module recipe te_quant.cfg and 14 BF16 layers at the end (read and
+    # priced: bot.configs.precision_recipe, knowledge.cost_module_precision, first_last_layers_bf16)
+    (283, "| DGX-GB300 | 64 | NVFP4 | 512 | 1 | 8192 | 0 | 1 | 1 | 1 | n/a | 64 | 9600 | 817 |"),
+    (285, "| DGX-GB200 | 64 | NVFP4 | 512 | 1 | 8192 | 0 | 2 | 1 | 1 | n/a | 64 | 6784 | 574 |"),
+    (287, "| DGX-B300 | 64 | NVFP4 | 512 | 1 | 8192 | 0 | 1 | 1 | 1 | n/a | 8 | 7424 | 634 |"),
+    (289, "| DGX-B200 | 64 | NVFP4 | 512 | 1 | 8192 | 0 | 2 | 1 | 1 | n/a | 64 | 5632 | "
+          "475[^nemotron-3-super-b200-nvfp4-note] |"),
 ]
+# Megatron-Bridge's te_quant.cfg (scripts/performance/configs/nemotronh/ @ RECIPE_COMMIT), byte for byte the copy in
+# tests/data/real/megatron_bridge (the same file at ARCHIVE_COMMIT, src/megatron/bridge/perf_recipes/nemotronh/)
+TE_QUANT = Path(__file__).resolve().parents[1] / "tests" / "data" / "real" / "megatron_bridge" / "te_quant.cfg"
+B200_NVFP4_NOTE = ("[^nemotron-3-super-b200-nvfp4-note]: Mapping used for MXFP8 precision could not fit for  NVFP4 "
+                   "precision for this model. We expect to achieve better performance for NVFP4 precision in future when "
+                   "NVFP4 param gather is supported.")
 CHIP = {"DGX-GB300": "gb300", "DGX-GB200": "gb200", "DGX-B300": "b300", "DGX-B200": "b200"}
 NVL72 = ("DGX-GB300", "DGX-GB200")
 
@@ -100,20 +115,49 @@ ASSUMED = mbridge_cases.nemotron_3_super_assumed(f"the library recipe ({LIB} @ {
 Setting = tuple[str, str, Any, str]
 
 
-def _settings(system: str, tp: int) -> list[Setting]:
+NVFP4_PRECISION = ("src/megatron/bridge/training/mixed_precision.py::nemotron_3_super_bf16_with_nvfp4_mixed "
+                   "(set_nemotron_3_super_common_configs for 'nvfp4')")
+
+
+def _preset(system: str, precision: str) -> str:
+    """The row's preset: the NVFP4 one on B300 is the BF16 preset (recompute of moe_act and layernorm), on B200 its own
+    (TP 2, Transformer Engine graphs, no recompute); elsewhere the MXFP8 one's sizes and graphs."""
+    return (f"{PRESETS}::NEMOTRON_3_SUPER_PRETRAIN_CONFIG_{system[4:].upper()}_"
+            f"{'NVFP4' if precision == 'NVFP4' else 'FP8_MX'}_V1")
+
+
+def _precision_settings(precision: str) -> list[Setting]:
+    """MXFP8 with fp8 parameter gathers; or NVFP4 as set_nemotron_3_super_common_configs sets it: the preset
+    nemotron_3_super_bf16_with_nvfp4_mixed (the last 14 layers in BF16), NVFP4 parameter gathers off ('Disabled until
+    MCore PR 4358 lands'), and the per-module recipe te_quant.cfg beside the config (model.quant_recipe)."""
+    if precision != "NVFP4":
+        return [("mixed_precision", "fp8_recipe", "mxfp8", MXFP8), ("mixed_precision", "fp8_param_gather", True, MXFP8)]
+    return [("model", "quant_recipe", "te_quant.cfg",
+             f"{COMMON} (load_quantization_recipe of {S}/te_quant.cfg, written beside this file)"),
+            ("mixed_precision", "fp8_param_gather", False, NVFP4_PRECISION),
+            ("mixed_precision", "fp4_param_gather", False, f"{COMMON} (fp4_param_gather False)"),
+            ("mixed_precision", "first_last_layers_bf16", True, NVFP4_PRECISION),
+            ("mixed_precision", "num_layers_at_start_in_bf16", 0, f"{NVFP4_PRECISION}: MixedPrecisionConfig's default"),
+            ("mixed_precision", "num_layers_at_end_in_bf16", 14, NVFP4_PRECISION)]
+
+
+def _settings(system: str, tp: int, precision: str = "MXFP8") -> list[Setting]:
     """What the row's recipe sets beyond its sizes: HybridEP (preset), the library recipe's distributed optimizer and
-    overlapped collectives, BF16 gradient reduction, MXFP8 with fp8 parameter gathers; CUDA graphs and recompute as the
-    system's preset sets them (B200: no graphs, selective recompute of moe_act and layernorm)."""
-    gpu = system[4:].upper()
-    preset = f"{PRESETS}::NEMOTRON_3_SUPER_PRETRAIN_CONFIG_{gpu}_FP8_MX_V1 (applied by {WORKLOAD})"
-    b200 = system == "DGX-B200"
+    overlapped collectives, BF16 gradient reduction, the precision's settings; CUDA graphs and recompute as the
+    system's preset sets them (B200 MXFP8: no graphs, selective recompute of moe_act and layernorm; B300 NVFP4:
+    graphs and that recompute)."""
+    preset = f"{_preset(system, precision)} (applied by {WORKLOAD})"
+    no_graph = system == "DGX-B200" and precision != "NVFP4"
+    recompute = no_graph or (system == "DGX-B300" and precision == "NVFP4")
     remat: list[Setting] = ([("model", "recompute_granularity", "selective", preset),
-                             ("model", "recompute_modules", ["moe_act", "layernorm"], preset)] if b200 else
+                             ("model", "recompute_modules", ["moe_act", "layernorm"], preset)] if recompute else
                             [("model", "recompute_granularity", None, LIB)])
+    scope = ["mamba", "attn", "moe_router", "moe_preprocess"] if system == "DGX-B200" else \
+        ["attn", "mamba", "moe_router", "moe_preprocess"]
     graph: list[Setting] = ([("model", "cuda_graph_impl", "none", preset), ("model", "cuda_graph_scope", [], preset)]
-                            if b200 else
+                            if no_graph else
                             [("model", "cuda_graph_impl", "transformer_engine", preset),
-                             ("model", "cuda_graph_scope", ["attn", "mamba", "moe_router", "moe_preprocess"], preset)])
+                             ("model", "cuda_graph_scope", scope, preset)])
     return [("model", "sequence_parallel", tp > 1, f"{preset} (TP > 1)"),
             ("model", "moe_token_dispatcher_type", "flex", f"{preset} (apply_flex_dispatcher_backend)"),
             ("model", "moe_flex_dispatcher_backend", "hybridep", preset),
@@ -121,7 +165,7 @@ def _settings(system: str, tp: int) -> list[Setting]:
             ("ddp", "use_distributed_optimizer", True, LIB),
             ("ddp", "overlap_grad_reduce", True, LIB), ("ddp", "overlap_param_gather", True, LIB),
             ("ddp", "grad_reduce_in_fp32", False, COMMON),
-            ("mixed_precision", "fp8_recipe", "mxfp8", MXFP8), ("mixed_precision", "fp8_param_gather", True, MXFP8)]
+            *_precision_settings(precision)]
 
 
 def _slices(system: str, gpus: int) -> int:
@@ -138,15 +182,28 @@ def _node_note(system: str, gpus: int) -> str:
             "Megatron's rank order tp-cp-ep-dp-pp places EP inside a node first")
 
 
-def _recipe(model: str, system: str, tp: int) -> tuple[str, str, list[Setting], list[str], dict[str, Any], list[str]]:
+NVFP4_ASSUMED = mbridge_cases.nemotron_3_super_assumed(f"the library recipe ({LIB} @ {RECIPE_COMMIT})") + [
+    "NVFP4 recorded as dtype fp4: the linear layers priced at the catalog's dense fp4 peak, except where the "
+    "per-module recipe te_quant.cfg (read: attention projections, LatentMoE's projections and the MTP modules in BF16, "
+    "Mamba's output projection in MXFP8) and the 14 BF16 layers at the end of nemotron_3_super_bf16_with_nvfp4_mixed "
+    "(first_last_layers_bf16, read) keep them; the attention core and elementwise work in bf16",
+    "NVFP4 parameter gathers are off (set_nemotron_3_super_common_configs: 'Disabled until MCore PR 4358 lands'): "
+    "weights held and gathered in bf16",
+    "moe_router_padding_for_quantization (set_nemotron_3_super_common_configs, NVFP4) is not modelled; expert "
+    "all-to-all overlap is off (neither the library recipe nor the preset sets it)",
+] + COMMON_ASSUMED
+
+
+def _recipe(model: str, system: str, tp: int, precision: str = "MXFP8",
+            ) -> tuple[str, str, list[Setting], list[str], dict[str, Any], list[str]]:
     """The row's recipe function and preset, its settings, the notes they need, the model and its provenance."""
     if model == "Kimi_K2":
         fn, preset, settings = r2606._kimi()
         return (fn, preset, settings, r2606._notes(model, system, "MXFP8") + [r2606.KIMI_MXFP8], mbridge_cases.KIMI_K2,
                 mbridge_cases.kimi_k2_assumed(RECIPE_COMMIT) + COMMON_ASSUMED)
     fn = f"{FN}::nemotron_3_super_pretrain_config_{system[4:].lower()}"
-    preset = f"{PRESETS}::NEMOTRON_3_SUPER_PRETRAIN_CONFIG_{system[4:].upper()}_FP8_MX_V1"
-    return fn, preset, _settings(system, tp), [], MODEL, ASSUMED
+    assumed = NVFP4_ASSUMED if precision == "NVFP4" else ASSUMED
+    return fn, _preset(system, precision), _settings(system, tp, precision), [], MODEL, assumed
 
 
 def write_case(root: Path, lineno: int, line: str) -> str:
@@ -156,31 +213,37 @@ def write_case(root: Path, lineno: int, line: str) -> str:
     chip, slices, tp = CHIP[system], _slices(system, gpus), int(row["TP"])
     model = "Kimi_K2" if gpus == 256 else "Nemotron_3_Super"
     slug = "kimi-k2" if model == "Kimi_K2" else "nemotron-3-super"
-    cid = f"mbridge-26.04.01-{chip}-{slug}-{gpus}gpu-mxfp8"
-    fn, preset, settings, notes, spec, assumed = _recipe(model, system, tp)
+    precision = row["Precision"]
+    nvfp4 = precision == "NVFP4"
+    cid = f"mbridge-26.04.01-{chip}-{slug}-{gpus}gpu-{precision.lower()}"
+    fn, preset, settings, notes, spec, assumed = _recipe(model, system, tp, precision)
     doc, cites, dp = mbridge_cases.megatron_doc(row, gpus, slices, settings)
     header = (f"# Megatron-Bridge docs/performance-summary-archive.md line {lineno} @ {ARCHIVE_COMMIT[:9]}, 26.04.01 NeMo "
-              f"container, Pre-Training Performance, model {model}, {system} MXFP8 row ({URL})\n"
+              f"container, Pre-Training Performance, model {model}, {system} {precision} row ({URL})\n"
               f"# TP={tp} PP={row['PP']} CP=1 VP={row['VP']} EP={row['EP']} GBS={row['GBS']} MBS={row['MBS']}; data "
               f"parallel = {gpus}/(TP*PP) = {dp}\n# parallel sizes and batch from the row; the other settings from the "
-              f"performance recipe {fn}('fp8_mx') with the preset {preset.split('::')[1]} @ {RECIPE_COMMIT} (the table "
-              "does not state them), each set where named:\n" + "\n".join(cites) + "\n")
+              f"performance recipe {fn}('{'nvfp4' if nvfp4 else 'fp8_mx'}') with the preset {preset.split('::')[1]} @ "
+              f"{RECIPE_COMMIT} (the table does not state them), each set where named:\n" + "\n".join(cites) + "\n")
     run = mbridge_cases.run_doc(
-        cid, f"Megatron-Bridge 26.04.01 {model} pre-training on {gpus} {chip.upper()} (MXFP8)",
-        f"Megatron-Bridge performance summary archive, 26.04.01 NeMo container, {model}, {system} MXFP8 row. "
-        "No profile.", chip=chip, gpus=gpus, slices=slices, model=spec, row=row, dtype="fp8",
+        cid, f"Megatron-Bridge 26.04.01 {model} pre-training on {gpus} {chip.upper()} ({precision})",
+        f"Megatron-Bridge performance summary archive, 26.04.01 NeMo container, {model}, {system} {precision} row. "
+        "No profile.", chip=chip, gpus=gpus, slices=slices, model=spec, row=row, dtype="fp4" if nvfp4 else "fp8",
         tags=["moe"] + (["hybrid"] if "layer_pattern" in spec else []))
+    stated = [f"26.04.01 NeMo Container, Pre-Training Performance, Model: {model}, row: {line}",
+              f"columns: {COLUMNS}", mbridge_cases.MOE_FOOTNOTE] + ([B200_NVFP4_NOTE] if "note]" in line else [])
     cited = {
         "source": f"{REPO} docs/performance-summary-archive.md @ {ARCHIVE_COMMIT[:10]}, '26.04.01 NeMo Container' > "
-                  f"'Pre-Training Performance' > 'Model: {model}', line {lineno}, row {system} MXFP8; recipe "
+                  f"'Pre-Training Performance' > 'Model: {model}', line {lineno}, row {system} {precision}; recipe "
                   f"settings from scripts/performance @ {RECIPE_COMMIT}",
-        "url": URL, "table": f"mbridge-26.04.01-{system.lower()}", "row": f"{model} MXFP8",
-        "stated": [f"26.04.01 NeMo Container, Pre-Training Performance, Model: {model}, row: {line}",
-                   f"columns: {COLUMNS}", mbridge_cases.MOE_FOOTNOTE],
+        "url": URL, "table": f"mbridge-26.04.01-{system.lower()}", "row": f"{model} {precision}",
+        "stated": stated,
         "assumed": assumed + notes + [_node_note(system, gpus)],
     }
+    if nvfp4:  # the recipe file the config names, beside it (read before the case's mesh is)
+        (root / cid).mkdir(parents=True, exist_ok=True)
+        (root / cid / "te_quant.cfg").write_bytes(TE_QUANT.read_bytes())
     mbridge_cases.write_case_files(root / cid, header + mbridge_cases.dump(doc), run, cited,
-                                   mbridge_cases.measured(row, f"{system} row {model} MXFP8"))
+                                   mbridge_cases.measured(row, f"{system} row {model} {precision}"))
     return cid
 
 

@@ -29,9 +29,10 @@ sets it. Model dimensions are the ones the corpus already records for these mode
 Left out, with the reason:
 
 * Nemotron_3_Super's NVFP4 rows: their recipe quantizes per layer from a Transformer Engine recipe file
-  (scripts/performance/configs/nemotronh/te_quant.cfg through set_nemotron_3_super_common_configs), mixing formats
-  ASAP does not read. Its DGX-B300 MXFP8 row is in (LatentMoE and the hybrid MTP modules are priced); its DGX-GB300 and
-  DGX-GB200 MXFP8 rows fall under the next item.
+  (scripts/performance/configs/nemotronh/te_quant.cfg through set_nemotron_3_super_common_configs). ASAP now reads
+  that file (bot/configs/precision_recipe.py) and the corpus holds the 26.04.01 and 26.08 NVFP4 rows; the 26.06 DGX-B300
+  one is not written yet (its preset at this commit is not checked). Its DGX-B300 MXFP8 row is in (LatentMoE and the
+  hybrid MTP modules are priced); its DGX-GB300 and DGX-GB200 rows fall under the next item.
 * The DGX-GB300 and DGX-GB200 rows of DeepSeekV3, GPT OSS 120B, Qwen3_30B_a3B, Qwen3_235B_a22B, Nemotron_3_Nano and
   Nemotron_3_Super:
   the corpus already holds these models on these systems at the same parallel sizes and batch, re-measured with the

@@ -25,10 +25,10 @@ Left out, with the reason (architectures ASAP does not price):
 * DeepSeekV4 Flash: the DeepSeek-V4 stack (``src/megatron/bridge/models/deepseek/deepseek_v4_bridge.py``) has
   hyper-connections (HyperConnectionModule), compressed sparse / heavily compressed attention layers with a CSA
   indexer, and hash-routed MoE layers. ASAP's model shape has none of these.
-* Nemotron_3_Super's NVFP4 rows: their recipe quantizes per layer from a Transformer Engine recipe file
-  (perf_recipes/nemotronh/te_quant.cfg through nemotron_3_super_bf16_with_nvfp4_mixed), mixing formats ASAP does not
-  read; priced all-NVFP4 they would be too fast. (Its two MXFP8 rows are in: LatentMoE and the hybrid MTP modules
-  are priced, ``model.moe_latent_size`` and the pattern's ``/*E/*E``.)
+* (none of Nemotron_3_Super's rows: its NVFP4 rows quantize per module from a Transformer Engine recipe file,
+  perf_recipes/nemotronh/te_quant.cfg, and keep their last 14 layers in BF16 through
+  nemotron_3_super_bf16_with_nvfp4_mixed; ASAP reads and prices both, so they are in beside the MXFP8 ones, the file
+  written beside each case's megatron.yaml as ``model.quant_recipe``)
 * Nemotron_3_Ultra: its dimensions are in Megatron-LM's argument file (tests/data/real/megatron), but its rows run
   Megatron-FSDP as HSDP (_apply_nemotron_3_ultra_fsdp_hsdp) with a CuteDSL fused grouped MLP, which ASAP's readers
   do not take from these recipes.
@@ -77,8 +77,12 @@ ROWS: dict[str, list[tuple[int, str]]] = {
     "Nemotron_3_Super": [
         (92, "| DGX-GB300 | 64 | MXFP8 | 512 | 1 | 8192 | 1 | 1 | 1 | n/a | 64 | 9856 | 831 |"),
         (94, "| DGX-GB200 | 64 | MXFP8 | 512 | 1 | 8192 | 2 | 1 | 1 | n/a | 64 | 7040 | 600 |"),
+        (93, "| DGX-GB300 | 64 | NVFP4 | 512 | 1 | 8192 | 1 | 1 | 1 | n/a | 64 | 10240 | 864 |"),
+        (95, "| DGX-GB200 | 64 | NVFP4 | 512 | 1 | 8192 | 2 | 1 | 1 | n/a | 64 | 7168 | 610 |"),
     ],
 }
+# Megatron-Bridge's te_quant.cfg (perf_recipes/nemotronh/ @ COMMIT), byte for byte the copy in tests/data/real
+TE_QUANT = Path(__file__).resolve().parents[1] / "tests" / "data" / "real" / "megatron_bridge" / "te_quant.cfg"
 SUPER_LIB = ("src/megatron/bridge/recipes/nemotronh/h100/nemotron_3_super.py::"
              "nemotron_3_super_pretrain_16gpu_h100_bf16_config")
 P = "src/megatron/bridge/perf_recipes"
@@ -236,14 +240,28 @@ def _nano(fn: str) -> list[Setting]:
             ("comm_overlap", "overlap_moe_expert_parallel_comm", False, NANO_LIB)] + _common(NANO_LIB)
 
 
-def _super(fn: str, sequence_parallel: bool) -> list[Setting]:
-    """Nemotron 3 Super's MXFP8 rows: the library recipe's distributed optimizer and (no) recompute, the perf
-    defaults' BF16 gradient reduction with overlapped collectives and FP32 optimizer state, HybridEP."""
-    return [("model", "sequence_parallel", sequence_parallel, fn), ("model", "recompute_granularity", None, SUPER_LIB),
-            ("model", "moe_token_dispatcher_type", "flex", fn),
-            ("model", "moe_flex_dispatcher_backend", "hybridep", fn),
-            ("ddp", "overlap_grad_reduce", True, SUPER_PERF), ("ddp", "overlap_param_gather", True, SUPER_PERF),
-            ("optimizer", "use_precision_aware_optimizer", False, SUPER_PERF)] + _common(SUPER_LIB)
+def _super(fn: str, sequence_parallel: bool, nvfp4: bool = False) -> list[Setting]:
+    """Nemotron 3 Super's rows: the library recipe's distributed optimizer and (no) recompute, the perf defaults' BF16
+    gradient reduction with overlapped collectives and FP32 optimizer state, HybridEP; MXFP8, or NVFP4 as
+    _nemotron_3_super_nvfp4_precision sets it (nemotron_3_super_bf16_with_nvfp4_mixed: the last 14 layers in BF16;
+    NVFP4 parameter gathers off) with the recipe's per-module file te_quant.cfg."""
+    out: list[Setting] = [
+        ("model", "sequence_parallel", sequence_parallel, fn), ("model", "recompute_granularity", None, SUPER_LIB),
+        ("model", "moe_token_dispatcher_type", "flex", fn),
+        ("model", "moe_flex_dispatcher_backend", "hybridep", fn),
+        ("ddp", "overlap_grad_reduce", True, SUPER_PERF), ("ddp", "overlap_param_gather", True, SUPER_PERF),
+        ("optimizer", "use_precision_aware_optimizer", False, SUPER_PERF)]
+    if not nvfp4:
+        return out + _common(SUPER_LIB)
+    return out + [
+        ("model", "quant_recipe", "te_quant.cfg",
+         f"{fn} (load_quantization_recipe of {P}/nemotronh/te_quant.cfg, written beside this file)"),
+        ("ddp", "use_distributed_optimizer", True, SUPER_LIB), ("ddp", "grad_reduce_in_fp32", False, SUPER_PERF),
+        ("mixed_precision", "fp8_param_gather", False, SUPER_NVFP4),
+        ("mixed_precision", "fp4_param_gather", False, f"{SUPER_NVFP4} ('Disabled until MCore PR 4358 lands')"),
+        ("mixed_precision", "first_last_layers_bf16", True, SUPER_NVFP4),
+        ("mixed_precision", "num_layers_at_start_in_bf16", 0, f"{SUPER_NVFP4}: MixedPrecisionConfig's default"),
+        ("mixed_precision", "num_layers_at_end_in_bf16", 14, SUPER_NVFP4)]
 
 
 DSV3_GB300 = f"{P}/deepseek/gb300/deepseek_v3.py::deepseek_v3_pretrain_256gpu_gb300_fp8mx_config"
@@ -257,6 +275,10 @@ QWEN235_GB200 = f"{P}/qwen/gb200/qwen3_moe.py::qwen3_235b_a22b_pretrain_256gpu_g
 NANO_GB300 = f"{P}/nemotronh/gb300/nemotronh.py::nemotron_3_nano_pretrain_8gpu_gb300_fp8mx_config"
 SUPER_GB300 = f"{P}/nemotronh/gb300/nemotronh.py::nemotron_3_super_pretrain_64gpu_gb300_fp8mx_config"
 SUPER_GB200 = f"{P}/nemotronh/gb200/nemotronh.py::nemotron_3_super_pretrain_64gpu_gb200_fp8mx_config"
+SUPER_GB300_NVFP4 = f"{P}/nemotronh/gb300/nemotronh.py::nemotron_3_super_pretrain_64gpu_gb300_nvfp4_config"
+SUPER_GB200_NVFP4 = f"{P}/nemotronh/gb200/nemotronh.py::nemotron_3_super_pretrain_64gpu_gb200_nvfp4_config"
+SUPER_NVFP4 = (f"{P}/nemotronh/common.py::_nemotron_3_super_nvfp4_precision (src/megatron/bridge/training/"
+               "mixed_precision.py::nemotron_3_super_bf16_with_nvfp4_mixed)")
 SUPER_UNMODELLED = ("CUDA graphs (Transformer Engine, over the attention / Mamba / router / MoE-preprocess scopes in "
                     "the recipe) and moe_router_padding_for_quantization are not modelled")
 
@@ -312,6 +334,23 @@ RECIPES: dict[tuple[str, str], tuple[str, list[Setting], list[str]]] = {
     ("Nemotron_3_Super", "DGX-GB300"): (SUPER_GB300, _super(SUPER_GB300, False), [SUPER_UNMODELLED]),
     ("Nemotron_3_Super", "DGX-GB200"): (SUPER_GB200, _super(SUPER_GB200, True), [SUPER_UNMODELLED]),
 }
+NVFP4_RECIPES: dict[str, tuple[str, list[Setting], list[str]]] = {
+    "DGX-GB300": (SUPER_GB300_NVFP4, _super(SUPER_GB300_NVFP4, False, nvfp4=True), [SUPER_UNMODELLED]),
+    "DGX-GB200": (SUPER_GB200_NVFP4, _super(SUPER_GB200_NVFP4, True, nvfp4=True), [SUPER_UNMODELLED]),
+}
+NVFP4_ASSUMED = [
+    f"settings the table does not state are the performance recipe's at {C} (the commit that published the table): "
+    "the recipe function whose parallel sizes, batch and precision are the row's. Each setting in megatron.yaml "
+    "names the file and function that sets it",
+    "NVFP4 recorded as dtype fp4: the linear layers priced at the catalog's dense fp4 peak, except where the "
+    "per-module recipe te_quant.cfg (read: attention projections, LatentMoE's projections and the MTP modules in BF16, "
+    "Mamba's output projection in MXFP8) and the 14 BF16 layers at the end of nemotron_3_super_bf16_with_nvfp4_mixed "
+    "(first_last_layers_bf16, read) keep them; the attention core and elementwise work in bf16",
+    "NVFP4 parameter gathers are off (_nemotron_3_super_nvfp4_precision: 'Disabled until MCore PR 4358 lands'): "
+    "weights held and gathered in bf16",
+    "the footnote: MoE benchmarks force-balance the token distribution among experts and are token-dropless, as ASAP "
+    "prices routed tokens (evenly spread)",
+]
 
 COMMON_ASSUMED = [
     f"settings the table does not state are the performance recipe's at {C} (the commit that published the table): "
@@ -332,7 +371,8 @@ def _segment_note(system: str, gpus: int) -> str:
 
 def _config(model: str, lineno: int, row: dict[str, str], gpus: int) -> tuple[str, list[str]]:
     """The megatron.yaml the case runs, and the recipe notes its expected.yaml adds."""
-    fn, settings, notes = RECIPES[(model, row["System"])]
+    fn, settings, notes = (NVFP4_RECIPES[row["System"]] if row["Precision"] == "NVFP4" else
+                           RECIPES[(model, row["System"])])
     tp, pp, cp, ep = (int(row[k]) for k in ("TP", "PP", "CP", "EP"))
     mbs, gbs = int(row["MBS"]), int(row["GBS"])
     doc, cites, dp = mbridge_cases.megatron_doc(row, gpus, mbridge_cases.nvl72_segments(gpus), settings)
@@ -353,21 +393,26 @@ def write_case(root: Path, model: str, lineno: int, line: str) -> str:
     system, precision = row["System"], row["Precision"]
     chip, gpus = CHIP[system], int(row["#-GPUs"])
     slug, slices = SLUG[model], mbridge_cases.nvl72_segments(gpus)
+    nvfp4 = precision == "NVFP4"
     cid = f"mbridge-26.08-{chip}-{slug}-{gpus}gpu-{precision.lower()}"
     text, recipe_assumed = _config(model, lineno, row, gpus)
     run = mbridge_cases.run_doc(
         cid, f"Megatron-Bridge 26.08 {model} pre-training on {gpus} {chip.upper()} ({precision})",
         f"Megatron-Bridge performance summary, 26.08 NeMo container, {model}, {system} {precision} row. No profile.",
-        chip=chip, gpus=gpus, slices=slices, model=MODELS[slug], row=row, dtype="fp8",
+        chip=chip, gpus=gpus, slices=slices, model=MODELS[slug], row=row, dtype="fp4" if nvfp4 else "fp8",
         tags=["moe"] + (["hybrid"] if "layer_pattern" in MODELS[slug] else []))
     cited = {
         "source": f"{REPO} docs/performance-summary.md @ {COMMIT[:10]}, '26.08 NeMo Container' > 'Pre-Training "
                   f"Performance' > 'Model: {model}', line {lineno}, row {system} {precision}",
-        "url": URL, "table": f"mbridge-26.08-{system.lower()}", "row": model,
+        "url": URL, "table": f"mbridge-26.08-{system.lower()}", "row": f"{model} NVFP4" if nvfp4 else model,
         "stated": [f"26.08 NeMo Container, Pre-Training Performance, Model: {model}, row: {line}",
                    f"columns: {COLUMNS}", FOOTNOTE],
-        "assumed": MODEL_ASSUMED[slug] + recipe_assumed + COMMON_ASSUMED + [_segment_note(system, gpus)],
+        "assumed": MODEL_ASSUMED[slug] + recipe_assumed + (NVFP4_ASSUMED if nvfp4 else COMMON_ASSUMED)
+                   + [_segment_note(system, gpus)],
     }
+    if nvfp4:  # the recipe file the config names, beside it (read before the case's mesh is)
+        (root / cid).mkdir(parents=True, exist_ok=True)
+        (root / cid / "te_quant.cfg").write_bytes(TE_QUANT.read_bytes())
     mbridge_cases.write_case_files(root / cid, text, run, cited,
                                    mbridge_cases.measured(row, f"{system} row {model} {precision}"))
     return cid

@@ -7,6 +7,7 @@ written, how a row's two figures become the ``measured`` entry, and how the scri
 
 from __future__ import annotations
 
+import re
 import sys
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -119,7 +120,7 @@ def write(folder: Path, name: str, doc: Any) -> None:
 
 def measured(row: dict[str, str], label: str) -> list[dict[str, Any]]:
     """The ``measured`` entry of a row: its tokens/s/GPU and model TFLOP/s/GPU, with the row named by ``label``."""
-    tps, tflops = row["Tokens / sec / GPU"], row["Model TFLOP / sec / GPU"]
+    tps, tflops = (re.sub(r"\[\^[^\]]*\]", "", row[c]) for c in ("Tokens / sec / GPU", "Model TFLOP / sec / GPU"))  # footnotes
     return [{"tokens_per_second_per_chip": float(tps), "tflops_per_chip": float(tflops),
              "source": f"{label}: {tps} tokens/sec/GPU, {tflops} model TFLOP/sec/GPU"}]
 
