@@ -725,9 +725,10 @@ def _bf16_layer_share(layers: int, mm: str, cfg: TrainingSettings | None, notes:
     kept = min(layers, start + end)
     if kept <= 0:
         return 0.0
-    notes.append(f"first_last_layers_bf16: the first {start} and last {end} of {layers} layers run their linear "
-                 f"layers in bf16, not {mm} ({kept / layers:.0%} of the layers' matmuls); under pipeline parallelism they "
-                 "sit on the first and last stages, priced here as spread evenly")
+    which = " and ".join(f"{where} {n}" for where, n in (("first", start), ("last", end)) if n)
+    notes.append(f"first_last_layers_bf16: the {which} of {layers} layers run their linear layers in bf16, not {mm} "
+                 f"({kept / layers:.0%} of the layers' matmuls); under pipeline parallelism they sit on the first and "
+                 "last stages, priced here as spread evenly")
     return kept / layers
 
 

@@ -28,11 +28,9 @@ sets it. Model dimensions are the ones the corpus already records for these mode
 
 Left out, with the reason:
 
-* Nemotron_3_Super's NVFP4 rows: their recipe quantizes per layer from a Transformer Engine recipe file
-  (scripts/performance/configs/nemotronh/te_quant.cfg through set_nemotron_3_super_common_configs). ASAP now reads
-  that file (bot/configs/precision_recipe.py) and the corpus holds the 26.04.01 and 26.08 NVFP4 rows; the 26.06 DGX-B300
-  one is not written yet (its preset at this commit is not checked). Its DGX-B300 MXFP8 row is in (LatentMoE and the
-  hybrid MTP modules are priced); its DGX-GB300 and DGX-GB200 rows fall under the next item.
+* Nemotron_3_Super's DGX-GB300 and DGX-GB200 rows fall under the next item. Its DGX-B300 rows are in: MXFP8, and NVFP4
+  with the recipe's per-module precision file (scripts/performance/configs/nemotronh/te_quant.cfg, written beside the
+  case's megatron.yaml as model.quant_recipe; read by bot/configs/precision_recipe.py) and its 14 BF16 layers.
 * The DGX-GB300 and DGX-GB200 rows of DeepSeekV3, GPT OSS 120B, Qwen3_30B_a3B, Qwen3_235B_a22B, Nemotron_3_Nano and
   Nemotron_3_Super:
   the corpus already holds these models on these systems at the same parallel sizes and batch, re-measured with the
@@ -88,8 +86,12 @@ ROWS: dict[str, list[tuple[int, str]]] = {
     ],
     "Nemotron_3_Super": [
         (166, "| DGX-B300 | 64 | MXFP8 | 512 | 1 | 8192 | 1 | 1 | 1 | n/a | 8 | 7867 | 667 |"),
+        (167, "| DGX-B300 | 64 | NVFP4 | 512 | 1 | 8192 | 1 | 1 | 1 | n/a | 8 | 8131 | 689 |"),
     ],
 }
+# Megatron-Bridge's te_quant.cfg (scripts/performance/configs/nemotronh/ @ RECIPE_COMMIT), byte for byte the copy in
+# tests/data/real/megatron_bridge: the NVFP4 row's per-module precision recipe, written beside its megatron.yaml
+TE_QUANT = Path(__file__).resolve().parents[1] / "tests" / "data" / "real" / "megatron_bridge" / "te_quant.cfg"
 CHIP = {"DGX-GB300": "gb300", "DGX-GB200": "gb200", "DGX-B300": "b300", "DGX-H100": "h100"}
 NVL72 = ("DGX-GB300", "DGX-GB200")
 SLUG = {"LLAMA3.1_405B": "llama31-405b", "DeepSeekV3": "deepseek-v3", "GPT OSS 120B": "gpt-oss-120b",
@@ -345,24 +347,48 @@ def _kimi() -> tuple[str, str, list[Setting]]:
     return fn, preset, settings
 
 
-def _super(system: str) -> tuple[str, str, list[Setting]]:
-    """Nemotron 3 Super's MXFP8 row: the preset's sizes over HybridEP, no recompute (the V1 MXFP8 preset sets none),
-    the library recipe's overlapped collectives and distributed optimizer, BF16 gradient reduction
-    (set_nemotron_3_super_common_configs), Transformer Engine graphs over the preset's scopes."""
+def _super(system: str, precision: str = "MXFP8") -> tuple[str, str, list[Setting]]:
+    """Nemotron 3 Super's rows: the preset's sizes over HybridEP, the library recipe's overlapped collectives and
+    distributed optimizer, BF16 gradient reduction (set_nemotron_3_super_common_configs), Transformer Engine graphs over
+    the preset's scopes. MXFP8: no recompute (the V1 MXFP8 preset sets none). NVFP4 (B300): the preset is the BF16 one
+    (recompute of moe_act and layernorm); set_nemotron_3_super_common_configs swaps in nemotron_3_super_bf16_with_nvfp4_mixed
+    (the last 14 layers in BF16), turns NVFP4 parameter gathers off and loads te_quant.cfg as model.quant_recipe."""
     gpu = system[4:].lower()
     fn = f"{NANO}::nemotron_3_super_pretrain_config_{gpu}"
-    preset = f"{NANO_PRESETS}::NEMOTRON_3_SUPER_PRETRAIN_CONFIG_{gpu.upper()}_FP8_MX_V1"
+    nvfp4 = precision == "NVFP4"
+    preset = f"{NANO_PRESETS}::NEMOTRON_3_SUPER_PRETRAIN_CONFIG_{gpu.upper()}_{'NVFP4' if nvfp4 else 'FP8_MX'}_V1"
+    common = f"{NANO}::set_nemotron_3_super_common_configs"
+    remat: list[Setting] = ([("model", "recompute_granularity", "selective", _via(preset, RECOMPUTE)),
+                             ("model", "recompute_modules", ["moe_act", "layernorm"], _via(preset, RECOMPUTE))]
+                            if nvfp4 else [("model", "recompute_granularity", None, SUPER_LIB)])
     settings: list[Setting] = [
         *_moe(preset, f"{_via(preset, WORKLOAD)}; backend set again by {fn.split('::')[1]}"),
-        ("model", "recompute_granularity", None, SUPER_LIB),
+        *remat,
         ("ddp", "overlap_grad_reduce", True, SUPER_LIB), ("ddp", "overlap_param_gather", True, SUPER_LIB),
-        *_graph("transformer_engine", ["attn", "mamba", "moe_router", "moe_preprocess"], _via(preset, GRAPH)),
-        *_common(SUPER_LIB, f"{NANO}::set_nemotron_3_super_common_configs", "MXFP8")]
-    return fn, preset, settings
+        *_graph("transformer_engine", ["attn", "mamba", "moe_router", "moe_preprocess"], _via(preset, GRAPH))]
+    if not nvfp4:
+        return fn, preset, settings + _common(SUPER_LIB, common, "MXFP8")
+    mixed = ("src/megatron/bridge/training/mixed_precision.py::nemotron_3_super_bf16_with_nvfp4_mixed "
+             f"({common.split('::')[1]} for 'nvfp4')")
+    return fn, preset, settings + [
+        ("model", "quant_recipe", "te_quant.cfg",
+         f"{common} (load_quantization_recipe of scripts/performance/configs/nemotronh/te_quant.cfg, written beside "
+         "this file)"),
+        ("ddp", "use_distributed_optimizer", True, SUPER_LIB), ("ddp", "grad_reduce_in_fp32", False, common),
+        ("mixed_precision", "fp8_param_gather", False, mixed),
+        ("mixed_precision", "fp4_param_gather", False, f"{common} ('Disabled until MCore PR 4358 lands')"),
+        ("mixed_precision", "first_last_layers_bf16", True, mixed),
+        ("mixed_precision", "num_layers_at_start_in_bf16", 0, f"{mixed}: MixedPrecisionConfig's default"),
+        ("mixed_precision", "num_layers_at_end_in_bf16", 14, mixed)]
 
 
 TP1_OVERLAP = ("its tp_comm_overlap True does nothing at TP 1 (Megatron-Bridge comm_overlap.py turns it off below "
                "TP 2), so it is not written")
+SUPER_NVFP4_ASSUMED = (
+    "NVFP4 recorded as dtype fp4: the linear layers priced at the catalog's dense fp4 peak, except where the per-module "
+    "recipe te_quant.cfg (read: attention projections, LatentMoE's projections and the MTP modules in BF16, Mamba's "
+    "output projection in MXFP8) and the 14 BF16 layers at the end of nemotron_3_super_bf16_with_nvfp4_mixed "
+    "(first_last_layers_bf16, read) keep them; NVFP4 parameter gathers off (weights held and gathered in bf16)")
 TE_GRAPHS = ("Transformer Engine CUDA graphs over part of each layer (cuda_graph_impl transformer_engine) are read as "
              "not whole-iteration: the host launches and token-count syncs between the captured pieces stay priced")
 
@@ -410,6 +436,10 @@ def _notes(model: str, system: str, precision: str) -> list[str]:
                 "decoder], [decoder + loss]); written as the same layout in Megatron-Core's string form",
                 "qk_clip off and moe_router_fusion (set_kimi_k2_common_configs) are not modelled; no CUDA graphs; "
                 "expert all-to-all overlap off (the preset's moe_a2a_overlap False)"]
+    if model == "Nemotron_3_Super" and precision == "NVFP4":
+        return [TE_GRAPHS + " (scopes: the preset's)", SUPER_NVFP4_ASSUMED,
+                "moe_router_padding_for_quantization (set_nemotron_3_super_common_configs, NVFP4) is not modelled; "
+                "expert all-to-all overlap is off (neither the library recipe nor the preset sets it)"]
     if model == "Nemotron_3_Super":
         return [TE_GRAPHS + " (scopes: the preset's)",
                 "moe_router_padding_for_quantization (set_nemotron_3_super_common_configs, MXFP8) is not modelled; "
@@ -430,7 +460,7 @@ def _recipe(model: str, system: str, precision: str) -> tuple[str, str, list[Set
     if model == "Qwen3_30B_a3B":
         return _qwen(system)
     if model == "Nemotron_3_Super":
-        return _super(system)
+        return _super(system, precision)
     if model == "Kimi_K2":
         return _kimi()
     return _nano(system)
@@ -504,6 +534,7 @@ def write_case(root: Path, model: str, lineno: int, line: str) -> str:
     slug, slices = SLUG[model], _slices(system, gpus)
     moe = slug not in DENSE
     cid = f"mbridge-26.06-{chip}-{slug}-{gpus}gpu-{precision.lower()}"
+    super_nvfp4 = model == "Nemotron_3_Super" and precision == "NVFP4"
     text, recipe_assumed = _config(model, lineno, row, gpus)
     run = mbridge_cases.run_doc(
         cid, f"Megatron-Bridge 26.06 {model} pre-training on {gpus} {chip.upper()} ({precision})",
@@ -518,9 +549,13 @@ def write_case(root: Path, model: str, lineno: int, line: str) -> str:
         "url": URL, "table": f"mbridge-26.06-{system.lower()}", "row": f"{model} {precision}",
         "stated": [f"26.06 NeMo Container, Pre-Training Performance, Model: {model}, row: {line}",
                    f"columns: {COLUMNS}"] + ([FOOTNOTE] if moe else []),
-        "assumed": (MODEL_ASSUMED[slug] + recipe_assumed + COMMON_ASSUMED + [KIMI_MXFP8 if model == "Kimi_K2" else PRECISION_ASSUMED[precision]]
+        "assumed": (MODEL_ASSUMED[slug] + recipe_assumed + COMMON_ASSUMED
+                    + ([] if super_nvfp4 else [KIMI_MXFP8 if model == "Kimi_K2" else PRECISION_ASSUMED[precision]])
                     + ([MOE_ASSUMED] if moe else []) + [_node_note(system, gpus)]),
     }
+    if super_nvfp4:  # the recipe file the config names, beside it (read before the case's mesh is)
+        (root / cid).mkdir(parents=True, exist_ok=True)
+        (root / cid / "te_quant.cfg").write_bytes(TE_QUANT.read_bytes())
     mbridge_cases.write_case_files(root / cid, text, run, cited,
                                    mbridge_cases.measured(row, f"{system} row {model} {precision}"))
     return cid

@@ -44,7 +44,7 @@ LLAMA = [f"mbridge-26.06-{chip}-llama31-405b-256gpu-{p}" for chip in ("gb300", "
 MOE = ["mbridge-26.06-b300-deepseek-v3-256gpu-mxfp8", "mbridge-26.06-b300-gpt-oss-120b-64gpu-mxfp8",
        "mbridge-26.06-b300-qwen3-30b-a3b-8gpu-mxfp8", "mbridge-26.06-h100-qwen3-30b-a3b-16gpu-fp8",
        "mbridge-26.06-b300-nemotron-3-nano-8gpu-mxfp8", "mbridge-26.06-h100-nemotron-3-nano-16gpu-fp8",
-       "mbridge-26.06-b300-nemotron-3-super-64gpu-mxfp8"]
+       "mbridge-26.06-b300-nemotron-3-super-64gpu-mxfp8", "mbridge-26.06-b300-nemotron-3-super-64gpu-nvfp4"]
 KIMI = "mbridge-26.06-gb300-kimi-k2-256gpu-mxfp8"
 CASES = LLAMA + MOE + [KIMI]
 
@@ -69,7 +69,9 @@ def test_the_recipe_settings_are_read_from_each_case(case: str) -> None:
     s = settings_for_run(LocalRunStore(EVAL).get(case))
     assert s is not None
     nvfp4 = case.endswith("nvfp4")
-    assert (s.distributed_optimizer, s.grad_fp32, s.fp8_params, s.fp4_params) == (True, False, not nvfp4, nvfp4 or None)
+    # Nemotron 3 Super's NVFP4 recipe turns NVFP4 parameter gathers off ("Disabled until MCore PR 4358 lands")
+    fp4_params = False if nvfp4 and "nemotron-3-super" in case else (nvfp4 or None)
+    assert (s.distributed_optimizer, s.grad_fp32, s.fp8_params, s.fp4_params) == (True, False, not nvfp4, fp4_params)
     assert s.fp8_recipe == (None if nvfp4 else "mxfp8" if case.endswith("mxfp8") else "tensorwise")
     if case in LLAMA:
         assert (s.sequence_parallel, s.tp_comm_overlap, s.remat_policy) == (True, not nvfp4, "none")
@@ -127,3 +129,14 @@ def test_kimi_k2_trains_with_distributed_muon_as_its_recipe_sets_it() -> None:
     assert pred.fits_memory and pred.breakdown_ms["optimizer_step"] > 0
     measured_ms = 4096 * 4096 / (5372 * 256) * 1000.0
     assert 0.85 < measured_ms / pred.step_time_ms < 1.25
+
+
+def test_super_nvfp4_on_b300_reads_its_recipe_and_runs_a_little_faster_than_mxfp8() -> None:
+    """26.06 DGX-B300: Nemotron 3 Super measures 8,131 tokens/s/GPU in NVFP4 against 7,867 in MXFP8 (archive lines
+    166-167), 3% faster. With te_quant.cfg's BF16 / MXFP8 modules and the 14 BF16 layers read, NVFP4 is priced faster
+    by a few percent and within 15% of the row (B300's calibration is x1.11)."""
+    nv = predict_case("mbridge-26.06-b300-nemotron-3-super-64gpu-nvfp4")
+    mx = predict_case("mbridge-26.06-b300-nemotron-3-super-64gpu-mxfp8")
+    assert any("latent_fc1 100% bf16" in a for a in nv.assumptions)
+    assert 0.9 < nv.step_time_ms / mx.step_time_ms < 0.99
+    assert 0.95 < 512 * 8192 / 64 / 8131 * 1e3 / nv.step_time_ms < 1.15
