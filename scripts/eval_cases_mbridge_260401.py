@@ -78,9 +78,6 @@ ROWS = [
     (289, "| DGX-B200 | 64 | NVFP4 | 512 | 1 | 8192 | 0 | 2 | 1 | 1 | n/a | 64 | 5632 | "
           "475[^nemotron-3-super-b200-nvfp4-note] |"),
 ]
-# Megatron-Bridge's te_quant.cfg (scripts/performance/configs/nemotronh/ @ RECIPE_COMMIT), byte for byte the copy in
-# tests/data/real/megatron_bridge (the same file at ARCHIVE_COMMIT, src/megatron/bridge/perf_recipes/nemotronh/)
-TE_QUANT = Path(__file__).resolve().parents[1] / "tests" / "data" / "real" / "megatron_bridge" / "te_quant.cfg"
 B200_NVFP4_NOTE = ("[^nemotron-3-super-b200-nvfp4-note]: Mapping used for MXFP8 precision could not fit for  NVFP4 "
                    "precision for this model. We expect to achieve better performance for NVFP4 precision in future when "
                    "NVFP4 param gather is supported.")
@@ -132,13 +129,9 @@ def _precision_settings(precision: str) -> list[Setting]:
     MCore PR 4358 lands'), and the per-module recipe te_quant.cfg beside the config (model.quant_recipe)."""
     if precision != "NVFP4":
         return [("mixed_precision", "fp8_recipe", "mxfp8", MXFP8), ("mixed_precision", "fp8_param_gather", True, MXFP8)]
-    return [("model", "quant_recipe", "te_quant.cfg",
-             f"{COMMON} (load_quantization_recipe of {S}/te_quant.cfg, written beside this file)"),
-            ("mixed_precision", "fp8_param_gather", False, NVFP4_PRECISION),
-            ("mixed_precision", "fp4_param_gather", False, f"{COMMON} (fp4_param_gather False)"),
-            ("mixed_precision", "first_last_layers_bf16", True, NVFP4_PRECISION),
-            ("mixed_precision", "num_layers_at_start_in_bf16", 0, f"{NVFP4_PRECISION}: MixedPrecisionConfig's default"),
-            ("mixed_precision", "num_layers_at_end_in_bf16", 14, NVFP4_PRECISION)]
+    return mbridge_cases.super_nvfp4_settings(
+        f"{COMMON} (load_quantization_recipe of {S}/te_quant.cfg, written beside this file)", NVFP4_PRECISION,
+        f"{COMMON} (fp4_param_gather False)")
 
 
 def _settings(system: str, tp: int, precision: str = "MXFP8") -> list[Setting]:
@@ -239,9 +232,8 @@ def write_case(root: Path, lineno: int, line: str) -> str:
         "stated": stated,
         "assumed": assumed + notes + [_node_note(system, gpus)],
     }
-    if nvfp4:  # the recipe file the config names, beside it (read before the case's mesh is)
-        (root / cid).mkdir(parents=True, exist_ok=True)
-        (root / cid / "te_quant.cfg").write_bytes(TE_QUANT.read_bytes())
+    if nvfp4:
+        mbridge_cases.write_te_quant(root / cid)
     mbridge_cases.write_case_files(root / cid, header + mbridge_cases.dump(doc), run, cited,
                                    mbridge_cases.measured(row, f"{system} row {model} {precision}"))
     return cid

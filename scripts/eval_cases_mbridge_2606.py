@@ -89,9 +89,7 @@ ROWS: dict[str, list[tuple[int, str]]] = {
         (167, "| DGX-B300 | 64 | NVFP4 | 512 | 1 | 8192 | 1 | 1 | 1 | n/a | 8 | 8131 | 689 |"),
     ],
 }
-# Megatron-Bridge's te_quant.cfg (scripts/performance/configs/nemotronh/ @ RECIPE_COMMIT), byte for byte the copy in
-# tests/data/real/megatron_bridge: the NVFP4 row's per-module precision recipe, written beside its megatron.yaml
-TE_QUANT = Path(__file__).resolve().parents[1] / "tests" / "data" / "real" / "megatron_bridge" / "te_quant.cfg"
+
 CHIP = {"DGX-GB300": "gb300", "DGX-GB200": "gb200", "DGX-B300": "b300", "DGX-H100": "h100"}
 NVL72 = ("DGX-GB300", "DGX-GB200")
 SLUG = {"LLAMA3.1_405B": "llama31-405b", "DeepSeekV3": "deepseek-v3", "GPT OSS 120B": "gpt-oss-120b",
@@ -371,15 +369,10 @@ def _super(system: str, precision: str = "MXFP8") -> tuple[str, str, list[Settin
     mixed = ("src/megatron/bridge/training/mixed_precision.py::nemotron_3_super_bf16_with_nvfp4_mixed "
              f"({common.split('::')[1]} for 'nvfp4')")
     return fn, preset, settings + [
-        ("model", "quant_recipe", "te_quant.cfg",
-         f"{common} (load_quantization_recipe of scripts/performance/configs/nemotronh/te_quant.cfg, written beside "
-         "this file)"),
         ("ddp", "use_distributed_optimizer", True, SUPER_LIB), ("ddp", "grad_reduce_in_fp32", False, common),
-        ("mixed_precision", "fp8_param_gather", False, mixed),
-        ("mixed_precision", "fp4_param_gather", False, f"{common} ('Disabled until MCore PR 4358 lands')"),
-        ("mixed_precision", "first_last_layers_bf16", True, mixed),
-        ("mixed_precision", "num_layers_at_start_in_bf16", 0, f"{mixed}: MixedPrecisionConfig's default"),
-        ("mixed_precision", "num_layers_at_end_in_bf16", 14, mixed)]
+        *mbridge_cases.super_nvfp4_settings(
+            f"{common} (load_quantization_recipe of scripts/performance/configs/nemotronh/te_quant.cfg, written "
+            "beside this file)", mixed, f"{common} ('Disabled until MCore PR 4358 lands')")]
 
 
 TP1_OVERLAP = ("its tp_comm_overlap True does nothing at TP 1 (Megatron-Bridge comm_overlap.py turns it off below "
@@ -553,9 +546,8 @@ def write_case(root: Path, model: str, lineno: int, line: str) -> str:
                     + ([] if super_nvfp4 else [KIMI_MXFP8 if model == "Kimi_K2" else PRECISION_ASSUMED[precision]])
                     + ([MOE_ASSUMED] if moe else []) + [_node_note(system, gpus)]),
     }
-    if super_nvfp4:  # the recipe file the config names, beside it (read before the case's mesh is)
-        (root / cid).mkdir(parents=True, exist_ok=True)
-        (root / cid / "te_quant.cfg").write_bytes(TE_QUANT.read_bytes())
+    if super_nvfp4:
+        mbridge_cases.write_te_quant(root / cid)
     mbridge_cases.write_case_files(root / cid, text, run, cited,
                                    mbridge_cases.measured(row, f"{system} row {model} {precision}"))
     return cid

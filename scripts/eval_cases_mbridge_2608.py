@@ -81,8 +81,6 @@ ROWS: dict[str, list[tuple[int, str]]] = {
         (95, "| DGX-GB200 | 64 | NVFP4 | 512 | 1 | 8192 | 2 | 1 | 1 | n/a | 64 | 7168 | 610 |"),
     ],
 }
-# Megatron-Bridge's te_quant.cfg (perf_recipes/nemotronh/ @ COMMIT), byte for byte the copy in tests/data/real
-TE_QUANT = Path(__file__).resolve().parents[1] / "tests" / "data" / "real" / "megatron_bridge" / "te_quant.cfg"
 SUPER_LIB = ("src/megatron/bridge/recipes/nemotronh/h100/nemotron_3_super.py::"
              "nemotron_3_super_pretrain_16gpu_h100_bf16_config")
 P = "src/megatron/bridge/perf_recipes"
@@ -254,14 +252,10 @@ def _super(fn: str, sequence_parallel: bool, nvfp4: bool = False) -> list[Settin
     if not nvfp4:
         return out + _common(SUPER_LIB)
     return out + [
-        ("model", "quant_recipe", "te_quant.cfg",
-         f"{fn} (load_quantization_recipe of {P}/nemotronh/te_quant.cfg, written beside this file)"),
         ("ddp", "use_distributed_optimizer", True, SUPER_LIB), ("ddp", "grad_reduce_in_fp32", False, SUPER_PERF),
-        ("mixed_precision", "fp8_param_gather", False, SUPER_NVFP4),
-        ("mixed_precision", "fp4_param_gather", False, f"{SUPER_NVFP4} ('Disabled until MCore PR 4358 lands')"),
-        ("mixed_precision", "first_last_layers_bf16", True, SUPER_NVFP4),
-        ("mixed_precision", "num_layers_at_start_in_bf16", 0, f"{SUPER_NVFP4}: MixedPrecisionConfig's default"),
-        ("mixed_precision", "num_layers_at_end_in_bf16", 14, SUPER_NVFP4)]
+        *mbridge_cases.super_nvfp4_settings(
+            f"{fn} (load_quantization_recipe of {P}/nemotronh/te_quant.cfg, written beside this file)", SUPER_NVFP4,
+            f"{SUPER_NVFP4} ('Disabled until MCore PR 4358 lands')")]
 
 
 DSV3_GB300 = f"{P}/deepseek/gb300/deepseek_v3.py::deepseek_v3_pretrain_256gpu_gb300_fp8mx_config"
@@ -410,9 +404,8 @@ def write_case(root: Path, model: str, lineno: int, line: str) -> str:
         "assumed": MODEL_ASSUMED[slug] + recipe_assumed + (NVFP4_ASSUMED if nvfp4 else COMMON_ASSUMED)
                    + [_segment_note(system, gpus)],
     }
-    if nvfp4:  # the recipe file the config names, beside it (read before the case's mesh is)
-        (root / cid).mkdir(parents=True, exist_ok=True)
-        (root / cid / "te_quant.cfg").write_bytes(TE_QUANT.read_bytes())
+    if nvfp4:
+        mbridge_cases.write_te_quant(root / cid)
     mbridge_cases.write_case_files(root / cid, text, run, cited,
                                    mbridge_cases.measured(row, f"{system} row {model} {precision}"))
     return cid

@@ -109,6 +109,29 @@ def node_note(system: str, gpus: int, nvl72: bool, recipe: str) -> str:
             f"at most 18 trays, the largest dividing the tray count: {how} (num_slices {slices}); megatron.yaml's "
             "trainer block counts one node per NVLink domain")
 
+# Megatron-Bridge's te_quant.cfg (Nemotron 3 Super's per-module precision recipe; the same bytes at the 26.04.01,
+# 26.06 and 26.08 recipe commits), as copied into tests/data/real/megatron_bridge
+TE_QUANT = Path(__file__).resolve().parents[1] / "tests" / "data" / "real" / "megatron_bridge" / "te_quant.cfg"
+
+
+def super_nvfp4_settings(recipe_src: str, precision_src: str, gather_src: str) -> list[tuple[str, str, Any, str]]:
+    """Nemotron 3 Super's NVFP4 precision as its performance recipes set it, each setting with its source:
+    te_quant.cfg as ``model.quant_recipe`` (written beside the case: :func:`write_te_quant`),
+    nemotron_3_super_bf16_with_nvfp4_mixed (the last 14 layers in BF16; no fp8 parameter gathers) and NVFP4
+    parameter gathers turned off."""
+    return [("model", "quant_recipe", "te_quant.cfg", recipe_src),
+            ("mixed_precision", "fp8_param_gather", False, precision_src),
+            ("mixed_precision", "fp4_param_gather", False, gather_src),
+            ("mixed_precision", "first_last_layers_bf16", True, precision_src),
+            ("mixed_precision", "num_layers_at_start_in_bf16", 0, f"{precision_src}: MixedPrecisionConfig's default"),
+            ("mixed_precision", "num_layers_at_end_in_bf16", 14, precision_src)]
+
+
+def write_te_quant(folder: Path) -> None:
+    """The recipe file an NVFP4 Super case's megatron.yaml names, beside it (before its mesh is read)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "te_quant.cfg").write_bytes(TE_QUANT.read_bytes())
+
 def dump(doc: Any) -> str:
     """A case file's YAML, as every committed case is written (key order kept, 120 columns)."""
     return yaml.safe_dump(doc, sort_keys=False, width=120)
