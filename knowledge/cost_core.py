@@ -761,10 +761,13 @@ def _matmul_times(shape: Shape, chip: Chip, peak: float, mm_peak: float, dense: 
     # MXFP8's block-scaled dense GEMMs run slower than per-tensor fp8 ones; expert grouped GEMMs do not
     # (knowledge.cost_fp8_recipe: Transformer Engine's kernel benchmark, checked on published pairs)
     mx = MXFP8_DENSE_GEMM_SLOWDOWN if shape.fp8 and shape.fp8_recipe == "mxfp8" and mm_peak > peak else 1.0
+    # a per-module recipe's precisions as matmul time against the run's own rate: the dense GEMMs' (MXFP8's kernel
+    # ratio ``mx`` included for an MXFP8 run, a class moved to MXFP8 paying it) and the experts' (which never do)
     ratio = {"fp8": chip.peak_fp8_flops, "fp4": chip.peak_fp4_flops}
-    rate = {"bf16": mm_peak / peak, "mxfp8": MXFP8_DENSE_GEMM_SLOWDOWN,
-            **{k: mm_peak / (peak * (v / chip.peak_bf16_flops) if v else peak) for k, v in ratio.items()}}
-    mods = group_multipliers(shape, rate)
+    base = {"bf16": mm_peak / peak, **{k: mm_peak / (peak * (v / chip.peak_bf16_flops) if v else peak)
+                                       for k, v in ratio.items()}}
+    mods = group_multipliers(shape, {**{k: v / mx for k, v in base.items()}, "mxfp8": MXFP8_DENSE_GEMM_SLOWDOWN},
+                             {**base, "mxfp8": 1.0})
     g = mods[0] if mods is not None else {"mlp": 1.0, "attn": 1.0, "mamba": 1.0}
     layers = {k: share[k] / f[k] for k in ("mlp", "attn", "mamba")}
     low = sum(layers[k] * g[k] for k in layers) + (0.0 if out_bf16 else share["out"] / f["out"])

@@ -85,10 +85,11 @@ def _multiplier(shares: tuple[tuple[str, float], ...], rate: dict[str, float]) -
     return sum(s * rate[p.split(":")[0]] * (rate["mxfp8"] if p == "fp8:mxfp8" else 1.0) for p, s in shares)
 
 
-def group_multipliers(shape: Any, rate: dict[str, float]) -> tuple[dict[str, float], float] | None:
-    """Per dense group (attn, mlp, mamba) and for the routed experts, the matmul time against the run's own
-    low-precision rate (1.0: unchanged); ``rate`` maps bf16 / fp8 / fp4 to that time ratio and ``mxfp8`` to MXFP8's
-    dense kernel ratio. None without a recipe."""
+def group_multipliers(shape: Any, dense_rate: dict[str, float], expert_rate: dict[str, float],
+                      ) -> tuple[dict[str, float], float] | None:
+    """Per dense group (attn, mlp, mamba) and for the routed experts, the matmul time against the run's own rate
+    (1.0: unchanged). Each rate maps bf16 / fp8 / fp4 to that time ratio and ``mxfp8`` to the kernel ratio a class
+    moved to MXFP8 pays (the dense GEMMs': MXFP8's; the experts': 1). None without a recipe."""
     if not shape.module_precision:
         return None
     by = dict(shape.module_precision)
@@ -110,12 +111,6 @@ def group_multipliers(shape: Any, rate: dict[str, float]) -> tuple[dict[str, flo
     out: dict[str, float] = {}
     for group, parts in weights.items():
         total = sum(parts.values())
-        out[group] = (sum(w * _multiplier(by[c], rate) for c, w in parts.items()) / total) if total > 0 else 1.0
-    dense_mx = rate["mxfp8"]
-    # the groups' multipliers carry MXFP8's dense kernel ratio where a class runs MXFP8; against the run's own rate
-    # (which cost_core multiplies by that ratio for an MXFP8 run), divide it back out
-    own = dense_mx if shape.fp8 and shape.fp8_recipe == "mxfp8" else 1.0
-    out = {g: m / own for g, m in out.items()}
-    expert = fc1 * _multiplier(by["expert_fc1"], {**rate, "mxfp8": 1.0}) + (1 - fc1) * _multiplier(
-        by["expert_fc2"], {**rate, "mxfp8": 1.0})
+        out[group] = (sum(w * _multiplier(by[c], dense_rate) for c, w in parts.items()) / total) if total > 0 else 1.0
+    expert = fc1 * _multiplier(by["expert_fc1"], expert_rate) + (1 - fc1) * _multiplier(by["expert_fc2"], expert_rate)
     return out, expert

@@ -23,6 +23,7 @@ Reading never writes; the file is read inside the config's repository only (``la
 from __future__ import annotations
 
 import fnmatch
+from functools import lru_cache
 from typing import Any, Literal
 
 import yaml
@@ -101,7 +102,14 @@ class Rule(BaseModel):
 def read_rules(text: str, source: str) -> tuple[list[Rule], list[str]]:
     """The enabled matchers of a precision recipe file, in order, with notes on what is not priced.
 
-    Raises ConfigError (naming the file and the field) when the text is not such a file."""
+    Raises ConfigError (naming the file and the field) when the text is not such a file. The config reader checks
+    the file and the settings reader prices it: one parse serves both (:func:`_parse_rules`)."""
+    rules, notes = _parse_rules(text, source)
+    return list(rules), list(notes)
+
+
+@lru_cache(maxsize=32)
+def _parse_rules(text: str, source: str) -> tuple[tuple[Rule, ...], tuple[str, ...]]:
     try:
         raw = yamlsafe.load(text)
     except yaml.YAMLError as exc:
@@ -135,7 +143,7 @@ def read_rules(text: str, source: str) -> tuple[list[Rule], list[str]]:
                           override_quantized=te.override_quantized_autocast if te is not None else True,
                           override_nonquantized=te.override_nonquantized_autocast if te is not None else False,
                           why=why))
-    return rules, notes
+    return tuple(rules), tuple(notes)
 
 
 def _te_config(name: str, body: dict[str, Any], source: str) -> tuple[TERecipe | None, str | None]:
