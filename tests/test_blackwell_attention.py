@@ -34,9 +34,10 @@ def _ratio(case: str, tflops: float) -> float:
 
 def test_a_b200_run_is_priced_alike_at_8k_and_at_1m_tokens_per_sequence() -> None:
     """Attention is 21% of the FLOPs at 8K and 97% at 1M; the measured rate is flat (1,671 vs 1,608 TFLOP/s), and so
-    is ASAP's error: within 10% across the table (it was 1.00 vs 0.69)."""
+    is ASAP's error: within 5% across the table (it was 1.00 vs 0.69 with one efficiency for both; 0.94 vs 1.01 with
+    the attention rate fitted before the bf16 LM head, which ranked the table -0.19)."""
     ratios = [_ratio(LONG.format(row), tflops) for row, tflops in LONG_ROWS]
-    assert max(ratios) / min(ratios) < 1.10, ratios
+    assert max(ratios) / min(ratios) < 1.05, ratios
 
 
 def test_a_64k_moe_run_and_an_8k_dense_run_on_b200_are_priced_alike() -> None:
@@ -55,7 +56,7 @@ def test_a_64k_moe_run_and_an_8k_dense_run_on_b200_are_priced_alike() -> None:
 def test_only_blackwell_carries_an_attention_rate() -> None:
     """The A100 / H100 fit is unchanged: their attention rate is the matmul rate with its shape factor."""
     for key in ("b200", "gb200", "b300", "gb300"):
-        assert get_chip(key).attention_rate == 1.8
+        assert get_chip(key).attention_rate == 1.6
     for key in ("a100-80gb", "h100-sxm", "h200", "tpu-v5p"):
         assert get_chip(key).attention_rate is None
 
