@@ -289,9 +289,20 @@ MOE_LAYER_HOST_S = 3.5e-3
 MOE_LAYER_GRAPHED_S = 1.0e-3
 
 
+# Expert count at and above which a MoE layer pays the whole fixed time. Megatron-Core's router and dispatcher work
+# on [tokens, experts] tensors (router logits and probabilities, the routing map the permutation sorts tokens by, the
+# auxiliary loss) and launch kernels per expert group, so a coarse expert set pays a share: experts /
+# MOE_FINE_EXPERTS, the threshold TPU_SPARSE_MOE_EXPERTS uses for MaxText's path. Checked, not fitted, on the corpus's
+# three Megatron Mixtral rows (8 experts; NeMo 25.02 DGX-B200 8x7B and 8x22B at 64K, NeMo 25.04 DGX-GB200 8x7B):
+# measured / predicted 0.84 / 0.95 / 0.78 -> 1.05 / 1.07 / 1.02; every row with 128 or more experts is unchanged
+# (docs/cost-model.md, "Mixture-of-experts").
+MOE_FINE_EXPERTS = 128.0
+
+
 def moe_layer_s(shape: Shape) -> float:
-    """Fixed seconds per MoE layer per micro-batch for this run: graphed or not."""
-    return MOE_LAYER_GRAPHED_S if shape.full_iteration_graph else MOE_LAYER_HOST_S
+    """Fixed seconds per MoE layer per micro-batch for this run: graphed or not, and a coarse expert set's share."""
+    full = MOE_LAYER_GRAPHED_S if shape.full_iteration_graph else MOE_LAYER_HOST_S
+    return full * min(1.0, float(shape.experts) / MOE_FINE_EXPERTS)
 
 
 # MaxText's dropless (sparse_matmul) MoE on TPU: the routed-expert path (argsort of token x expert pairs, the sorted

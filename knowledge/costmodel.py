@@ -31,6 +31,7 @@ from knowledge.cost_core import (
     BF16,
     DEFAULT_OVERLAP_MISS,
     MEMORY_HEADROOM,
+    MOE_FINE_EXPERTS,
     TPU_SPARSE_MOE_EXPERTS,
     TPU_SPARSE_MOE_EXTRA,
     XLA_FUSING,
@@ -354,8 +355,9 @@ def _breakdown(terms: Terms, mesh: Mesh, cs: float, exposed_axes: dict[str, floa
     if moe_host > 0:
         breakdown["moe_layer_overhead"] = cs * moe_host * 1e3
         assumptions.append(
-            f"MoE layers: {moe_ms:g} ms per layer per micro-batch beyond their FLOPs (routing, the "
-            f"token-count exchange, permutation, small kernels; fitted across the published MoE rows): "
+            f"MoE layers: {moe_ms:.2g} ms per layer per micro-batch beyond their FLOPs (routing, the "
+            f"token-count exchange, permutation, small kernels; fitted across the published MoE rows; scaled by "
+            f"experts / {MOE_FINE_EXPERTS:g} below that many): "
             f"{cs * moe_host * 1e3:.0f} ms of this step"
         )
     for k in AXIS_KEYS:

@@ -105,6 +105,23 @@ def test_a_moe_layer_costs_a_fixed_time_per_micro_batch_shown_on_its_own_line() 
     assert "moe_layer_overhead" not in dense.breakdown_ms
 
 
+@pytest.mark.parametrize(("case", "tokens_per_s"), [
+    ("nemo-25.02-b200-mixtral-8x7b-64gpu", 15457), ("nemo-25.04-gb200-mixtral-8x7b-64gpu", 19275),
+    ("nemo-25.02-b200-mixtral-8x22b-256gpu", 2232)])
+def test_a_coarse_expert_set_pays_a_share_of_the_per_layer_time(case: str, tokens_per_s: int) -> None:
+    # NeMo's performance summaries (25.02 DGX-B200, 25.04 DGX-GB200; tokens/s per GPU): Mixtral routes over 8 experts,
+    # not 128-512, and was priced with the whole fine-grained per-layer time, 16-22% too slow on the 8x7B rows; with
+    # the share, measured / predicted 1.05 and 1.02 (8x7B) and 1.07 (8x22B at 64K tokens, mostly attention).
+    from knowledge.cost_core import MOE_FINE_EXPERTS, MOE_LAYER_HOST_S
+
+    p = _predict(case)
+    run = LocalRunStore(EVAL).get(case).record
+    measured_ms = 1000.0 * run.training.tokens_per_step / run.num_chips / tokens_per_s
+    assert abs(measured_ms / p.step_time_ms - 1.0) < 0.10
+    share = f"{MOE_LAYER_HOST_S * 1e3 * 8 / MOE_FINE_EXPERTS:.2g} ms per layer per micro-batch"
+    assert any(a.startswith(f"MoE layers: {share}") and "experts / 128" in a for a in p.assumptions)
+
+
 def test_a_moe_run_is_told_its_per_layer_overhead_and_offered_larger_micro_batches() -> None:
     from bot.analysis.analyze import analyze_run
     from bot.analysis.preflight import LABEL
