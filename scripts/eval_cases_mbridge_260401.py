@@ -640,19 +640,14 @@ def write_more_case(root: Path, model: str, lineno: int, line: str) -> str:
     moe = slug not in DENSE
     cid = f"mbridge-26.04.01-{chip}-{slug}-{gpus}gpu-{precision.lower()}"
     fn, preset, settings = _more_recipe(model, system, precision)
-    tp, pp, cp = (int(row[k]) for k in ("TP", "PP", "CP"))
-    mbs, gbs = int(row["MBS"]), int(row["GBS"])
     doc, cites, dp = mbridge_cases.megatron_doc(row, gpus, slices, settings)
-    header = (f"# Megatron-Bridge docs/performance-summary-archive.md line {lineno} @ {ARCHIVE_COMMIT[:9]}, 26.04.01 NeMo "
-              f"container, Pre-Training Performance, model {model}, {system} {precision} row ({URL})\n"
-              f"# FSDP={row['FSDP']} TP={tp} PP={pp} CP={cp} VP={row['VP']} EP={row['EP']} GBS={gbs} MBS={mbs} "
-              f"GA={gbs // (mbs * dp)}; data parallel = {gpus}/(TP*PP*CP) = {dp}\n"
-              f"# parallel sizes and batch from the row; the other settings from the performance recipe {fn}"
-              f"('{COMPUTE_DTYPE[precision]}') with the preset {preset.split('::')[1]} @ {R} (the table does not "
-              "state them), each set where named:\n" + "\n".join(cites) + "\n")
-    recipe_assumed = [f"{', '.join(k for _, k, _, _ in settings)} as the performance recipe {fn.split('::')[1]}"
-                      f"('{COMPUTE_DTYPE[precision]}') with the preset {preset.split('::')[1]} at {R} sets them "
-                      "(directly or through the helpers and library recipe named in megatron.yaml)",
+    dtype = COMPUTE_DTYPE[precision]
+    header = mbridge_cases.recipe_header(
+        f"Megatron-Bridge docs/performance-summary-archive.md line {lineno} @ {ARCHIVE_COMMIT[:9]}, 26.04.01 NeMo "
+        f"container, Pre-Training Performance, model {model}, {system} {precision} row ({URL})", row, gpus, dp,
+        f"{fn}('{dtype}') with the preset {preset.split('::')[1]} @ {R}", cites, fsdp=True)
+    recipe_assumed = [mbridge_cases.recipe_assumed(
+                          settings, f"{fn.split('::')[1]}('{dtype}') with the preset {preset.split('::')[1]} at {R}"),
                       *_more_notes(model, system, precision)]
     optimizer = [] if model in ("DeepSeekV3", "GPT OSS 120B") else [OPTIMIZER_OFF]
     run = mbridge_cases.run_doc(

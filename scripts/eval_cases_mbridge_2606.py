@@ -503,19 +503,14 @@ def _config(model: str, lineno: int, row: dict[str, str], gpus: int) -> tuple[st
     """The megatron.yaml the case runs, and the recipe notes its expected.yaml adds."""
     system, precision = row["System"], row["Precision"]
     fn, preset, settings = _recipe(model, system, precision)
-    tp, pp, cp = (int(row[k]) for k in ("TP", "PP", "CP"))
-    mbs, gbs = int(row["MBS"]), int(row["GBS"])
     doc, cites, dp = mbridge_cases.megatron_doc(row, gpus, _slices(system, gpus), settings)
-    header = (f"# Megatron-Bridge docs/performance-summary-archive.md line {lineno} @ {C}, 26.06 NeMo container, "
-              f"Pre-Training Performance, model {model}, {system} {precision} row ({URL})\n"
-              f"# TP={tp} PP={pp} CP={cp} VP={row['VP']} EP={row['EP']} GBS={gbs} MBS={mbs} GA={gbs // (mbs * dp)}; "
-              f"data parallel = {gpus}/(TP*PP*CP) = {dp}\n"
-              f"# parallel sizes and batch from the row; the other settings from the performance recipe {fn}"
-              f"('{COMPUTE_DTYPE[precision]}') with the preset {preset.split('::')[1]} @ {R} (the table does not "
-              "state them), each set where named:\n" + "\n".join(cites) + "\n")
-    assumed = [f"{', '.join(k for _, k, _, _ in settings)} as the performance recipe {fn.split('::')[1]}"
-               f"('{COMPUTE_DTYPE[precision]}') with the preset {preset.split('::')[1]} at {R} sets them (directly or "
-               "through the helpers and library recipe named in megatron.yaml)", *_notes(model, system, precision)]
+    dtype, short = COMPUTE_DTYPE[precision], preset.split("::")[1]
+    header = mbridge_cases.recipe_header(
+        f"Megatron-Bridge docs/performance-summary-archive.md line {lineno} @ {C}, 26.06 NeMo container, "
+        f"Pre-Training Performance, model {model}, {system} {precision} row ({URL})", row, gpus, dp,
+        f"{fn}('{dtype}') with the preset {short} @ {R}", cites)
+    assumed = [mbridge_cases.recipe_assumed(settings, f"{fn.split('::')[1]}('{dtype}') with the preset {short} at {R}"),
+               *_notes(model, system, precision)]
     return header + mbridge_cases.dump(doc), assumed
 
 

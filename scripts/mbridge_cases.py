@@ -132,6 +132,28 @@ def write_te_quant(folder: Path) -> None:
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "te_quant.cfg").write_bytes(TE_QUANT.read_bytes())
 
+def recipe_header(source: str, row: dict[str, str], gpus: int, dp: int, recipe: str, cites: list[str], *,
+                  fsdp: bool = False) -> str:
+    """The comment block above a case's megatron.yaml: ``source`` (the table's line, container and row, as the first
+    line's text), the row's parallel sizes and batch (``FSDP=`` first where the table has that column), the data-parallel
+    size they give, and ``recipe`` (the performance recipe call and preset the other settings come from) with the
+    cited settings."""
+    tp, pp, cp = (int(row[k]) for k in ("TP", "PP", "CP"))
+    mbs, gbs = int(row["MBS"]), int(row["GBS"])
+    first = f"FSDP={row['FSDP']} " if fsdp else ""
+    return (f"# {source}\n"
+            f"# {first}TP={tp} PP={pp} CP={cp} VP={row['VP']} EP={row['EP']} GBS={gbs} MBS={mbs} "
+            f"GA={gbs // (mbs * dp)}; data parallel = {gpus}/(TP*PP*CP) = {dp}\n"
+            f"# parallel sizes and batch from the row; the other settings from the performance recipe {recipe} (the "
+            "table does not state them), each set where named:\n" + "\n".join(cites) + "\n")
+
+
+def recipe_assumed(settings: list[tuple[str, str, Any, str]], recipe: str) -> str:
+    """The assumed line naming the settings a case takes from ``recipe`` rather than from its table row."""
+    return (f"{', '.join(k for _, k, _, _ in settings)} as the performance recipe {recipe} sets them (directly or "
+            "through the helpers and library recipe named in megatron.yaml)")
+
+
 def dump(doc: Any) -> str:
     """A case file's YAML, as every committed case is written (key order kept, 120 columns)."""
     return yaml.safe_dump(doc, sort_keys=False, width=120)
