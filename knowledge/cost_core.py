@@ -262,6 +262,13 @@ SCORE_BYTES = 39.0
 # transposed fp8 copy (read 1 B, write 1 B): ~7 bytes of HBM traffic per cast element, with torch.compile fusing the
 # scale arithmetic (torchao float8 README: "E2E speedups increase as M,K,N (GEMM dimensions) increase").
 FP8_CAST_BYTES = 7.0
+# torchao's rowwise recipe scales each operand along the axis its GEMM reduces over, so the weight-gradient GEMM needs
+# the input and the output gradient scaled along the token axis as well: a second cast of each from its saved bf16
+# copy, with its own amax (torchao float8_linear.py backward, ``axiswise_dim=0``; recipe ROWWISE keeps
+# cast_config_input_for_grad_weight = cast_config_input). Two casts of an amax read (2 B) and a scaled cast (read 2 B,
+# write 1 B), and no transposed copy: 10 bytes per cast element. The tensorwise recipe's two casts of one tensor share
+# one scale, so torch.compile keeps the forward's fp8 copy and only transposes it (7 bytes). Counted, not fitted.
+ROWWISE_CAST_BYTES = 10.0
 
 # Share of the tensor-parallel collectives torchtitan's async TP takes off the critical path (the rest stays
 # exposed: the first and last chunks of each decomposed all-gather / reduce-scatter, and the SMs the copies take
@@ -827,7 +834,8 @@ def _hbm_extras(shape: Shape, mm: _MeshSplit, bw: float, core_share: float, *, x
         # tensorwise TP casts the column-parallel inputs on the sequence shard, then gathers fp8; the rowwise
         # recipes gather in bf16 and cast the gathered input on every tensor rank (torchtitan parallelize_llama)
         per_token = sharded / nt + np.where(shape.fp8_rowwise, gathered, gathered / nt)
-        extra = extra + FP8_CAST_BYTES * per_token * (L / npp) * (B * S / (dp * ns)) / bw
+        cast_bytes = ROWWISE_CAST_BYTES if shape.fp8_rowwise else FP8_CAST_BYTES
+        extra = extra + cast_bytes * per_token * (L / npp) * (B * S / (dp * ns)) / bw
     return extra
 
 

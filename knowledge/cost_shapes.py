@@ -373,7 +373,9 @@ def resolve_shape(run: RunRecord, settings: TrainingSettings | None = None) -> S
         assumptions.append(
             f"float8 rowwise recipe (torchao, config [float8] recipe_name): per-row scaling costs more than the "
             f"tensorwise recipe; its matmuls are priced at {ROWWISE_FP8_SPEEDUP:.2f}x the bf16 rate, not the fp8 "
-            "peak (fitted across published rowwise rows, docs/cost-model.md), and its TP all-gathers run in bf16")
+            "peak (fitted across published rowwise rows, docs/cost-model.md), its TP all-gathers run in bf16, and it "
+            "casts each linear's input and output gradient twice (per row for the forward, per column for the weight "
+            "gradient); rowwise_with_gw_hp is priced the same (its bf16 weight-gradient GEMM is not priced apart)")
     mtp = _mtp(m, assumptions)  # likewise
     counts = m.layer_counts()
     mtp_layers = counts.mtp_layers if counts is not None else mtp  # a hybrid module may hold several layers
