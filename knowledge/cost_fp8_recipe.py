@@ -24,7 +24,9 @@ from __future__ import annotations
 # MXFP8 / FP8 current scaling, per-layer GEMM time on B300 with pre-quantized inputs (module docstring)
 MXFP8_DENSE_GEMM_SLOWDOWN = 7.161 / 6.812
 
-RECIPES: tuple[str, ...] = ("tensorwise", "delayed", "mxfp8", "blockwise")
+# Transformer Engine's four, and torchao's per-row scaling (torchtitan's float8 recipe_name rowwise*: priced by the
+# rowwise path of knowledge.cost_core, ROWWISE_FP8_SPEEDUP and ROWWISE_CAST_BYTES)
+RECIPES: tuple[str, ...] = ("tensorwise", "delayed", "mxfp8", "blockwise", "rowwise")
 
 # Megatron-Bridge mixed-precision presets (src/megatron/bridge/training/mixed_precision.py) by a word of their name
 _PRESET_WORDS: tuple[tuple[str, str], ...] = (

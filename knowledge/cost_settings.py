@@ -189,7 +189,7 @@ class TrainingSettings(BaseModel):
     fp8: bool | None = Field(default=None, description="the config runs its linear layers in fp8 (Megatron "
                              "--fp8-format, NeMo / Megatron YAML fp8); None = not stated")
     fp8_recipe: str | None = Field(default=None, description="how fp8 tensors are scaled (knowledge.cost_fp8_recipe): "
-                                   "tensorwise, delayed, mxfp8, blockwise; None = not stated")
+                                   "tensorwise, delayed, mxfp8, blockwise, rowwise (torchao); None = not stated")
     fp4: bool | None = Field(default=None, description="the config runs its linear layers in NVFP4 (Megatron-Core "
                              "--fp4-format e2m1 / TransformerConfig fp4); None = not stated")
     fp4_params: bool | None = Field(default=None, description="Megatron --fp4-param-gather (TransformerConfig "

@@ -15,8 +15,9 @@ What torchtitan does with each (pytorch/torchtitan, BSD-3-Clause; ``torchtitan/c
   split into ``pipeline_parallel_microbatches`` (default: the number of stages).
 * ``seq_len`` (default 2048); Float8 linears (2024 ``[float8] enable_float8_linear``; 2025-26 ``[model]
   converters`` naming ``float8`` / ``quantize.linear.float8``; ``mx``: MXFP8) -> fp8 matmuls; ``[float8]
-  recipe_name`` rowwise / rowwise_with_gw_hp -> torchao's rowwise-scaled recipe (``fp8_rowwise``), unset or
-  tensorwise -> tensorwise (whose TP all-gathers run in fp8, ``enable_float8_tensorwise_tp``).
+  recipe_name`` rowwise / rowwise_with_gw_hp -> torchao's rowwise-scaled recipe (``fp8_rowwise``, fp8_recipe
+  ``rowwise``), unset or tensorwise -> tensorwise (whose TP all-gathers run in fp8, ``enable_float8_tensorwise_tp``):
+  the converter states its recipe, so a float8 run's recipe is known, not guessed.
 * async TP (``enable_async_tensor_parallel`` under ``[parallelism]``, 2024 ``[experimental]``) with
   ``torch.compile`` -> tensor-parallel collectives overlapped with the matmuls.
 * the recorded launch command (run.yaml ``command:``) wins over the TOML (:mod:`bot.configs.torchtitan_cli`): its
@@ -67,8 +68,10 @@ def torchtitan_settings(config: ShardingConfig) -> dict[str, Any]:
     else:
         out["micro_batch"] = _pos(st.get("parallelism.pipeline_parallel_microbatch_size")) or 1
     out["quantization"] = _quantization(st, legacy)
-    if out["quantization"] == "mxfp8":  # torchao MX converter: 1x32 blocks with E8M0 scales
-        out["fp8_recipe"] = "mxfp8"
+    # the converter states its scaling: torchao MX (1x32 blocks, E8M0 scales), Float8Linear per row or per tensor
+    recipe = {"mxfp8": "mxfp8", "fp8_rowwise": "rowwise", "fp8": "tensorwise"}.get(out["quantization"] or "")
+    if recipe:
+        out["fp8_recipe"] = recipe
     # torchtitan runs the loss under torch's loss_parallel whenever TP > 1 unless this is set (ParallelDims)
     disable = st.get("training.disable_loss_parallel" if legacy else "parallelism.disable_loss_parallel")
     out["loss_parallel"] = disable is not True

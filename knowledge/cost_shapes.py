@@ -133,7 +133,7 @@ class Shape:
     module_precision: tuple[tuple[str, tuple[tuple[str, float], ...]], ...] = ()
     async_tp: bool = False  # torchtitan async TP: its TP overlap hides ASYNC_TP_SHARE of the collectives
     fp8: bool = False  # linear layers in fp8 (training.dtype fp8): matmuls at the chip's fp8 peak where it has one
-    fp8_recipe: str | None = None  # tensorwise / delayed / mxfp8 / blockwise (knowledge.cost_fp8_recipe); None: unstated
+    fp8_recipe: str | None = None  # tensorwise / delayed / mxfp8 / blockwise / rowwise (cost_fp8_recipe); None: unstated
     fp4: bool = False  # linear layers in NVFP4 (training.dtype fp4): at the chip's published fp4 peak, else bf16
     int8: bool = False  # linear layers quantized to int8 (MaxText quantization: int8): at the chip's int8 peak
     # --- DeepSeek-V3-style MoE (ModelSpec shared_experts / dense_layers / MLA fields); defaults: plain MoE / MHA ---

@@ -48,7 +48,7 @@ META_KEYS: dict[str, tuple[str, ...]] = {
     "chip_family": ("tpu", "gpu", "cpu", "any"),
     "axis": ("data", "fsdp", "tensor", "sequence", "expert", "pipeline"),
     "slices": ("multi", "single", "any"),
-    "fp8_recipe": ("tensorwise", "delayed", "mxfp8", "blockwise", "any"),
+    "fp8_recipe": ("tensorwise", "delayed", "mxfp8", "blockwise", "rowwise", "any"),
 }
 
 _HEADING = re.compile(r"^(#{1,6})\s+(.+?)\s*#*\s*$")

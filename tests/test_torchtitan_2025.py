@@ -147,3 +147,44 @@ def test_mi300x_is_priced_at_its_fitted_efficiency() -> None:
     assert point.measured_step_ms / point.predicted_step_ms == pytest.approx(1.0, abs=0.08)
     run, mesh = _case("torchao-float8-mi300x-llama3-8b-bf16")
     assert costmodel.predict(run.record, mesh, settings=settings_for_run(run)).step_time_ms > 0
+
+
+ROWWISE_ADVICE = "rowwise-fp8-under-tp"
+ROWWISE_SECTION = "playbooks/bottlenecks.md#float8-rowwise-under-tensor-parallelism"
+
+
+def _proposals(case: str):  # type: ignore[no-untyped-def]
+    from bot.analysis.analyze import analyze_run
+    from bot.proposals.engine import propose
+
+    run, _ = _case(case)
+    return propose(run, analyze_run(run))
+
+
+@pytest.mark.parametrize("case,recipe", [("torchtitan-asynctp-h100-llama3-8b-fp8rw-async", "rowwise"),
+                                         ("torchtitan-asynctp-h100-llama3-8b-fp8tw-async", "tensorwise"),
+                                         ("torchao-float8-mi300x-llama3-8b-fp8rwgw", "rowwise")])
+def test_torchtitans_float8_converter_states_its_recipe(case: str, recipe: str) -> None:
+    # [model] converters float8 with [float8] recipe_name (unset: tensorwise): the recipe is the config's, not guessed,
+    # so on a Blackwell chip an unstated-recipe band (MXFP8 or per-tensor?) would be wrong for these runs
+    run, _ = _case(case)
+    shape = resolve_shape(run.record, settings_for_run(run))
+    assert shape.fp8_recipe == recipe and "fp8_recipe" not in shape.guessed
+
+
+def test_rowwise_float8_under_tp_is_told_what_torchtitan_measured(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """The 8B rowwise async TP row (FSDP 8 x TP 8, measured 19% under bf16) gets the filter / tensorwise advice, with
+    the benchmark's figures and its playbook section cited."""
+    monkeypatch.setenv("ASAP_STATE_DIR", str(tmp_path))
+    advice = [a for a in _proposals("torchtitan-asynctp-h100-llama3-8b-fp8rw-async").advice if a.id == ROWWISE_ADVICE]
+    assert advice and advice[0].citation == ROWWISE_SECTION
+    assert "3,915 against 4,809 tokens/s" in advice[0].text and "auto_filter_small_kn" in advice[0].text
+
+
+@pytest.mark.parametrize("case", ["torchao-float8-h100-llama3-8b-fp8rw",  # rowwise without TP: 10% over bf16
+                                  "torchtitan-asynctp-h100-llama3-8b-fp8tw-async"])  # tensorwise under TP
+def test_the_rowwise_advice_stays_away_from_other_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                       case: str) -> None:
+    monkeypatch.setenv("ASAP_STATE_DIR", str(tmp_path))
+    assert not any(a.id == ROWWISE_ADVICE for a in _proposals(case).advice)

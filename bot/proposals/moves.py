@@ -178,7 +178,7 @@ class When(BaseModel):
     recomputes: bool | None = Field(
         default=None, description="true: only runs whose remat policy recomputes activations (a lighter policy "
         "exists); a run whose policy is not stated still matches, and the answer says it depends on the policy")
-    fp8_recipe: list[Literal["tensorwise", "delayed", "mxfp8", "blockwise"]] | None = Field(
+    fp8_recipe: list[Literal["tensorwise", "delayed", "mxfp8", "blockwise", "rowwise"]] | None = Field(
         default=None, description="only fp8 runs whose stated scaling recipe is one of these "
         "(knowledge.cost_fp8_recipe); a run that is not fp8, or does not state its recipe, never matches")
     memory: Literal["tight", "room"] | None = Field(
