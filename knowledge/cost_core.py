@@ -1041,8 +1041,9 @@ def evaluate(
     """
     if efficiency is None:
         efficiency = chip_efficiency(chip)
-    ici = np.atleast_2d(np.asarray(ici, dtype=np.int64))
-    dcn = np.atleast_2d(np.asarray(dcn, dtype=np.int64))
+    # column-major: every term reads one axis's column ([:, a]) of these arrays, contiguous this way
+    ici = np.asfortranarray(np.atleast_2d(np.asarray(ici, dtype=np.int64)))
+    dcn = np.asfortranarray(np.atleast_2d(np.asarray(dcn, dtype=np.int64)))
     net: AxisNetwork = axis_networks(chip, chips_per_slice, ici, dcn)
     n = (ici * dcn).astype(np.float64)
     mm = _split(shape, net, n)
