@@ -66,12 +66,16 @@ def _divisors(n: int) -> list[int]:
     return small + large[::-1]
 
 
+@lru_cache(maxsize=256)
 def _spread(n: int, axes: tuple[Axis, ...]) -> np.ndarray:
-    """[R, 6] array of every assignment of n chips to ``axes`` (other axes 1)."""
+    """[R, 6] array of every assignment of n chips to ``axes`` (other axes 1). Memoized like the factorizations
+    behind it (building the array from their tuples costs more than scoring it); read-only, so a caller that
+    filters or repeats it gets a copy and the memo cannot change."""
     combos = np.array(_factorizations(n, len(axes)), dtype=np.int64).reshape(-1, len(axes))
     out = np.ones((combos.shape[0], 6), dtype=np.int64)
     for j, a in enumerate(axes):
         out[:, _IDX[a]] = combos[:, j]
+    out.flags.writeable = False
     return out
 
 
