@@ -36,6 +36,7 @@ import yaml
 from bot import yamlsafe
 from bot.errors import AsapError
 from bot.resources import playbooks_dir
+from knowledge.cost_fp8_recipe import RECIPES
 
 PLAYBOOKS_DIR = playbooks_dir()
 """The playbooks in use: ``ASAP_PLAYBOOKS_DIR`` or the bundled ones (see :mod:`bot.resources`)."""
@@ -48,7 +49,7 @@ META_KEYS: dict[str, tuple[str, ...]] = {
     "chip_family": ("tpu", "gpu", "cpu", "any"),
     "axis": ("data", "fsdp", "tensor", "sequence", "expert", "pipeline"),
     "slices": ("multi", "single", "any"),
-    "fp8_recipe": ("tensorwise", "delayed", "mxfp8", "blockwise", "rowwise", "any"),
+    "fp8_recipe": (*RECIPES, "any"),  # the recipes the cost model knows (knowledge.cost_fp8_recipe)
 }
 
 _HEADING = re.compile(r"^(#{1,6})\s+(.+?)\s*#*\s*$")

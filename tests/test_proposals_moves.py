@@ -142,3 +142,17 @@ def test_kind_is_the_dominant_change_and_distance_counts_factors_of_two() -> Non
     assert kind_of(Mesh(ici={"fsdp": 64}, dcn={"fsdp": 2}), Mesh(ici={"fsdp": 64}, dcn={"data": 2})) == "dcn.fsdp->dcn.data"
     assert distance(base, full, hybrid) == pytest.approx(2.0)
     assert distance(base, full, full) == 0.0
+
+
+@pytest.mark.parametrize("recipe", ["tensorwise", "delayed", "mxfp8", "blockwise", "rowwise"])
+def test_a_rule_can_name_every_fp8_recipe_the_cost_model_knows(recipe: str) -> None:
+    # the playbook sections' fp8_recipe tag (knowledge.playbooks.META_KEYS) and a rule's when.fp8_recipe take the same
+    # words: a section tagged rowwise whose move could not say rowwise would be refused at load
+    from bot.proposals.moves import When
+    from knowledge.cost_fp8_recipe import RECIPES
+    from knowledge.playbooks import META_KEYS
+
+    assert recipe in RECIPES and recipe in META_KEYS["fp8_recipe"]
+    assert When(bottleneck=["compute"], fp8_recipe=[recipe]).fp8_recipe == [recipe]
+    with pytest.raises(ValueError):
+        When(bottleneck=["compute"], fp8_recipe=["per-row"])  # type: ignore[list-item]
