@@ -1,9 +1,11 @@
-"""Load speed and memory of a 100k-row hlo_stats export (budget: load+analyze within 1 s / 200 MB)."""
+"""A 100k-row hlo_stats export loads whole and within a memory bound (200 MB traced).
+
+Load time is measured in benchmarks/profile_size.py (a fresh process per case), not asserted here: a timed unit
+test fails on a loaded machine without anything having changed."""
 
 from __future__ import annotations
 
 import json
-import time
 import tracemalloc
 from pathlib import Path
 
@@ -50,20 +52,12 @@ def write_big_hlo_stats(path: Path, n: int) -> None:
 
 
 @pytest.mark.slow
-def test_100k_row_hlo_stats_loads_fast_and_small(tmp_path):
+def test_100k_row_hlo_stats_loads_whole_and_small(tmp_path):
     path = tmp_path / "hlo_stats.json"
     write_big_hlo_stats(path, 100_000)
-    best = float("inf")
-    for _ in range(3):
-        start = time.perf_counter()
-        profile = read_xprof_export(path)
-        best = min(best, time.perf_counter() - start)
-    assert len(profile.ops) == 100_000 and profile.ops[5].total_time_us == pytest.approx(128.4)
     tracemalloc.start()
-    read_xprof_export(path)
+    profile = read_xprof_export(path)
     _, peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
-    size_mb = path.stat().st_size / 1e6
-    print(f"\n100k-row hlo_stats ({size_mb:.0f} MB): best load {best:.3f} s, peak traced memory {peak / 1e6:.0f} MB")
-    assert best < 1.0  # ~0.5 s on a quiet 2-core machine; headroom for shared CI
+    assert len(profile.ops) == 100_000 and profile.ops[5].total_time_us == pytest.approx(128.4)
     assert peak < 200e6
