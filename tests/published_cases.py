@@ -28,6 +28,15 @@ def predict_case(case: str, **update: object) -> costmodel.Prediction:
     return costmodel.predict(run.record, mesh, settings=settings)
 
 
+def propose_case(case: str):  # type: ignore[no-untyped-def]
+    """The proposal engine's answer for ``case`` (analysis, proposals, advice), as ``asap propose`` gives it."""
+    from bot.analysis.analyze import analyze_run
+    from bot.proposals.engine import propose
+
+    run = LocalRunStore(EVAL).get(case)
+    return propose(run, analyze_run(run))
+
+
 def load_script(name: str, folder: str = "scripts") -> ModuleType:
     """``<folder>/<name>.py`` as a module (``scripts/`` and ``benchmarks/`` are not packages)."""
     spec = importlib.util.spec_from_file_location(name, ROOT / folder / f"{name}.py")

@@ -30,7 +30,7 @@ from bot.runs.record import RunRecord
 from knowledge import costmodel
 from knowledge.cost_fp8_recipe import MXFP8_DENSE_GEMM_SLOWDOWN, fp8_recipe_stated
 from knowledge.cost_settings import settings_from_config
-from tests.published_cases import megatron_yaml_settings, predict_case
+from tests.published_cases import megatron_yaml_settings, predict_case, propose_case
 
 PAIRS = [("mbridge-25.11-gb300-llama3-8b-8gpu", 37556, 36108), ("mbridge-25.11-gb200-llama3-8b-8gpu", 31508, 29789),
          ("mbridge-25.11-b200-llama3-8b-8gpu", 30624, 29521), ("mbridge-25.11-b200-llama31-405b-128gpu", 661, 624)]
@@ -121,16 +121,6 @@ def test_an_unstated_recipe_widens_the_band_where_mxfp8_runs() -> None:
     assert mx.step_time_ms > stated.step_time_ms and mx.uncertainty == pytest.approx(stated.uncertainty, abs=1e-3)
 
 
-def _proposals(case: str):  # type: ignore[no-untyped-def]
-    from bot.analysis.analyze import analyze_run
-    from bot.proposals.engine import propose
-    from bot.runs.store import LocalRunStore
-    from tests.published_cases import EVAL
-
-    run = LocalRunStore(EVAL).get(case)
-    return propose(run, analyze_run(run))
-
-
 MX_ADVICE = "compute-dense-mxfp8"
 MX_SECTION = "playbooks/bottlenecks.md#dense-layers-in-mxfp8"
 
@@ -139,7 +129,7 @@ def test_a_dense_mxfp8_run_is_told_what_per_tensor_scaling_measured(tmp_path: Pa
                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     """The compute-bound 25.11 GB300 Llama 3 8B FP8-MX row gets the published FP8-CS gap as advice, cited."""
     monkeypatch.setenv("ASAP_STATE_DIR", str(tmp_path))
-    ps = _proposals("mbridge-25.11-gb300-llama3-8b-8gpu-fp8mx")
+    ps = propose_case("mbridge-25.11-gb300-llama3-8b-8gpu-fp8mx")
     advice = [a for a in ps.advice if a.id == MX_ADVICE]
     assert advice and "3.7-5.9% faster" in advice[0].text and advice[0].citation == MX_SECTION
 
@@ -149,7 +139,7 @@ def test_a_dense_mxfp8_run_is_told_what_per_tensor_scaling_measured(tmp_path: Pa
 def test_the_mxfp8_advice_and_section_stay_away_from_other_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                                  case: str) -> None:
     monkeypatch.setenv("ASAP_STATE_DIR", str(tmp_path))
-    ps = _proposals(case)
+    ps = propose_case(case)
     assert not any(a.id == MX_ADVICE for a in ps.advice)
     # retrieval matched the section's words (Llama 3 8B, GB300) for the FP8-CS twin before it carried fp8_recipe=mxfp8
     assert not any(c.ref == MX_SECTION for p in ps.proposals for c in p.citations)

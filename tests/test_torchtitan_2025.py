@@ -25,6 +25,7 @@ from bot.runs.store import LocalRunStore
 from knowledge import costmodel
 from knowledge.cost_settings import settings_for_run, settings_from_config
 from knowledge.cost_shapes import resolve_shape
+from tests.published_cases import propose_case
 
 REAL = Path(__file__).parent / "data" / "real" / "torchtitan"
 SPRING = REAL / "2025-spring" / "llama3_70b.toml"
@@ -153,14 +154,6 @@ ROWWISE_ADVICE = "rowwise-fp8-under-tp"
 ROWWISE_SECTION = "playbooks/bottlenecks.md#float8-rowwise-under-tensor-parallelism"
 
 
-def _proposals(case: str):  # type: ignore[no-untyped-def]
-    from bot.analysis.analyze import analyze_run
-    from bot.proposals.engine import propose
-
-    run, _ = _case(case)
-    return propose(run, analyze_run(run))
-
-
 @pytest.mark.parametrize("case,recipe", [("torchtitan-asynctp-h100-llama3-8b-fp8rw-async", "rowwise"),
                                          ("torchtitan-asynctp-h100-llama3-8b-fp8tw-async", "tensorwise"),
                                          ("torchao-float8-mi300x-llama3-8b-fp8rwgw", "rowwise")])
@@ -177,7 +170,7 @@ def test_rowwise_float8_under_tp_is_told_what_torchtitan_measured(tmp_path: Path
     """The 8B rowwise async TP row (FSDP 8 x TP 8, measured 19% under bf16) gets the filter / tensorwise advice, with
     the benchmark's figures and its playbook section cited."""
     monkeypatch.setenv("ASAP_STATE_DIR", str(tmp_path))
-    advice = [a for a in _proposals("torchtitan-asynctp-h100-llama3-8b-fp8rw-async").advice if a.id == ROWWISE_ADVICE]
+    advice = [a for a in propose_case("torchtitan-asynctp-h100-llama3-8b-fp8rw-async").advice if a.id == ROWWISE_ADVICE]
     assert advice and advice[0].citation == ROWWISE_SECTION
     assert "3,915 against 4,809 tokens/s" in advice[0].text and "auto_filter_small_kn" in advice[0].text
 
@@ -187,4 +180,4 @@ def test_rowwise_float8_under_tp_is_told_what_torchtitan_measured(tmp_path: Path
 def test_the_rowwise_advice_stays_away_from_other_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                        case: str) -> None:
     monkeypatch.setenv("ASAP_STATE_DIR", str(tmp_path))
-    assert not any(a.id == ROWWISE_ADVICE for a in _proposals(case).advice)
+    assert not any(a.id == ROWWISE_ADVICE for a in propose_case(case).advice)
