@@ -35,7 +35,9 @@ from knowledge.cost_network import (
     alltoall_time,
     axis_networks,
     gather_time,
+    group_gather_time,
     p2p_bandwidth,
+    strided_allreduce_time,
 )
 from knowledge.cost_offload import offload_seconds
 from knowledge.cost_remat import (
@@ -465,7 +467,8 @@ def _stage_memory(shape: Shape, nd: np.ndarray, nf: np.ndarray, nt: np.ndarray, 
     # DeepSpeed ZeRO over the data ranks [ZeRO §5]: stage 2 shards the gradients, stage 3 the parameters
     # too (gathered per layer like FSDP); offload_param keeps only the gathered layers in HBM.
     zero3 = shape.zero_stage >= 3
-    sharded = (nf * dense_shard > 1) | (zero3 & (nd * ns * ne > 1))
+    replicas = dp_replicas(shape, nd)
+    sharded = (nf * dense_shard > 1) | (zero3 & (nd * ns * ne > replicas))
     # LoRA: the adapters add their own weights; gradients and optimizer state are theirs alone (trainable_share)
     trained = shape.trainable_share
 
@@ -474,11 +477,14 @@ def _stage_memory(shape: Shape, nd: np.ndarray, nf: np.ndarray, nt: np.ndarray, 
         w_shard = w_dense + w_exp
         # over the data-parallel ranks; expert weights over the expert-data ranks (data x context on the mesh's grid)
         zero_shard = w_dense / (nd * ns * ne) + w_exp / (nd * ns) * (ep * etp) / (ne * nt)
-        opt_shard = zero_shard if shape.distributed_optimizer else w_shard
-        held = 0.0 if shape.param_offload else shape.weight_bytes * (zero_shard if zero3 else w_shard)
+        # Megatron's distributed-optimizer instances: sharded within one of `replicas` groups of data ranks only
+        group_shard = zero_shard * replicas
+        opt_shard = (zero_shard if shape.optimizer_over_replicas else group_shard) if shape.distributed_optimizer \
+            else w_shard
+        held = 0.0 if shape.param_offload else shape.weight_bytes * (group_shard if zero3 else w_shard)
         held = held * (1.0 + trained) if shape.frozen_base else held
         weights = held + np.where(sharded | shape.param_offload, 2.0 * gathered_layer, 0.0)
-        grads = trained * shape.grad_bytes * (zero_shard if shape.zero_stage >= 2 else w_shard)
+        grads = trained * shape.grad_bytes * (group_shard if shape.zero_stage >= 2 else w_shard)
         if _fsdp_unsharded_with_pp(shape):
             # torchtitan + PP: FSDP2 keeps the stage's bf16 weights gathered for the whole step
             # (reshard_after_forward=False) and accumulates its unsharded gradients in the fp32 reduce dtype
@@ -888,6 +894,13 @@ def _fsdp_passes(shape: Shape) -> float:
     return 2.0 + shape.trainable_share * (reduce_bytes(shape) / BF16 if shape.reduce_fp32 else 1.0)
 
 
+def dp_replicas(shape: Shape, nd: np.ndarray) -> np.ndarray:
+    """Per mesh, the groups of data ranks that each hold the sharded model state whole (Megatron
+    ``num_distributed_optimizer_instances``): as configured, at most the mesh's data ranks (a proposal with fewer
+    data ranks cannot keep more groups than it has ranks); 1 without the setting."""
+    return np.clip(float(shape.dp_replicas), 1.0, np.maximum(nd, 1.0))
+
+
 def _weight_collectives(shape: Shape, mm: _MeshSplit, comm_ovl: dict[str, np.ndarray]) -> None:
     """Weight and gradient traffic, once per step or micro-batch: FSDP / ZeRO gathers, gradient reductions."""
     nf, nt, npp = mm.nf, mm.nt, mm.npp
@@ -926,6 +939,14 @@ def _weight_collectives(shape: Shape, mm: _MeshSplit, comm_ovl: dict[str, np.nda
         comm_ovl["data"] = (m + 1.0) * gather_time(grad_shard, net, DATA)
     if shape.zero_stage >= 3:
         comm_ovl["data"] = m * (2.0 + trained) * gather_time(weight_shard, net, DATA)
+        if shape.dp_replicas > 1:
+            # Megatron-FSDP HSDP: the per-micro-batch gathers and reduce-scatters stay inside one group of data
+            # ranks; once per step the group's gradient shard is all-reduced across the groups
+            data = net.n_fast[:, DATA] * net.n_slow[:, DATA]
+            groups = dp_replicas(shape, data)
+            group = data / groups
+            comm_ovl["data"] = m * (2.0 + trained) * group_gather_time(weight_shard, net, DATA, group) + \
+                strided_allreduce_time(grad_shard * g / BF16 / group, net, DATA, group, groups)
     if shape.framework == "megatron":
         comm_ovl["sequence"] = allreduce_time(grad_shard, net, SEQUENCE)
     else:  # sequence ranks shard the weights too: gather and reduce-scatter them like FSDP (see _stage_memory)

@@ -113,6 +113,28 @@ def gather_time(volume: np.ndarray, net: AxisNetwork, axis: int) -> np.ndarray:
     return fast + slow
 
 
+def group_gather_time(volume: np.ndarray, net: AxisNetwork, axis: int, group: np.ndarray) -> np.ndarray:
+    """:func:`gather_time` over the first ``group`` ranks of the axis (consecutive ranks: the fast part first),
+    as Megatron's distributed-optimizer instances split the data-parallel ranks (``intra_distributed_optimizer_
+    instance_group``): a group that fits the fast part of the axis never touches the slow network."""
+    nf = np.minimum(net.n_fast[:, axis], np.maximum(group, 1.0))
+    ns = np.maximum(group / nf, 1.0)
+    fast = volume * (nf - 1) / nf / net.bw_fast[:, axis]
+    slow = volume / nf * (ns - 1) / ns / net.bw_slow[:, axis]
+    return fast + slow
+
+
+def strided_allreduce_time(volume: np.ndarray, net: AxisNetwork, axis: int, stride: np.ndarray,
+                           ranks: np.ndarray) -> np.ndarray:
+    """Ring all-reduce over ``ranks`` ranks of the axis spaced ``stride`` apart (one per distributed-optimizer
+    instance: ``inter_distributed_optimizer_instance_group``): the ones sharing a fast group reduce over it first."""
+    nf = np.clip(net.n_fast[:, axis] / np.maximum(stride, 1.0), 1.0, np.maximum(ranks, 1.0))
+    ns = np.maximum(ranks / nf, 1.0)
+    fast = volume * (nf - 1) / nf / net.bw_fast[:, axis]
+    slow = volume / nf * (ns - 1) / ns / net.bw_slow[:, axis]
+    return 2.0 * (fast + slow)
+
+
 def allreduce_time(volume: np.ndarray, net: AxisNetwork, axis: int) -> np.ndarray:
     """Ring all-reduce = reduce-scatter + all-gather: 2 V (n-1)/n / W (DESIGN.md; scaling book)."""
     return 2.0 * gather_time(volume, net, axis)

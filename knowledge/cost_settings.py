@@ -82,6 +82,8 @@ NAMES: tuple[str, ...] = OVERLAP_NAMES + (
     "fp4_param_gather", "fp4_param", "use_precision_aware_optimizer",
     "use_megatron_fsdp",
     "data_parallel_sharding_strategy",
+    "num_distributed_optimizer_instances",
+    "outer_dp_sharding_strategy",
     "optimizer",  # Megatron --optimizer / Megatron-Bridge optimizer.optimizer: adam, sgd, muon, dist_muon
 ) + PEFT_NAMES + PACKING_NAMES + ACT_OFFLOAD_NAMES + GRAPH_NAMES
 
@@ -184,6 +186,13 @@ class TrainingSettings(BaseModel):
                                    "sharding strategy matches; None = not stated / neither")
     megatron_fsdp: bool = Field(default=False, description="Megatron-FSDP (--use-megatron-fsdp): the data-parallel "
                                 "ranks shard model state as zero_stage says")
+    dp_replicas: int | None = Field(default=None, description="Megatron --num-distributed-optimizer-instances: the "
+                                    "data-parallel ranks form this many groups, each holding the sharded model state "
+                                    "whole (partial distributed optimizer; Megatron-FSDP's hybrid sharding, HSDP)")
+    dp_replicas_problem: str | None = Field(default=None, description="why num_distributed_optimizer_instances was "
+                                            "not read")
+    optimizer_over_replicas: bool = Field(default=False, description="Megatron-FSDP HSDP --outer-dp-sharding-strategy "
+                                          "optim: the optimizer state is sharded across the groups too")
     fp8_params: bool | None = Field(default=None, description="Megatron --fp8-param-gather (NeMo fp8_params): the "
                                     "model's weights are kept in fp8; None = not stated")
     fp8: bool | None = Field(default=None, description="the config runs its linear layers in fp8 (Megatron "
@@ -374,6 +383,7 @@ def settings_from_config(config: ShardingConfig) -> TrainingSettings:
     out["model_dims"] = _model_dims(config)
     out.update(deepspeed_settings(v, fmt))
     out.update(megatron_fsdp_settings(v, fmt))
+    out.update(optimizer_instance_settings(v, fmt))
     out.update(peft_settings(v))
     out.update(packing_settings(v))
     out.update(offload_settings(v))
@@ -488,6 +498,29 @@ def megatron_fsdp_settings(values: dict[str, Any], fmt: str) -> dict[str, Any]:
     strategy = _lookup(values, "data_parallel_sharding_strategy")[1]
     stage = MEGATRON_FSDP_STAGE.get(str(strategy).strip().lower()) if strategy is not None else 3
     return {"megatron_fsdp": True, "zero_stage": stage}
+
+
+def optimizer_instance_settings(values: dict[str, Any], fmt: str) -> dict[str, Any]:
+    """Megatron's partial distributed optimizer and Megatron-FSDP's hybrid sharding ({} when the config does not say).
+
+    ``--num-distributed-optimizer-instances I`` (DistributedDataParallelConfig: "the factor by which the DP domain is
+    sharded to have the partial DistOpt enabled"; default 1) splits the data-parallel ranks into I groups of
+    consecutive ranks: the distributed optimizer (and Megatron-FSDP's sharded gradients and parameters) shards over
+    one group and replicates across groups. Under Megatron-FSDP, ``--outer-dp-sharding-strategy optim`` shards the
+    optimizer state across the groups as well (Megatron-LM arguments.py; ``no_shard``, the default, replicates it).
+    """
+    if fmt != "megatron":
+        return {}
+    raw = _lookup(values, "num_distributed_optimizer_instances")[1]
+    if raw is None:
+        return {}
+    replicas = _int(raw)
+    if replicas is None:
+        return {"dp_replicas_problem": f"num_distributed_optimizer_instances {raw!r} is not a positive integer (Megatron "
+                                       "needs one that divides the data-parallel size): not read, the model state is "
+                                       "priced sharded over every data-parallel rank"}
+    outer = _lookup(values, "outer_dp_sharding_strategy")[1]
+    return {"dp_replicas": replicas, "optimizer_over_replicas": str(outer).strip().lower() == "optim"}
 
 
 def _model_dims(config: ShardingConfig) -> ModelDims | None:

@@ -107,6 +107,10 @@ class Shape:
     moe_dense_capacity: float = 0.0  # MaxText dense MoE path with token dropping: the capacity factor (0: dropless)
     zero_stage: int = 0  # DeepSpeed ZeRO over the data ranks: 1 optimizer, 2 + gradients, 3 + parameters [ZeRO §5]
     param_offload: bool = False  # DeepSpeed ZeRO-3 offload_param: only the gathered layers live in HBM
+    # Megatron --num-distributed-optimizer-instances: the data ranks shard model state within this many groups and
+    # replicate it across them (partial distributed optimizer; Megatron-FSDP HSDP). 1: one group, every data rank.
+    dp_replicas: int = 1
+    optimizer_over_replicas: bool = False  # Megatron-FSDP HSDP outer "optim": optimizer state sharded across groups too
     settings: TrainingSettings | None = None  # what the config said (for notes and edits)
     # --- what meshes change beyond the even split (issue 12; docs/cost-model.md) -----------------------------
     virtual_stages: int = 1  # interleaved 1F1B: model chunks per pipeline stage (Megatron virtual_pipeline_model_parallel_size)
@@ -431,6 +435,8 @@ def resolve_shape(run: RunRecord, settings: TrainingSettings | None = None) -> S
         muon_distributed=state["muon_distributed"],
         zero_stage=state["zero_stage"],
         param_offload=state["param_offload"],
+        dp_replicas=state.get("dp_replicas", 1),
+        optimizer_over_replicas=state.get("optimizer_over_replicas", False),
         settings=cfg,
         fp8=mm == "fp8",
         fp8_recipe=recipe,
@@ -921,6 +927,7 @@ def _model_state(run: RunRecord, cfg: TrainingSettings | None, notes: list[str])
             out["distributed_optimizer"] = cfg.zero_stage >= 1
             notes.append(f"Megatron-FSDP: {_ZERO_SHARDS[cfg.zero_stage]} sharded over the data-parallel ranks "
                          f"(--data-parallel-sharding-strategy, as ZeRO stage {cfg.zero_stage})")
+        out.update(_optimizer_instances(cfg, out, notes))
         out["sequence_parallel"] = _megatron_sequence_parallel(cfg, notes)
         out["fused_cross_entropy"] = bool(cfg.fused_cross_entropy) if cfg is not None else False
     else:
@@ -1069,6 +1076,37 @@ def _deepspeed_state(run: RunRecord, cfg: TrainingSettings, notes: list[str]) ->
                      "their host-link fetches are priced (knowledge.cost_offload, assumptions below)")
     return {**state, "distributed_optimizer": stage >= 1, "zero_stage": stage, "optimizer_offload": offload,
             "param_offload": params_off}
+
+
+def _optimizer_instances(cfg: TrainingSettings | None, state: dict[str, Any], notes: list[str]) -> dict[str, Any]:
+    """Megatron's ``num_distributed_optimizer_instances``: how many groups of data ranks each hold the sharded state.
+
+    With the distributed optimizer it shards over one group of consecutive data ranks and replicates across groups
+    (partial DistOpt); under Megatron-FSDP the sharded gradients and parameters do too (hybrid sharding, HSDP), and
+    ``outer_dp_sharding_strategy: optim`` shards the optimizer state across the groups as well. Without either, the
+    setting shards nothing and is said to do nothing.
+    """
+    if cfg is None:
+        return {}
+    if cfg.dp_replicas_problem:
+        notes.append(cfg.dp_replicas_problem)
+        return {}
+    n = cfg.dp_replicas
+    if n is None or n <= 1:
+        return {}
+    if not state.get("distributed_optimizer"):
+        notes.append(f"num_distributed_optimizer_instances {n} is set without the distributed optimizer or "
+                     "Megatron-FSDP: nothing is sharded, so it changes nothing here")
+        return {}
+    fsdp = state.get("zero_stage", 0) >= 2
+    outer = cfg.optimizer_over_replicas and fsdp
+    held = {2: "gradients", 3: "gradients and parameters"}.get(state["zero_stage"], "") if outer else \
+        _ZERO_SHARDS[state["zero_stage"]] if fsdp else "optimizer state"
+    how = "num_distributed_optimizer_instances" + (", Megatron-FSDP HSDP" if fsdp else "")
+    opt = "; the optimizer state over every data-parallel rank (outer_dp_sharding_strategy optim)" if outer else ""
+    notes.append(f"{n} distributed-optimizer instances: {held} sharded within each of {n} groups of data-parallel "
+                 f"ranks and replicated across them ({how}){opt}")
+    return {"dp_replicas": n, "optimizer_over_replicas": outer}
 
 
 def _megatron_distributed_optimizer(cfg: TrainingSettings | None, tags: set[str], notes: list[str]) -> bool:

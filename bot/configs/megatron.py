@@ -102,6 +102,10 @@ SETTINGS: tuple[str, ...] = (
     "exp_avg_sq_dtype",
     "use_megatron_fsdp",  # Megatron-Bridge ddp.use_megatron_fsdp
     "data_parallel_sharding_strategy",
+    # partial distributed optimizer / Megatron-FSDP HSDP: model state sharded within each of this many groups of
+    # data-parallel ranks, replicated across them (ddp.num_distributed_optimizer_instances, ddp.outer_dp_sharding_strategy)
+    "num_distributed_optimizer_instances",
+    "outer_dp_sharding_strategy",
     "overlap_moe_expert_parallel_comm",  # Megatron-Bridge comm_overlap.overlap_moe_expert_parallel_comm
     "tp_comm_overlap",  # ModelParallelConfig.tp_comm_overlap (--tp-comm-overlap)
     "ub_tp_comm_overlap",  # NeMo 1.x: Transformer Engine userbuffers TP overlap (not priced: docs/cost-model.md)

@@ -102,6 +102,8 @@ FLAG_SETTINGS: dict[str, str] = {
     "fp4_format": "fp4", "fp4_param_gather": "fp4_param_gather",
     "cross_entropy_loss_fusion": "cross_entropy_loss_fusion", "use_megatron_fsdp": "use_megatron_fsdp",
     "data_parallel_sharding_strategy": "data_parallel_sharding_strategy",
+    "num_distributed_optimizer_instances": "num_distributed_optimizer_instances",
+    "outer_dp_sharding_strategy": "outer_dp_sharding_strategy",
     "overlap_moe_expert_parallel_comm": "overlap_moe_expert_parallel_comm",
     # TP communication overlap (ModelParallelConfig.tp_comm_overlap, a store_true flag ArgumentGroupFactory makes)
     "tp_comm_overlap": "tp_comm_overlap", "transformer_impl": "transformer_impl",
