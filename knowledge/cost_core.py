@@ -468,6 +468,7 @@ def _stage_memory(shape: Shape, nd: np.ndarray, nf: np.ndarray, nt: np.ndarray, 
     # too (gathered per layer like FSDP); offload_param keeps only the gathered layers in HBM.
     zero3 = shape.zero_stage >= 3
     replicas = dp_replicas(shape, nd)
+    hpz = np.clip(float(shape.hpz_partition), 1.0, np.maximum(nf * nd * ns * ne, 1.0))  # ZeRO++ hpZ group
     sharded = (nf * dense_shard > 1) | (zero3 & (nd * ns * ne > replicas))
     # LoRA: the adapters add their own weights; gradients and optimizer state are theirs alone (trainable_share)
     trained = shape.trainable_share
@@ -483,6 +484,8 @@ def _stage_memory(shape: Shape, nd: np.ndarray, nf: np.ndarray, nt: np.ndarray, 
             else w_shard
         held = 0.0 if shape.param_offload else shape.weight_bytes * (group_shard if zero3 else w_shard)
         held = held * (1.0 + trained) if shape.frozen_base else held
+        if zero3 and shape.hpz_partition > 1:  # ZeRO++ hpZ: a second copy of the weights over the hpZ group
+            held = held + np.minimum(shape.weight_bytes, BF16) * zero_shard * (nd * ns * ne) * nf / hpz
         weights = held + np.where(sharded | shape.param_offload, 2.0 * gathered_layer, 0.0)
         grads = trained * shape.grad_bytes * (group_shard if shape.zero_stage >= 2 else w_shard)
         if _fsdp_unsharded_with_pp(shape):
@@ -901,6 +904,23 @@ def dp_replicas(shape: Shape, nd: np.ndarray) -> np.ndarray:
     return np.clip(float(shape.dp_replicas), 1.0, np.maximum(nd, 1.0))
 
 
+def _zeropp(shape: Shape) -> bool:
+    """Whether ZeRO++ changes the ZeRO-3 weight gathers (hpZ or qwZ; knowledge.cost_shapes._zeropp)."""
+    return shape.hpz_partition > 1 or shape.quantized_weight_gather
+
+
+def _zeropp_gathers(shape: Shape, net: AxisNetwork, axis: int, weights: np.ndarray, grads: np.ndarray) -> np.ndarray:
+    """One micro-batch of ZeRO-3 traffic over ``axis`` under ZeRO++ (Wang et al. 2023): the forward gather over
+    every rank of the axis (int8 under qwZ: half the bytes), the backward gather inside the hpZ group when there is
+    one (consecutive ranks: a node's), and the gradient reduce-scatter (``grads``: its full bytes) over every rank."""
+    scale = 0.5 if shape.quantized_weight_gather else 1.0
+    ranks = net.n_fast[:, axis] * net.n_slow[:, axis]
+    hpz = np.clip(float(shape.hpz_partition), 1.0, np.maximum(ranks, 1.0))
+    backward = group_gather_time(scale * weights, net, axis, hpz) if shape.hpz_partition > 1 \
+        else gather_time(scale * weights, net, axis)
+    return gather_time(scale * weights, net, axis) + backward + gather_time(grads, net, axis)
+
+
 def _weight_collectives(shape: Shape, mm: _MeshSplit, comm_ovl: dict[str, np.ndarray]) -> None:
     """Weight and gradient traffic, once per step or micro-batch: FSDP / ZeRO gathers, gradient reductions."""
     nf, nt, npp = mm.nf, mm.nt, mm.npp
@@ -918,6 +938,9 @@ def _weight_collectives(shape: Shape, mm: _MeshSplit, comm_ovl: dict[str, np.nda
     # LoRA: the gradient reduce-scatter moves only the adapters' gradients (trainable_share of the bytes)
     trained = shape.trainable_share
     comm_ovl["fsdp"] = fsdp_rounds * _fsdp_passes(shape) * gather_time(gathered, net, FSDP)
+    if shape.zero_stage >= 3 and _zeropp(shape):  # DeepSpeed ZeRO-3 read onto the fsdp axis
+        comm_ovl["fsdp"] = fsdp_rounds * _zeropp_gathers(shape, net, FSDP, gathered,
+                                                         (_fsdp_passes(shape) - 2.0) * gathered)
 
     # Data: one gradient all-reduce per step of the (FSDP-sharded) bf16 gradient, 2V/W [SB; DESIGN.md].
     # Sequence ranks hold replicated weights (Megatron context parallel), so their gradients are
@@ -939,6 +962,8 @@ def _weight_collectives(shape: Shape, mm: _MeshSplit, comm_ovl: dict[str, np.nda
         comm_ovl["data"] = (m + 1.0) * gather_time(grad_shard, net, DATA)
     if shape.zero_stage >= 3:
         comm_ovl["data"] = m * (2.0 + trained) * gather_time(weight_shard, net, DATA)
+        if _zeropp(shape):
+            comm_ovl["data"] = m * _zeropp_gathers(shape, net, DATA, weight_shard, grad_shard * g / BF16)
         if shape.dp_replicas > 1:
             # Megatron-FSDP HSDP: the per-micro-batch gathers and reduce-scatters stay inside one group of data
             # ranks; once per step the group's gradient shard is all-reduced across the groups

@@ -75,7 +75,8 @@ NAMES: tuple[str, ...] = OVERLAP_NAMES + (
     "mtp_num_layers", *REMAT_TENSOR_KEYS, "capacity_factor", "sparse_matmul",
     "decoder_first_pipeline_num_layers", "decoder_last_pipeline_num_layers", "quantization",
     # DeepSpeed (bot.configs.deepspeed: canonical names of a ds_config's keys; Megatron-DeepSpeed flags)
-    "deepspeed", "zero_stage", "offload_optimizer", "offload_param", "precision",
+    "deepspeed", "zero_stage", "offload_optimizer", "offload_param", "precision", "zero_hpz_partition_size",
+    "zero_quantized_weights",
     # Megatron precision and Megatron-FSDP (knowledge.cost_shapes._model_state)
     "grad_reduce_in_bf16", "fp8_param_gather", "fp8_params", "fp8", "fp8_recipe", "mixed_precision", "fp4", "fp8_output_proj",
     "first_last_layers_bf16", "num_layers_at_start_in_bf16", "num_layers_at_end_in_bf16",
@@ -204,6 +205,10 @@ class TrainingSettings(BaseModel):
     fp4_params: bool | None = Field(default=None, description="Megatron --fp4-param-gather (TransformerConfig "
                                     "fp4_param): the model's weights are kept in NVFP4; None = not stated")
     param_offload: bool | None = Field(default=None, description="DeepSpeed offload_param to cpu/nvme (ZeRO-3 only)")
+    hpz_partition: int | None = Field(default=None, description="DeepSpeed ZeRO++ hpZ zero_hpz_partition_size: ranks "
+                                      "holding a second copy of the weights, gathered there in backward (ZeRO-3)")
+    quantized_weights: bool | None = Field(default=None, description="DeepSpeed ZeRO++ qwZ zero_quantized_weights: "
+                                           "ZeRO-3's weight all-gathers move int8 blocks")
     dropout: bool | None = None
     pipeline_microbatches: int | None = None
     vocab_tiling: int | None = Field(default=None, description="MaxText num_vocab_tiling: the loss computed in that "
@@ -470,6 +475,8 @@ def deepspeed_settings(values: dict[str, Any], fmt: str) -> dict[str, Any]:
     precision = _lookup(values, "precision")[1]
     if isinstance(precision, str):
         out["weight_dtype"] = precision
+    out["hpz_partition"] = _int(_lookup(values, "zero_hpz_partition_size")[1])
+    out["quantized_weights"] = _bool(_lookup(values, "zero_quantized_weights")[1])
     return out
 
 

@@ -110,6 +110,10 @@ class Shape:
     # Megatron --num-distributed-optimizer-instances: the data ranks shard model state within this many groups and
     # replicate it across them (partial distributed optimizer; Megatron-FSDP HSDP). 1: one group, every data rank.
     dp_replicas: int = 1
+    # DeepSpeed ZeRO++ (Wang et al. 2023): hpZ keeps a second copy of the ZeRO-3 weights sharded over this many
+    # consecutive data ranks, gathered there in backward (1: off); qwZ gathers the weights as int8 blocks
+    hpz_partition: int = 1
+    quantized_weight_gather: bool = False
     optimizer_over_replicas: bool = False  # Megatron-FSDP HSDP outer "optim": optimizer state sharded across groups too
     settings: TrainingSettings | None = None  # what the config said (for notes and edits)
     # --- what meshes change beyond the even split (issue 12; docs/cost-model.md) -----------------------------
@@ -436,6 +440,8 @@ def resolve_shape(run: RunRecord, settings: TrainingSettings | None = None) -> S
         zero_stage=state["zero_stage"],
         param_offload=state["param_offload"],
         dp_replicas=state.get("dp_replicas", 1),
+        hpz_partition=state.get("hpz_partition", 1),
+        quantized_weight_gather=state.get("quantized_weight_gather", False),
         optimizer_over_replicas=state.get("optimizer_over_replicas", False),
         settings=cfg,
         fp8=mm == "fp8",
@@ -1075,7 +1081,33 @@ def _deepspeed_state(run: RunRecord, cfg: TrainingSettings, notes: list[str]) ->
         notes.append("DeepSpeed offload_param: parameters in host memory; HBM holds the gathered layers only; "
                      "their host-link fetches are priced (knowledge.cost_offload, assumptions below)")
     return {**state, "distributed_optimizer": stage >= 1, "zero_stage": stage, "optimizer_offload": offload,
-            "param_offload": params_off}
+            "param_offload": params_off, **_zeropp(cfg, stage, notes)}
+
+
+def _zeropp(cfg: TrainingSettings, stage: int, notes: list[str]) -> dict[str, Any]:
+    """ZeRO++'s weight-side optimizations (Wang et al. 2023, arXiv:2306.10209; DeepSpeed's ZeRO++ tutorial), which
+    act on ZeRO-3's parameter all-gathers only.
+
+    hpZ (``zero_hpz_partition_size`` h): after the forward all-gather each rank keeps a second, bf16/fp16 copy of the
+    weights sharded over its group of h ranks ("ideal is number of ranks (gpus) per node"), and the backward gathers
+    from it inside the group: memory + weight bytes / h per parameter, no backward gather across nodes. qwZ
+    (``zero_quantized_weights``): the gathers move int8 blocks with their scales, about half of bf16.
+    """
+    out: dict[str, Any] = {}
+    hpz, qwz = cfg.hpz_partition, bool(cfg.quantized_weights)
+    if stage < 3:
+        if (hpz or 1) > 1 or qwz:
+            notes.append("ZeRO++ hpZ / qwZ act on ZeRO-3's weight gathers; at ZeRO stage "
+                         f"{stage} they change nothing")
+        return out
+    if hpz is not None and hpz > 1:
+        out["hpz_partition"] = hpz
+        notes.append(f"ZeRO++ hpZ (zero_hpz_partition_size={hpz}): a second copy of the weights sharded over groups of "
+                     f"{hpz} ranks, gathered there in backward (+1/{hpz} of the weights per GPU)")
+    if qwz:
+        out["quantized_weight_gather"] = True
+        notes.append("ZeRO++ qwZ (zero_quantized_weights): the weight all-gathers move int8 blocks, half of bf16")
+    return out
 
 
 def _optimizer_instances(cfg: TrainingSettings | None, state: dict[str, Any], notes: list[str]) -> dict[str, Any]:

@@ -35,12 +35,15 @@ DETECT_KEYS: tuple[str, ...] = ("zero_optimization", "train_batch_size", "train_
 # Canonical setting names this reader produces (what an edit may write back).
 SETTINGS: tuple[str, ...] = ("zero_stage", "global_batch_size", "micro_batch_size", "gradient_accumulation_steps",
                              "per_device_batch_size", "precision", "offload_optimizer", "offload_param",
-                             "overlap_comm", "zero_hpz_partition_size", "partition_activations", "cpu_checkpointing")
+                             "overlap_comm", "zero_hpz_partition_size", "zero_quantized_weights",
+                             "zero_quantized_gradients", "partition_activations", "cpu_checkpointing")
 
 # JSON path -> canonical setting (batch sizes: positive integers or "auto").
 _BATCH = {"train_batch_size": "global_batch_size", "train_micro_batch_size_per_gpu": "micro_batch_size",
           "gradient_accumulation_steps": "gradient_accumulation_steps"}
 _FLAGS = {"zero_optimization.overlap_comm": "overlap_comm",
+          "zero_optimization.zero_quantized_weights": "zero_quantized_weights",  # ZeRO++ qwZ
+          "zero_optimization.zero_quantized_gradients": "zero_quantized_gradients",  # ZeRO++ qgZ
           "activation_checkpointing.partition_activations": "partition_activations",
           "activation_checkpointing.cpu_checkpointing": "cpu_checkpointing"}
 OFFLOAD_DEVICES = ("cpu", "nvme", "none")
@@ -252,10 +255,9 @@ def notes(config: ShardingConfig, num_devices: int, num_slices: int) -> list[str
         out.append(f"train_batch_size={gb} is not train_micro_batch_size_per_gpu={mb} x gradient_accumulation_steps="
                    f"{gas} x {num_devices} GPUs = {mb * gas * num_devices}: DeepSpeed refuses to start "  # type: ignore[operator]
                    "(with tensor/pipeline parallelism the data-parallel size is smaller)")
-    hpz = st.get("zero_hpz_partition_size")
-    if isinstance(hpz, int) and hpz > 1:
-        out.append(f"ZeRO++ hpZ (zero_hpz_partition_size={hpz}) keeps a second copy of the weights sharded inside "
-                   "each group and gathers them there in backward: not priced (memory and traffic as plain ZeRO-3)")
+    if st.get("zero_quantized_gradients") is True:
+        out.append("ZeRO++ qgZ (zero_quantized_gradients): the gradients' quantized all-to-all reduction is not "
+                   "priced; they are priced as a plain reduce-scatter in the gradient dtype (pessimistic)")
     if st.get("offload_param") in ("cpu", "nvme"):
         out.append(f"parameters offloaded to {st['offload_param']}: HBM holds only the gathered working set; their "
                    "fetches over the host link are priced at the chip's assumed host-link bandwidth"
