@@ -33,3 +33,16 @@ def test_the_noise_floor_is_the_median_repeat_spread() -> None:
     acc = load_script("accuracy", "benchmarks")
     assert acc.noise_floor([{"spread": 0.005}, {"spread": 0.026}, {"spread": 0.178}]) == 0.026
     assert acc.noise_floor([]) == 0.0
+
+
+def test_the_noise_ceiling_separates_rows_closer_than_the_noise_from_a_spread_table() -> None:
+    """A perfect model cannot rank Trillium's 8B rows (3.1% apart) against measurements re-taken with 2.7% noise, but
+    can rank rows spread as the MaxText v5p README's (232-328 TFLOP/s/chip)."""
+    acc = load_script("accuracy", "benchmarks")
+    close = acc.noise_ceiling(TRILLIUM_8B, 0.027)
+    spread = acc.noise_ceiling([237.0, 254.0, 274.0, 279.0, 282.0, 289.0, 294.0, 297.0, 305.0, 308.0, 309.0, 315.0,
+                                316.0, 319.0, 323.0, 328.0], 0.027)
+    assert close is not None and spread is not None
+    assert close < 0.6 < 0.9 < spread
+    assert acc.noise_ceiling(TRILLIUM_8B, 0.027) == close  # seeded: the benchmark prints the same figure every run
+    assert acc.noise_ceiling(TRILLIUM_8B, 0.0) is None and acc.noise_ceiling([1.0, 2.0], 0.027) is None
