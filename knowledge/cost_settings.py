@@ -115,6 +115,8 @@ KEYS: dict[str, dict[str, tuple[str, ...]]] = {
     "ep_comm_overlap": {"megatron": ("overlap_moe_expert_parallel_comm",)},
     "expert_tensor_parallel": {"megatron": ("expert_tensor_parallel_size",)},
     "sequence_parallel": {"megatron": ("sequence_parallel",)},
+    "dp_replicas": {"megatron": ("num_distributed_optimizer_instances",)},
+    "optimizer_over_replicas": {"megatron": ("outer_dp_sharding_strategy",)},
 }
 
 

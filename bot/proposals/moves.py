@@ -143,22 +143,24 @@ class SettingsMove(BaseModel):
     ``--tp-comm-overlap`` with the sequence parallelism it requires; torchtitan async TP with the torch.compile it
     requires) on meshes with tensor parallelism. ``ep_overlap`` (``enable``) turns on Megatron-Core's expert-parallel
     all-to-all overlap (``overlap_moe_expert_parallel_comm``) on meshes with expert parallelism. ``whole_experts``
-    (``enable``) sets Megatron's ``expert_tensor_parallel_size`` to 1 on meshes with tensor parallelism.
+    (``enable``) sets Megatron's ``expert_tensor_parallel_size`` to 1 on meshes with tensor parallelism. ``hsdp``
+    (``enable``) gives a Megatron-FSDP run over several nodes one distributed-optimizer instance per node
+    (:mod:`bot.proposals.hsdp`).
     """
 
     model_config = ConfigDict(extra="forbid")
     change: Literal["micro_batch", "per_device_batch", "grad_accum", "remat", "zero_stage", "tp_overlap", "ep_overlap",
-                    "whole_experts"]
+                    "whole_experts", "hsdp"]
     direction: Literal["up", "down", "lighter", "heavier", "enable"]
     max_factor: int = Field(default=8, ge=2, le=64, description="largest factor tried for up/down")
 
     @model_validator(mode="after")
     def _direction_fits(self) -> SettingsMove:
         if (self.change == "remat") != (self.direction in ("lighter", "heavier")) or (
-            (self.change in ("tp_overlap", "ep_overlap", "whole_experts")) != (self.direction == "enable")
+            (self.change in ("tp_overlap", "ep_overlap", "whole_experts", "hsdp")) != (self.direction == "enable")
         ):
             raise ValueError(
-                "remat takes direction lighter or heavier; tp_overlap, ep_overlap and whole_experts take enable; "
+                "remat takes direction lighter or heavier; tp_overlap, ep_overlap, whole_experts and hsdp take enable; "
                 "micro_batch, per_device_batch, grad_accum and zero_stage take up or down"
             )
         return self

@@ -130,6 +130,10 @@ def expand(
         return _ep_overlap_changes(settings, config)
     if move.change == "whole_experts":
         return _whole_experts_changes(settings, config, base)
+    if move.change == "hsdp":
+        from bot.proposals.hsdp import hsdp_changes
+
+        return hsdp_changes(settings, config, base)
     return _remat_changes(move, settings, config, framework, runyaml_remat)
 
 
@@ -452,8 +456,10 @@ def apply(settings: TrainingSettings | None, change: SettingsChange, *, framewor
             update["global_batch"] = int(value)
         elif logical in ("tp_comm_overlap", "sequence_parallel", "loss_compiled", "ep_comm_overlap"):
             update[logical] = bool(value)
-        elif logical in ("expert_tensor_parallel", "expert_parallel"):
+        elif logical in ("expert_tensor_parallel", "expert_parallel", "dp_replicas"):
             update[logical] = int(value)
+        elif logical == "optimizer_over_replicas":
+            update[logical] = bool(value)
         elif logical == "remat":
             update["remat_policy"] = str(value)
             update["remat_key"] = base.remat_key or ("recompute_granularity" if framework == "megatron" else "remat_policy")

@@ -1,0 +1,77 @@
+"""The HSDP lever: a Megatron-FSDP run over several nodes is offered one distributed-optimizer instance per node.
+
+Fixture: Megatron-LM's ``examples/megatron_fsdp/train_llama3_8b_fsdp_h100_fp8.sh`` at d98e8a64 (Megatron-FSDP,
+``optim_grads_params``, fp8, micro-batch 1 x 8,192 tokens, global batch 128), whose own comment offers the HSDP flags
+(``--num-distributed-optimizer-instances 2 --outer-dp-sharding-strategy``), run here on two and on one 8-GPU H100
+node; its plain distributed-optimizer sibling ``examples/llama/train_llama3_8b_h100_fp8.sh`` is the control.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+from click.testing import CliRunner
+
+import bot.cli.proposals  # noqa: F401  (registers propose)
+from bot.cli import cli
+from bot.configs.detect import parse_config
+from knowledge.cost_settings import settings_from_config
+
+MEGATRON = Path(__file__).parent / "data" / "real" / "megatron"
+FSDP = "train_llama3_8b_fsdp_h100_fp8.sh"
+DDP = "train_llama3_8b_h100_fp8.sh"
+
+
+def _propose(tmp_path: Path, script: str, chips: int, text: str | None = None) -> dict:  # type: ignore[type-arg]
+    run = tmp_path / "runs" / "llama3"
+    run.mkdir(parents=True)
+    if text is None:
+        shutil.copy(MEGATRON / script, run / "train.sh")
+    else:
+        (run / "train.sh").write_text(text)
+    (run / "run.yaml").write_text(f"id: llama3\nchip: h100\nnum_chips: {chips}\nnum_slices: {chips // 8}\n"
+                                  "config: train.sh\n")
+    out = CliRunner().invoke(cli, ["--runs-dir", str(tmp_path / "runs"), "propose", "llama3", "--json"])
+    assert out.exit_code == 0, out.output
+    return json.loads(out.output)  # type: ignore[no-any-return]
+
+
+def _hsdp(answer: dict) -> list[dict]:  # type: ignore[type-arg]
+    return [p for p in answer["proposals"] if p["kind"] == "hsdp"]
+
+
+def test_two_nodes_of_megatron_fsdp_are_offered_one_group_per_node(tmp_path: Path) -> None:
+    answer = _propose(tmp_path, FSDP, 16)
+    [hsdp] = _hsdp(answer)
+    assert hsdp["mesh_short"] == answer["baseline"]["mesh_short"]  # the mesh stays; the sharding groups change
+    assert hsdp["settings"] == {"num_distributed_optimizer_instances": 2, "outer_dp_sharding_strategy": "optim"}
+    assert "+    ${EVAL_AND_LOGGING_ARGS[@]} --num-distributed-optimizer-instances 2 --outer-dp-sharding-strategy optim" \
+        in hsdp["diff"]
+    base, new = answer["baseline"]["predicted"], hsdp["predicted"]
+    # the per-micro-batch gathers leave InfiniBand: less exposed data-parallel time, more memory per GPU
+    assert new["breakdown_ms"]["comm.data"] < base["breakdown_ms"]["comm.data"]
+    assert new["step_time_ms"] < base["step_time_ms"]
+    assert new["memory_per_chip_bytes"] > base["memory_per_chip_bytes"]
+    assert all(c["passed"] for c in hsdp["critic"] if c["name"] == "memory")
+    assert any("memory per GPU" in t for t in hsdp["tradeoffs"])
+
+
+def test_the_edit_reads_back_as_hybrid_sharding(tmp_path: Path) -> None:
+    answer = _propose(tmp_path, FSDP, 16)
+    [hsdp] = _hsdp(answer)
+    text = (MEGATRON / FSDP).read_text().replace(
+        "    ${EVAL_AND_LOGGING_ARGS[@]}\n",
+        "    ${EVAL_AND_LOGGING_ARGS[@]} --num-distributed-optimizer-instances 2 --outer-dp-sharding-strategy optim\n")
+    assert text != (MEGATRON / FSDP).read_text()
+    s = settings_from_config(parse_config(text, str(tmp_path / FSDP)))
+    assert s.dp_replicas == 2 and s.optimizer_over_replicas is True
+    # and a run that already has it is not offered it again
+    assert _hsdp(_propose(tmp_path / "again", FSDP, 16, text=text)) == []
+    assert hsdp["rank"] >= 1
+
+
+def test_one_node_and_plain_data_parallelism_are_not_offered_it(tmp_path: Path) -> None:
+    assert _hsdp(_propose(tmp_path / "one", FSDP, 8)) == []  # no inter-node collective to keep in the node
+    assert _hsdp(_propose(tmp_path / "ddp", DDP, 16)) == []  # the distributed optimizer alone: nothing to gain
