@@ -75,3 +75,36 @@ def test_the_edit_reads_back_as_hybrid_sharding(tmp_path: Path) -> None:
 def test_one_node_and_plain_data_parallelism_are_not_offered_it(tmp_path: Path) -> None:
     assert _hsdp(_propose(tmp_path / "one", FSDP, 8)) == []  # no inter-node collective to keep in the node
     assert _hsdp(_propose(tmp_path / "ddp", DDP, 16)) == []  # the distributed optimizer alone: nothing to gain
+
+
+# DeepSpeed: ZeRO++ hpZ is the same lever for a ZeRO-3 ds_config (DeepSpeed's tests/torch_compile/ds_config_z3.json at
+# 38327e07, stage 3 without hpZ), with the 18B GPT-2 of DeepSpeed's ZeRO++ tutorial on four 8-GPU A100 nodes.
+DEEPSPEED = Path(__file__).parent / "data" / "real" / "deepspeed"
+GPT2_18B = "{name: gpt2-18b, layers: 40, d_model: 6144, d_ff: 24576, heads: 32, kv_heads: 32, vocab: 50257, mlp_matrices: 2}"
+
+
+def _propose_ds(tmp_path: Path, name: str) -> dict:  # type: ignore[type-arg]
+    run = tmp_path / "runs" / "gpt2"
+    run.mkdir(parents=True)
+    shutil.copy(DEEPSPEED / name, run / "ds_config.json")
+    (run / "run.yaml").write_text(f"id: gpt2\nchip: a100-80gb\nnum_chips: 32\nnum_slices: 4\nconfig: ds_config.json\n"
+                                  f"model: {GPT2_18B}\ntraining: {{global_batch: 32, seq_len: 512, micro_batch: 1, "
+                                  "remat: full}\n")
+    out = CliRunner().invoke(cli, ["--runs-dir", str(tmp_path / "runs"), "propose", "gpt2", "--json"])
+    assert out.exit_code == 0, out.output
+    return json.loads(out.output)  # type: ignore[no-any-return]
+
+
+def test_a_zero3_config_over_nodes_is_offered_hpz_per_node(tmp_path: Path) -> None:
+    answer = _propose_ds(tmp_path, "ds_config_z3.json")
+    [hpz] = _hsdp(answer)
+    assert hpz["settings"] == {"zero_optimization.zero_hpz_partition_size": 8}  # the GPUs of one node
+    assert '+      "zero_hpz_partition_size": 8,' in hpz["diff"]  # inserted into zero_optimization, its spacing kept
+    base, new = answer["baseline"]["predicted"], hpz["predicted"]
+    assert new["breakdown_ms"]["comm.fsdp"] < base["breakdown_ms"]["comm.fsdp"]
+    assert new["memory_per_chip_bytes"] > base["memory_per_chip_bytes"]  # the second, node-sharded weight copy
+    assert any("second copy of the weights" in t for t in hpz["tradeoffs"])
+
+
+def test_a_config_with_hpz_already_is_not_offered_it_again(tmp_path: Path) -> None:
+    assert _hsdp(_propose_ds(tmp_path, "zeropp_tutorial_ds_config.json")) == []  # its zero_hpz_partition_size 16

@@ -92,6 +92,8 @@ def read_settings(doc: JsonDoc) -> tuple[dict[str, Scalar], dict[str, ConfigKey]
             origins[name] = _origin(doc, name, path)
     if "zero_optimization.zero_hpz_partition_size" in doc.spans:
         settings["zero_hpz_partition_size"] = _positive(doc, "zero_optimization.zero_hpz_partition_size", notes)
+        origins["zero_hpz_partition_size"] = _origin(doc, "zero_hpz_partition_size",
+                                                     "zero_optimization.zero_hpz_partition_size")
     mb, gb, gas = (settings.get(n) for n in ("micro_batch_size", "global_batch_size", "gradient_accumulation_steps"))
     if gb is None and isinstance(mb, int):
         # train_batch_size = micro x accumulation x data-parallel GPUs (DeepSpeed's batch check): per GPU it is
@@ -315,6 +317,24 @@ def stage_splice(config: ShardingConfig, stage: int) -> Splice:
         return _first_member(doc, zero.start, f'"stage": {stage}')
     top = len(doc.text) - len(doc.text.lstrip("\ufeff \t\r\n"))
     return _first_member(doc, top, f'"zero_optimization": {{"stage": {stage}}}')
+
+
+# Settings an edit may add to a ds_config that lacks them, with the object they belong in.
+ZERO_MEMBERS: dict[str, str] = {"zero_hpz_partition_size": "zero_optimization"}
+
+
+def member_splice(config: ShardingConfig, name: str, value: object) -> Splice:
+    """Write ``name`` (a key of :data:`ZERO_MEMBERS`) as the first member of its object, which must exist: a
+    ds_config without ``zero_optimization`` has no ZeRO-3 to tune. The value is JSON (``json.dumps``)."""
+    import json
+
+    doc = load(config.text, config.source)
+    parent = ZERO_MEMBERS.get(name)
+    at = doc.spans.get(parent) if parent else None
+    if parent is None or at is None or doc.text[at.start] != "{":
+        raise ConfigError(f"ASAP does not know where to add {name} in this DeepSpeed config", source=config.source,
+                          field=name, hint=f"add \"{name}\": {json.dumps(value)} by hand")
+    return _first_member(doc, at.start, f'"{name}": {json.dumps(value)}')
 
 
 def _first_member(doc: JsonDoc, brace: int, member: str) -> Splice:

@@ -311,6 +311,8 @@ def apply_settings_files(config: ShardingConfig, values: dict[str, object]) -> d
         elif origin is not None:
             raise ConfigError(f"{name} is set by {origin.via or 'a computed value'}, which ASAP cannot edit in place",
                               source=config.source, field=name, hint=f"set {name} to {value!r} by hand")
+        elif config.format == "deepspeed":  # a JSON member: inserted into the object it belongs in
+            splices.append(deepspeed.member_splice(config, name, value))
         else:
             new_entries.append((name, _setting_text(value, "")))
     if new_entries:

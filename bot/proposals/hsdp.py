@@ -1,4 +1,8 @@
-"""Megatron-FSDP's hybrid sharding (HSDP) as a proposal lever: one distributed-optimizer instance per node.
+"""Hybrid sharding as a proposal lever: keep fully sharded data parallelism's per-micro-batch collectives in the node.
+
+Megatron-FSDP: one distributed-optimizer instance per node (HSDP). DeepSpeed ZeRO-3: ZeRO++'s hpZ, a second copy of
+the weights sharded over each node's GPUs for the backward all-gather (``zero_hpz_partition_size`` = GPUs per node,
+"ideal is number of ranks (gpus) per node", DeepSpeed's ZeRO++ tutorial; Wang et al. 2023, arXiv:2306.10209 §3.2).
 
 A Megatron-FSDP run whose data-parallel ranks span several nodes gathers every layer's parameters and
 reduce-scatters its gradients over all of them at every micro-batch, so each collective crosses the inter-node
@@ -25,6 +29,11 @@ if TYPE_CHECKING:
     from bot.proposals.settings import SettingsChange
 
 KIND = "hsdp"
+HPZ_KEY = "zero_optimization.zero_hpz_partition_size"
+HPZ_TRADEOFFS = (
+    "each GPU keeps a second copy of the weights sharded over its node's GPUs (the weights / GPUs per node, in bf16), "
+    "which the memory check prices; the forward all-gather and the gradient reduce-scatter still span every node",
+)
 TRADEOFFS = (
     "each GPU holds the parameters and gradients of one node's share instead of every data rank's: more memory "
     "per GPU, which the memory check prices; the optimizer state stays sharded over every data rank "
@@ -40,7 +49,11 @@ def hsdp_changes(settings: Any | None, config: Any | None, base: Mesh | None) ->
     from bot.proposals.settings import SettingsChange
     from knowledge.cost_settings import key_for
 
-    if settings is None or config is None or base is None or config.format != "megatron":
+    if settings is None or config is None or base is None:
+        return []
+    if config.format == "deepspeed":
+        return _hpz_changes(settings, base)
+    if config.format != "megatron":
         return []
     if not settings.megatron_fsdp or (settings.zero_stage or 0) < 2 or (settings.dp_replicas or 1) > 1:
         return []
@@ -63,3 +76,19 @@ def hsdp_changes(settings: Any | None, config: Any | None, base: Mesh | None) ->
             words.append(f"{outer} optim (the optimizer state stays sharded over every data rank)")
     return [SettingsChange(values=values, words=tuple(words), tradeoffs=TRADEOFFS, kind=KIND,
                            config_values=config_values, only_mesh=base)]
+
+
+def _hpz_changes(settings: Any, base: Mesh) -> list[SettingsChange]:
+    """ZeRO++ hpZ over each node's GPUs for a ZeRO-3 ds_config (read as the fsdp axis) spanning nodes; [] when the
+    run is not at stage 3, already has hpZ, or lies in one node."""
+    from bot.proposals.settings import SettingsChange
+
+    if not settings.deepspeed or settings.zero_stage != 3 or (settings.hpz_partition or 1) > 1:
+        return []
+    per_node, nodes = base.ici.get("fsdp", 1), base.dcn.get("fsdp", 1)
+    if nodes < 2 or per_node < 2:
+        return []
+    words = (f"{HPZ_KEY} {per_node} (ZeRO++ hpZ: the backward all-gather of every layer's weights reads a copy sharded "
+             "over the node's GPUs instead of crossing nodes)",)
+    return [SettingsChange(values=(("hpz_partition", per_node),), words=words, tradeoffs=HPZ_TRADEOFFS, kind=KIND,
+                           config_values={HPZ_KEY: per_node}, only_mesh=base)]

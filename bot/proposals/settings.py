@@ -456,7 +456,7 @@ def apply(settings: TrainingSettings | None, change: SettingsChange, *, framewor
             update["global_batch"] = int(value)
         elif logical in ("tp_comm_overlap", "sequence_parallel", "loss_compiled", "ep_comm_overlap"):
             update[logical] = bool(value)
-        elif logical in ("expert_tensor_parallel", "expert_parallel", "dp_replicas"):
+        elif logical in ("expert_tensor_parallel", "expert_parallel", "dp_replicas", "hpz_partition"):
             update[logical] = int(value)
         elif logical == "optimizer_over_replicas":
             update[logical] = bool(value)
