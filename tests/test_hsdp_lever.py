@@ -75,6 +75,10 @@ def test_the_edit_reads_back_as_hybrid_sharding(tmp_path: Path) -> None:
 def test_one_node_and_plain_data_parallelism_are_not_offered_it(tmp_path: Path) -> None:
     assert _hsdp(_propose(tmp_path / "one", FSDP, 8)) == []  # no inter-node collective to keep in the node
     assert _hsdp(_propose(tmp_path / "ddp", DDP, 16)) == []  # the distributed optimizer alone: nothing to gain
+    # optim_grads: the parameters are not gathered per micro-batch, so there is nothing for HSDP to keep in the node
+    grads = (MEGATRON / FSDP).read_text().replace('SHARDING_STRATEGY=${SHARDING_STRATEGY:-"optim_grads_params"}',
+                                                  'SHARDING_STRATEGY=${SHARDING_STRATEGY:-"optim_grads"}')
+    assert _hsdp(_propose(tmp_path / "grads", FSDP, 16, text=grads)) == []
 
 
 # DeepSpeed: ZeRO++ hpZ is the same lever for a ZeRO-3 ds_config (DeepSpeed's tests/torch_compile/ds_config_z3.json at

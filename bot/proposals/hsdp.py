@@ -44,8 +44,9 @@ TRADEOFFS = (
 
 
 def hsdp_changes(settings: Any | None, config: Any | None, base: Mesh | None) -> list[SettingsChange]:
-    """One instance per node for a Megatron-FSDP config whose data ranks span nodes; [] for any other run, a run
-    already hybrid-sharded, or a layout whose data ranks do not divide into nodes."""
+    """One instance per node for a Megatron-FSDP ``optim_grads_params`` config whose data ranks span nodes (ZeRO++
+    hpZ for a DeepSpeed ZeRO-3 ds_config); [] for any other run, a run already hybrid-sharded, or a layout whose data
+    ranks do not divide into nodes."""
     from bot.proposals.settings import SettingsChange
     from knowledge.cost_settings import key_for
 
@@ -55,7 +56,9 @@ def hsdp_changes(settings: Any | None, config: Any | None, base: Mesh | None) ->
         return _hpz_changes(settings, base)
     if config.format != "megatron":
         return []
-    if not settings.megatron_fsdp or (settings.zero_stage or 0) < 2 or (settings.dp_replicas or 1) > 1:
+    # optim_grads_params only: the per-micro-batch gathers HSDP keeps in the node are the parameters' (a stage-2 run
+    # reduce-scatters its gradients once per step, which hybrid sharding does not make cheaper)
+    if not settings.megatron_fsdp or settings.zero_stage != 3 or (settings.dp_replicas or 1) > 1:
         return []
     nodes = base.dcn.get("data", 1)
     if nodes < 2 or base.size("data") % nodes:
@@ -68,12 +71,11 @@ def hsdp_changes(settings: Any | None, config: Any | None, base: Mesh | None) ->
     words = [f"{key} 1 -> {nodes} (one group per node: the per-micro-batch parameter gathers and gradient "
              "reduce-scatters stay inside the node; one all-reduce of each group's gradient shard per step crosses "
              "nodes)"]
-    if settings.zero_stage == 3:
-        outer = key_for(settings, "optimizer_over_replicas", config)
-        if outer is not None:
-            values += (("optimizer_over_replicas", True),)
-            config_values[outer] = "optim"
-            words.append(f"{outer} optim (the optimizer state stays sharded over every data rank)")
+    outer = key_for(settings, "optimizer_over_replicas", config)
+    if outer is not None:
+        values += (("optimizer_over_replicas", True),)
+        config_values[outer] = "optim"
+        words.append(f"{outer} optim (the optimizer state stays sharded over every data rank)")
     return [SettingsChange(values=values, words=tuple(words), tradeoffs=TRADEOFFS, kind=KIND,
                            config_values=config_values, only_mesh=base)]
 

@@ -145,7 +145,7 @@ class SettingsMove(BaseModel):
     all-to-all overlap (``overlap_moe_expert_parallel_comm``) on meshes with expert parallelism. ``whole_experts``
     (``enable``) sets Megatron's ``expert_tensor_parallel_size`` to 1 on meshes with tensor parallelism. ``hsdp``
     (``enable``) keeps a fully sharded run's per-micro-batch collectives inside the node: one distributed-optimizer
-    instance per node for Megatron-FSDP, ZeRO++ hpZ for DeepSpeed ZeRO-3 (:mod:`bot.proposals.hsdp`).
+    instance per node for Megatron-FSDP (optim_grads_params), ZeRO++ hpZ for DeepSpeed ZeRO-3 (:mod:`bot.proposals.hsdp`).
     """
 
     model_config = ConfigDict(extra="forbid")
