@@ -887,6 +887,7 @@ def _collectives(shape: Shape, chip: Chip, mm: _MeshSplit, st: Stages) -> tuple[
     comm_ovl = {k: zeros.copy() for k in AXIS_KEYS}  # overlappable with compute
     comm_crit = {k: zeros.copy() for k in AXIS_KEYS}  # on the critical path
     _weight_collectives(shape, mm, comm_ovl)
+    _exposed_gradient_sync(shape, comm_ovl, comm_crit)
     _activation_collectives(shape, chip, mm, st, comm_ovl, comm_crit)
     return comm_ovl, comm_crit
 
@@ -977,6 +978,22 @@ def _weight_collectives(shape: Shape, mm: _MeshSplit, comm_ovl: dict[str, np.nda
     else:  # sequence ranks shard the weights too: gather and reduce-scatter them like FSDP (see _stage_memory)
         comm_ovl["sequence"] = fsdp_rounds * _fsdp_passes(shape) * gather_time(gathered / nf, net, SEQUENCE)
     comm_ovl["expert"] = allreduce_time(trained * BF16 * P_ne / (nf * nt * npp), net, EXPERT)
+
+
+def _exposed_gradient_sync(shape: Shape, comm_ovl: dict[str, np.ndarray], comm_crit: dict[str, np.ndarray]) -> None:
+    """Move the share of the data-parallel gradient sync that Megatron runs outside compute onto the critical path.
+
+    Megatron overlaps the gradient reduce with the backward pass only under ``--overlap-grad-reduce``, and the
+    distributed optimizer's parameter all-gather with the next forward only under ``--overlap-param-gather``; both
+    default to off (Megatron-LM arguments.py, DistributedDataParallelConfig). Off, they run after backward / before
+    forward: ``shape.dp_exposed_share`` of the data-parallel terms (the reduce over data, context and, for the dense
+    weights, expert ranks) is exposed whatever the compute."""
+    share = shape.dp_exposed_share
+    if share <= 0.0:
+        return
+    for k in ("data", "sequence", "expert"):
+        comm_crit[k] = comm_crit[k] + share * comm_ovl[k]
+        comm_ovl[k] = comm_ovl[k] * (1.0 - share)
 
 
 def _activation_collectives(shape: Shape, chip: Chip, mm: _MeshSplit, st: Stages, comm_ovl: dict[str, np.ndarray],

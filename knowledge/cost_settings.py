@@ -85,6 +85,7 @@ NAMES: tuple[str, ...] = OVERLAP_NAMES + (
     "data_parallel_sharding_strategy",
     "num_distributed_optimizer_instances",
     "outer_dp_sharding_strategy",
+    "overlap_grad_reduce", "overlap_param_gather", "overlap_grad_sync", "overlap_param_sync",
     "optimizer",  # Megatron --optimizer / Megatron-Bridge optimizer.optimizer: adam, sgd, muon, dist_muon
 ) + PEFT_NAMES + PACKING_NAMES + ACT_OFFLOAD_NAMES + GRAPH_NAMES
 
@@ -192,6 +193,12 @@ class TrainingSettings(BaseModel):
     dp_replicas: int | None = Field(default=None, description="Megatron --num-distributed-optimizer-instances: the "
                                     "data-parallel ranks form this many groups, each holding the sharded model state "
                                     "whole (partial distributed optimizer; Megatron-FSDP's hybrid sharding, HSDP)")
+    grad_reduce_overlap: bool | None = Field(default=None, description="Megatron --overlap-grad-reduce (NeMo 1.x "
+                                             "optim.overlap_grad_sync): the data-parallel gradient reduce runs under "
+                                             "the backward pass; None = not stated")
+    param_gather_overlap: bool | None = Field(default=None, description="Megatron --overlap-param-gather (NeMo 1.x "
+                                              "optim.overlap_param_sync): the distributed optimizer's parameter "
+                                              "all-gather runs under the next forward; None = not stated")
     dp_replicas_problem: str | None = Field(default=None, description="why num_distributed_optimizer_instances was "
                                             "not read")
     optimizer_over_replicas: bool = Field(default=False, description="Megatron-FSDP HSDP --outer-dp-sharding-strategy "
@@ -391,6 +398,8 @@ def settings_from_config(config: ShardingConfig) -> TrainingSettings:
     out.update(deepspeed_settings(v, fmt))
     out.update(megatron_fsdp_settings(v, fmt))
     out.update(optimizer_instance_settings(v, fmt))
+    out["grad_reduce_overlap"] = _bool(_lookup(v, "overlap_grad_reduce", "overlap_grad_sync")[1])
+    out["param_gather_overlap"] = _bool(_lookup(v, "overlap_param_gather", "overlap_param_sync")[1])
     out.update(peft_settings(v))
     out.update(packing_settings(v))
     out.update(offload_settings(v))

@@ -113,6 +113,9 @@ class Shape:
     # DeepSpeed ZeRO++ (Wang et al. 2023): hpZ keeps a second copy of the ZeRO-3 weights sharded over this many
     # consecutive data ranks, gathered there in backward (1: off); qwZ gathers the weights as int8 blocks
     hpz_partition: int = 1
+    # Megatron without --overlap-grad-reduce / --overlap-param-gather: the share of the data-parallel gradient sync on
+    # the critical path (knowledge.cost_core._exposed_gradient_sync); 0 = overlappable like any collective
+    dp_exposed_share: float = 0.0
     quantized_weight_gather: bool = False
     optimizer_over_replicas: bool = False  # Megatron-FSDP HSDP outer "optim": optimizer state sharded across groups too
     settings: TrainingSettings | None = None  # what the config said (for notes and edits)
@@ -441,6 +444,7 @@ def resolve_shape(run: RunRecord, settings: TrainingSettings | None = None) -> S
         param_offload=state["param_offload"],
         dp_replicas=state.get("dp_replicas", 1),
         hpz_partition=state.get("hpz_partition", 1),
+        dp_exposed_share=state.get("dp_exposed_share", 0.0),
         quantized_weight_gather=state.get("quantized_weight_gather", False),
         optimizer_over_replicas=state.get("optimizer_over_replicas", False),
         settings=cfg,
@@ -934,6 +938,7 @@ def _model_state(run: RunRecord, cfg: TrainingSettings | None, notes: list[str])
             notes.append(f"Megatron-FSDP: {_ZERO_SHARDS[cfg.zero_stage]} sharded over the data-parallel ranks "
                          f"(--data-parallel-sharding-strategy, as ZeRO stage {cfg.zero_stage})")
         out.update(_optimizer_instances(cfg, out, notes))
+        out["dp_exposed_share"] = _dp_exposed_share(cfg, out, notes)
         out["sequence_parallel"] = _megatron_sequence_parallel(cfg, notes)
         out["fused_cross_entropy"] = bool(cfg.fused_cross_entropy) if cfg is not None else False
     else:
@@ -1108,6 +1113,32 @@ def _zeropp(cfg: TrainingSettings, stage: int, notes: list[str]) -> dict[str, An
         out["quantized_weight_gather"] = True
         notes.append("ZeRO++ qwZ (zero_quantized_weights): the weight all-gathers move int8 blocks, half of bf16")
     return out
+
+
+def _dp_exposed_share(cfg: TrainingSettings | None, state: dict[str, Any], notes: list[str]) -> float:
+    """Share of Megatron's data-parallel gradient sync that runs outside compute (0 when it all overlaps).
+
+    ``--overlap-grad-reduce`` (NeMo 1.x ``optim.overlap_grad_sync``) hides the gradient reduce under backward and
+    ``--overlap-param-gather`` (``overlap_param_sync``) the distributed optimizer's parameter all-gather under the
+    next forward; both are off unless set (Megatron-LM arguments.py: store_true, default False; Megatron-Core
+    DistributedDataParallelConfig: False). A launch command states them by having the flag or not; a YAML that
+    leaves them out is priced overlapped, as Megatron-Bridge's pretraining recipes set them (recipes/common.py
+    ``_pretrain_common``). The distributed optimizer's sync is a reduce-scatter plus an all-gather (half each);
+    without it, one all-reduce that the gradient flag alone governs. Megatron-FSDP schedules its own.
+    """
+    if cfg is None or state.get("zero_stage", 0) >= 2:
+        return 0.0
+    reduce, gather = cfg.grad_reduce_overlap, cfg.param_gather_overlap
+    if cfg.launch_defaults:
+        reduce, gather = bool(reduce), bool(gather)
+    dist = bool(state.get("distributed_optimizer"))
+    exposed = (0.5 * (reduce is False) + 0.5 * (gather is False)) if dist else float(reduce is False)
+    if exposed > 0.0:
+        off = [f for f, v in (("--overlap-grad-reduce", reduce), ("--overlap-param-gather", gather if dist else True))
+               if v is False]
+        notes.append(f"{' and '.join(off)} off: {exposed:.0%} of the data-parallel gradient sync runs outside compute "
+                     "(Megatron overlaps it only under these flags)")
+    return exposed
 
 
 def _optimizer_instances(cfg: TrainingSettings | None, state: dict[str, Any], notes: list[str]) -> dict[str, Any]:

@@ -106,6 +106,12 @@ SETTINGS: tuple[str, ...] = (
     # data-parallel ranks, replicated across them (ddp.num_distributed_optimizer_instances, ddp.outer_dp_sharding_strategy)
     "num_distributed_optimizer_instances",
     "outer_dp_sharding_strategy",
+    # data-parallel overlap: the gradient reduce under backward, the distributed optimizer's parameter gather under
+    # forward (DistributedDataParallelConfig; NeMo 1.x optim.overlap_grad_sync / overlap_param_sync)
+    "overlap_grad_reduce",
+    "overlap_param_gather",
+    "overlap_grad_sync",
+    "overlap_param_sync",
     "overlap_moe_expert_parallel_comm",  # Megatron-Bridge comm_overlap.overlap_moe_expert_parallel_comm
     "tp_comm_overlap",  # ModelParallelConfig.tp_comm_overlap (--tp-comm-overlap)
     "ub_tp_comm_overlap",  # NeMo 1.x: Transformer Engine userbuffers TP overlap (not priced: docs/cost-model.md)

@@ -103,6 +103,7 @@ FLAG_SETTINGS: dict[str, str] = {
     "cross_entropy_loss_fusion": "cross_entropy_loss_fusion", "use_megatron_fsdp": "use_megatron_fsdp",
     "data_parallel_sharding_strategy": "data_parallel_sharding_strategy",
     "num_distributed_optimizer_instances": "num_distributed_optimizer_instances",
+    "overlap_grad_reduce": "overlap_grad_reduce", "overlap_param_gather": "overlap_param_gather",
     "outer_dp_sharding_strategy": "outer_dp_sharding_strategy",
     "overlap_moe_expert_parallel_comm": "overlap_moe_expert_parallel_comm",
     # TP communication overlap (ModelParallelConfig.tp_comm_overlap, a store_true flag ArgumentGroupFactory makes)

@@ -1,0 +1,68 @@
+"""Megatron's data-parallel overlap flags: without them the gradient sync runs outside compute.
+
+Megatron overlaps the gradient reduce with backward only under ``--overlap-grad-reduce``, and the distributed
+optimizer's parameter all-gather with the next forward only under ``--overlap-param-gather``; both are store_true flags
+that default to off (Megatron-LM megatron/training/arguments.py and Megatron-Core DistributedDataParallelConfig at
+d98e8a64). Megatron-LM's own ``examples/gpt3/train_gpt3_175b_distributed.sh`` sets neither (nor the distributed
+optimizer), so its gradient all-reduce runs after backward; ``examples/llama/train_llama3_8b_h100_fp8.sh`` sets
+both. Fixtures: tests/data/real/megatron (README there).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from bot.configs.detect import load_config
+from bot.configs.mesh import Mesh
+from bot.runs.record import RunRecord
+from knowledge import costmodel
+from knowledge.cost_settings import settings_from_config
+
+MEGATRON = Path(__file__).parent / "data" / "real" / "megatron"
+GPT3 = "train_gpt3_175b_distributed.sh"
+LLAMA = "train_llama3_8b_h100_fp8.sh"
+# 1,024 H100: the script's TP 8 x PP 16 with 8 data-parallel ranks across nodes
+MESH = Mesh(ici={"tensor": 8}, dcn={"data": 8, "pipeline": 16})
+
+
+def _predict(path: Path):  # type: ignore[no-untyped-def]
+    settings = settings_from_config(load_config(path, root=path.parent))
+    record = RunRecord(id="r", chip="h100", num_chips=1024, num_slices=128, config=path.name)
+    return settings, costmodel.predict(record, MESH, settings=settings)
+
+
+def test_a_launch_without_the_flags_runs_its_gradient_all_reduce_after_backward(tmp_path: Path) -> None:
+    settings, pred = _predict(MEGATRON / GPT3)
+    assert settings.launch_defaults and settings.grad_reduce_overlap is None  # not on the command line: off
+    assert any("--overlap-grad-reduce off: 100% of the data-parallel gradient sync runs outside compute" in a
+               for a in pred.assumptions), pred.assumptions
+    # the same launch with the flag the script leaves out
+    text = (MEGATRON / GPT3).read_text().replace("    --clip-grad 1.0 \n", "    --clip-grad 1.0 \n    --overlap-grad-reduce\n")
+    assert text != (MEGATRON / GPT3).read_text()
+    (tmp_path / GPT3).write_text(text)
+    overlapped_settings, overlapped = _predict(tmp_path / GPT3)
+    assert overlapped_settings.grad_reduce_overlap is True
+    assert not any("--overlap-grad-reduce off" in a for a in overlapped.assumptions)
+    assert pred.breakdown_ms["comm.data"] > 2.0 * overlapped.breakdown_ms["comm.data"]
+    assert pred.step_time_ms > overlapped.step_time_ms
+
+
+def test_the_distributed_optimizer_exposes_only_the_half_whose_flag_is_off(tmp_path: Path) -> None:
+    base = (MEGATRON / GPT3).read_text().replace("    --clip-grad 1.0 \n",
+                                                 "    --clip-grad 1.0 \n    --use-distributed-optimizer\n")
+    (tmp_path / GPT3).write_text(base)
+    _, neither = _predict(tmp_path / GPT3)
+    assert any("--overlap-grad-reduce and --overlap-param-gather off: 100%" in a for a in neither.assumptions)
+    (tmp_path / GPT3).write_text(base.replace("--use-distributed-optimizer\n",
+                                              "--use-distributed-optimizer\n    --overlap-grad-reduce\n"))
+    _, half = _predict(tmp_path / GPT3)
+    assert any("--overlap-param-gather off: 50% of the data-parallel gradient sync" in a for a in half.assumptions)
+    assert neither.breakdown_ms["comm.data"] > half.breakdown_ms["comm.data"]
+
+
+def test_a_launch_with_both_flags_is_priced_overlapped() -> None:
+    settings = settings_from_config(load_config(MEGATRON / LLAMA, root=MEGATRON))
+    assert settings.grad_reduce_overlap is True and settings.param_gather_overlap is True
+    record = RunRecord(id="r", chip="h100", num_chips=16, num_slices=2, config=LLAMA)
+    pred = costmodel.predict(record, Mesh(ici={"data": 8}, dcn={"data": 2}), settings=settings)
+    assert not any("outside compute" in a for a in pred.assumptions)
