@@ -118,6 +118,8 @@ KEYS: dict[str, dict[str, tuple[str, ...]]] = {
     "sequence_parallel": {"megatron": ("sequence_parallel",)},
     "dp_replicas": {"megatron": ("num_distributed_optimizer_instances",)},
     "optimizer_over_replicas": {"megatron": ("outer_dp_sharding_strategy",)},
+    "grad_reduce_overlap": {"megatron": ("overlap_grad_reduce", "overlap_grad_sync")},
+    "param_gather_overlap": {"megatron": ("overlap_param_gather", "overlap_param_sync")},
 }
 
 

@@ -66,3 +66,43 @@ def test_a_launch_with_both_flags_is_priced_overlapped() -> None:
     record = RunRecord(id="r", chip="h100", num_chips=16, num_slices=2, config=LLAMA)
     pred = costmodel.predict(record, Mesh(ici={"data": 8}, dcn={"data": 2}), settings=settings)
     assert not any("outside compute" in a for a in pred.assumptions)
+
+
+# ---- the lever: turn the flags on ---------------------------------------------------------------------------------
+def _changes(path: Path):  # type: ignore[no-untyped-def]
+    from bot.proposals.moves import SettingsMove
+    from bot.proposals.settings import expand
+
+    config = load_config(path, root=path.parent)
+    settings = settings_from_config(config)
+    move = SettingsMove(change="dp_overlap", direction="enable")
+    return config, settings, expand(move, settings=settings, config=config, framework="megatron", runyaml_remat=None,
+                                    runyaml_micro_batch=None, global_batch=None, data_parallel=8, base=MESH)
+
+
+def test_the_lever_turns_on_what_the_launch_leaves_off_and_the_edit_reads_back(tmp_path: Path) -> None:
+    from bot.configs.edit import settings_applied
+    from bot.proposals.settings import apply
+
+    config, settings, [change] = _changes(MEGATRON / GPT3)
+    assert change.config_values == {"overlap_grad_reduce": True}  # no distributed optimizer: one flag
+    assert change.words == ("overlap_grad_reduce off -> on",)
+    edited = settings_from_config(settings_applied(config, change.config_values))
+    assert edited.grad_reduce_overlap is True
+    record = RunRecord(id="r", chip="h100", num_chips=1024, num_slices=128, config=GPT3)
+    before = costmodel.predict(record, MESH, settings=settings)
+    after = costmodel.predict(record, MESH, settings=apply(settings, change, framework="megatron"))
+    assert after.breakdown_ms["comm.data"] < before.breakdown_ms["comm.data"]
+    assert after.memory_per_chip_bytes == before.memory_per_chip_bytes  # the flags move time, not memory
+
+
+def test_with_the_distributed_optimizer_both_flags_are_turned_on(tmp_path: Path) -> None:
+    text = (MEGATRON / GPT3).read_text().replace("    --clip-grad 1.0 \n",
+                                                 "    --clip-grad 1.0 \n    --use-distributed-optimizer\n")
+    (tmp_path / GPT3).write_text(text)
+    _, _, [change] = _changes(tmp_path / GPT3)
+    assert change.config_values == {"overlap_grad_reduce": True, "overlap_param_gather": True}
+
+
+def test_a_launch_that_has_them_is_not_offered_them() -> None:
+    assert _changes(MEGATRON / LLAMA)[2] == []

@@ -138,13 +138,13 @@ def test_async_tp_proposal_on_torchtitans_vanilla_row_predicts_about_the_measure
 
 
 def test_tp_overlap_takes_direction_enable_only() -> None:
-    with pytest.raises(ValidationError, match="tp_overlap, ep_overlap, whole_experts and hsdp take enable"):
+    with pytest.raises(ValidationError, match="tp_overlap, ep_overlap, whole_experts, hsdp and dp_overlap take enable"):
         SettingsMove(change="tp_overlap", direction="up")
-    with pytest.raises(ValidationError, match="tp_overlap, ep_overlap, whole_experts and hsdp take enable"):
+    with pytest.raises(ValidationError, match="tp_overlap, ep_overlap, whole_experts, hsdp and dp_overlap take enable"):
         SettingsMove(change="ep_overlap", direction="lighter")
-    with pytest.raises(ValidationError, match="whole_experts and hsdp take enable"):
+    with pytest.raises(ValidationError, match="whole_experts, hsdp and dp_overlap take enable"):
         SettingsMove(change="whole_experts", direction="up")
-    with pytest.raises(ValidationError, match="hsdp take enable"):
+    with pytest.raises(ValidationError, match="hsdp and dp_overlap take enable"):
         SettingsMove(change="hsdp", direction="down")
     with pytest.raises(ValidationError):
         SettingsMove(change="remat", direction="enable")

@@ -146,21 +146,25 @@ class SettingsMove(BaseModel):
     (``enable``) sets Megatron's ``expert_tensor_parallel_size`` to 1 on meshes with tensor parallelism. ``hsdp``
     (``enable``) keeps a fully sharded run's per-micro-batch collectives inside the node: one distributed-optimizer
     instance per node for Megatron-FSDP (optim_grads_params), ZeRO++ hpZ for DeepSpeed ZeRO-3 (:mod:`bot.proposals.hsdp`).
+    ``dp_overlap`` (``enable``) turns on Megatron's ``--overlap-grad-reduce`` (and ``--overlap-param-gather`` with the
+    distributed optimizer) where the config leaves them off.
     """
 
     model_config = ConfigDict(extra="forbid")
     change: Literal["micro_batch", "per_device_batch", "grad_accum", "remat", "zero_stage", "tp_overlap", "ep_overlap",
-                    "whole_experts", "hsdp"]
+                    "whole_experts", "hsdp", "dp_overlap"]
     direction: Literal["up", "down", "lighter", "heavier", "enable"]
     max_factor: int = Field(default=8, ge=2, le=64, description="largest factor tried for up/down")
 
     @model_validator(mode="after")
     def _direction_fits(self) -> SettingsMove:
         if (self.change == "remat") != (self.direction in ("lighter", "heavier")) or (
-            (self.change in ("tp_overlap", "ep_overlap", "whole_experts", "hsdp")) != (self.direction == "enable")
+            (self.change in ("tp_overlap", "ep_overlap", "whole_experts", "hsdp", "dp_overlap"))
+            != (self.direction == "enable")
         ):
             raise ValueError(
-                "remat takes direction lighter or heavier; tp_overlap, ep_overlap, whole_experts and hsdp take enable; "
+                "remat takes direction lighter or heavier; tp_overlap, ep_overlap, whole_experts, hsdp and dp_overlap "
+                "take enable; "
                 "micro_batch, per_device_batch, grad_accum and zero_stage take up or down"
             )
         return self

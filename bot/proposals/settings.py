@@ -134,6 +134,8 @@ def expand(
         from bot.proposals.hsdp import hsdp_changes
 
         return hsdp_changes(settings, config, base)
+    if move.change == "dp_overlap":
+        return _dp_overlap_changes(settings, config)
     return _remat_changes(move, settings, config, framework, runyaml_remat)
 
 
@@ -351,6 +353,39 @@ def _ep_overlap_changes(settings: TrainingSettings | None, config: ShardingConfi
                            needs_axis="expert")]
 
 
+MEGATRON_DP_OVERLAP_TRADEOFFS = (
+    "the gradient reduce runs in buckets during backward and the parameter all-gather during the next forward: their "
+    "kernels share the GPU with compute, so the step gains less than the whole exposed time where the network is "
+    "slow; --overlap-param-gather needs the distributed optimizer and --overlap-grad-reduce (Megatron-LM asserts both)",
+)
+
+
+def _dp_overlap_changes(settings: TrainingSettings | None, config: ShardingConfig | None) -> list[SettingsChange]:
+    """Megatron's data-parallel overlap flags where the config leaves them off: ``--overlap-grad-reduce``, and with
+    the distributed optimizer ``--overlap-param-gather`` (which Megatron-LM accepts only beside the other). A launch
+    command leaves a flag off by omitting it; a YAML only by saying false (unstated there is priced on already).
+    [] for other formats, Megatron-FSDP (its own schedule) or a config that has them on."""
+    base = settings or TrainingSettings()
+    if config is None or config.format != "megatron" or base.megatron_fsdp:
+        return []
+    reduce, gather = base.grad_reduce_overlap, base.param_gather_overlap
+    dist = base.distributed_optimizer
+    if base.launch_defaults:
+        reduce, gather, dist = bool(reduce), bool(gather), bool(dist)
+    values: list[tuple[str, Any]] = []
+    if reduce is False:
+        values.append(("grad_reduce_overlap", True))
+    if dist and gather is False:
+        values.append(("param_gather_overlap", True))
+    keys = {logical: key_for(base, logical, config) for logical, _ in values}
+    if not values or None in keys.values():
+        return []
+    words = tuple(f"{keys[logical]} off -> on" for logical, _ in values)
+    return [SettingsChange(values=tuple(values), words=words, tradeoffs=MEGATRON_DP_OVERLAP_TRADEOFFS,
+                           kind="dp-overlap", config_values={keys[logical]: True for logical, _ in values},
+                           needs_axis="data")]
+
+
 MEGATRON_WHOLE_EXPERTS_TRADEOFFS = (
     "each GPU holds fewer, whole experts instead of a slice of more: the same expert weights per GPU, but the token "
     "all-to-all spans the tensor ranks as well (Megatron-Core MoE parallel folding), and a skewed router loads single "
@@ -454,7 +489,8 @@ def apply(settings: TrainingSettings | None, change: SettingsChange, *, framewor
             update["zero_stage"] = int(value)
         elif logical == "global_batch":  # a rebatched mesh pins the run's global batch (bot.proposals.rebatch)
             update["global_batch"] = int(value)
-        elif logical in ("tp_comm_overlap", "sequence_parallel", "loss_compiled", "ep_comm_overlap"):
+        elif logical in ("tp_comm_overlap", "sequence_parallel", "loss_compiled", "ep_comm_overlap",
+                         "grad_reduce_overlap", "param_gather_overlap"):
             update[logical] = bool(value)
         elif logical in ("expert_tensor_parallel", "expert_parallel", "dp_replicas", "hpz_partition"):
             update[logical] = int(value)
