@@ -106,3 +106,14 @@ def test_with_the_distributed_optimizer_both_flags_are_turned_on(tmp_path: Path)
 
 def test_a_launch_that_has_them_is_not_offered_them() -> None:
     assert _changes(MEGATRON / LLAMA)[2] == []
+
+
+def test_a_megatron_deepspeed_launch_is_not_offered_megatrons_flags() -> None:
+    """Microsoft's Megatron-DeepSpeed Llama 2 launch (tests/data/real/deepspeed): DeepSpeed's engine runs the
+    data-parallel sync, so neither the exposed-sync pricing nor the lever applies."""
+    path = Path(__file__).parent / "data" / "real" / "deepspeed" / "pretrain_llama2_distributed.sh"
+    config, settings, changes = _changes(path)
+    assert settings.deepspeed and settings.launch_defaults
+    assert changes == []
+    record = RunRecord(id="r", chip="h100", num_chips=1024, num_slices=128, config=path.name)
+    assert not any("outside compute" in a for a in costmodel.predict(record, MESH, settings=settings).assumptions)

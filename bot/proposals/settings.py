@@ -366,8 +366,8 @@ def _dp_overlap_changes(settings: TrainingSettings | None, config: ShardingConfi
     command leaves a flag off by omitting it; a YAML only by saying false (unstated there is priced on already).
     [] for other formats, Megatron-FSDP (its own schedule) or a config that has them on."""
     base = settings or TrainingSettings()
-    if config is None or config.format != "megatron" or base.megatron_fsdp:
-        return []
+    if config is None or config.format != "megatron" or base.megatron_fsdp or base.deepspeed:
+        return []  # Megatron-FSDP schedules its own sync; under Megatron-DeepSpeed, DeepSpeed's engine does
     reduce, gather = base.grad_reduce_overlap, base.param_gather_overlap
     dist = base.distributed_optimizer
     if base.launch_defaults:
