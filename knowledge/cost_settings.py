@@ -629,6 +629,17 @@ def overlap_settings(values: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def placeable_key(settings: TrainingSettings, logical: str, config: ShardingConfig) -> str | None:
+    """:func:`key_for` where an edit can put the key: any key of a launch command (a new flag goes on the command),
+    but only a key a YAML already holds. A YAML's new key would land beside its mesh keys, and Megatron-Bridge reads
+    these (``ddp.*``) from another section, so a lever that would add one there is not offered."""
+    key = key_for(settings, logical, config)
+    if key is None or config.launch is not None:
+        return key
+    present = any(path == key or path.rsplit(".", 1)[-1] == key.rsplit(".", 1)[-1] for path in all_settings(config))
+    return key if present else None
+
+
 def key_for(settings: TrainingSettings, logical: str, config: ShardingConfig) -> str | None:
     """The key an edit writes for a logical setting: the one present in the file, else the format's first."""
     if config.format == "torchtitan":

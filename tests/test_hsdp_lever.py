@@ -112,3 +112,30 @@ def test_a_zero3_config_over_nodes_is_offered_hpz_per_node(tmp_path: Path) -> No
 
 def test_a_config_with_hpz_already_is_not_offered_it_again(tmp_path: Path) -> None:
     assert _hsdp(_propose_ds(tmp_path, "zeropp_tutorial_ds_config.json")) == []  # its zero_hpz_partition_size 16
+
+
+# A Megatron-Bridge YAML (the corpus's Megatron-Bridge 25.09 DGX-GB200 Llama 3 70B row: Megatron-FSDP under ``ddp:``)
+# read over two nodes. A new key would be written beside the mesh keys under ``model:``, where Megatron-Bridge does not
+# read ddp settings, so the lever is offered only when the file already holds the keys (edited in place).
+BRIDGE = Path(__file__).parent.parent / "examples" / "eval" / "mbridge-25.09-gb200-llama3-70b-64gpu" / "megatron.yaml"
+
+
+def test_a_bridge_yaml_gets_the_lever_only_where_the_edit_can_place_it(tmp_path: Path) -> None:
+    from bot.configs.detect import load_config
+    from bot.configs.mesh import Mesh
+    from bot.proposals.hsdp import hsdp_changes
+
+    mesh = Mesh(ici={"data": 32}, dcn={"data": 2})
+    config = load_config(BRIDGE)
+    assert hsdp_changes(settings_from_config(config), config, mesh) == []
+    text = BRIDGE.read_text().replace("  data_parallel_sharding_strategy: optim_grads_params\n",
+                                      "  data_parallel_sharding_strategy: optim_grads_params\n"
+                                      "  num_distributed_optimizer_instances: 1\n  outer_dp_sharding_strategy: no_shard\n")
+    (tmp_path / "megatron.yaml").write_text(text)
+    config = load_config(tmp_path / "megatron.yaml")
+    [change] = hsdp_changes(settings_from_config(config), config, mesh)
+    assert change.config_values == {"ddp.num_distributed_optimizer_instances": 2, "ddp.outer_dp_sharding_strategy": "optim"}
+    from bot.configs.edit import apply_settings
+
+    edited = apply_settings(config, change.config_values)
+    assert "  num_distributed_optimizer_instances: 2\n  outer_dp_sharding_strategy: optim\n" in edited  # in place

@@ -48,7 +48,7 @@ def hsdp_changes(settings: Any | None, config: Any | None, base: Mesh | None) ->
     hpZ for a DeepSpeed ZeRO-3 ds_config); [] for any other run, a run already hybrid-sharded, or a layout whose data
     ranks do not divide into nodes."""
     from bot.proposals.settings import SettingsChange
-    from knowledge.cost_settings import key_for
+    from knowledge.cost_settings import placeable_key
 
     if settings is None or config is None or base is None:
         return []
@@ -63,19 +63,18 @@ def hsdp_changes(settings: Any | None, config: Any | None, base: Mesh | None) ->
     nodes = base.dcn.get("data", 1)
     if nodes < 2 or base.size("data") % nodes:
         return []
-    key = key_for(settings, "dp_replicas", config)
-    if key is None:
-        return []
+    key = placeable_key(settings, "dp_replicas", config)
+    outer = placeable_key(settings, "optimizer_over_replicas", config)
+    if key is None or outer is None:
+        return []  # a YAML without the keys: the edit could not place them where Megatron-Bridge reads them
     values: tuple[tuple[str, Any], ...] = (("dp_replicas", nodes),)
     config_values: dict[str, Any] = {key: nodes}
     words = [f"{key} 1 -> {nodes} (one group per node: the per-micro-batch parameter gathers and gradient "
              "reduce-scatters stay inside the node; one all-reduce of each group's gradient shard per step crosses "
              "nodes)"]
-    outer = key_for(settings, "optimizer_over_replicas", config)
-    if outer is not None:
-        values += (("optimizer_over_replicas", True),)
-        config_values[outer] = "optim"
-        words.append(f"{outer} optim (the optimizer state stays sharded over every data rank)")
+    values += (("optimizer_over_replicas", True),)
+    config_values[outer] = "optim"
+    words.append(f"{outer} optim (the optimizer state stays sharded over every data rank)")
     return [SettingsChange(values=values, words=tuple(words), tradeoffs=TRADEOFFS, kind=KIND,
                            config_values=config_values, only_mesh=base)]
 

@@ -49,7 +49,7 @@ from knowledge.cost_remat import (
     lighter_torchtitan,
     runyaml_policy,
 )
-from knowledge.cost_settings import TrainingSettings, all_settings, key_for
+from knowledge.cost_settings import TrainingSettings, all_settings, key_for, placeable_key
 
 GLOBAL_BATCH_WARNING = (
     "raises the global batch (tokens per step) {old} -> {new} sequences: learning rate, warmup and convergence "
@@ -377,7 +377,7 @@ def _dp_overlap_changes(settings: TrainingSettings | None, config: ShardingConfi
         values.append(("grad_reduce_overlap", True))
     if dist and gather is False:
         values.append(("param_gather_overlap", True))
-    keys = {logical: key_for(base, logical, config) for logical, _ in values}
+    keys = {logical: placeable_key(base, logical, config) for logical, _ in values}
     if not values or None in keys.values():
         return []
     words = tuple(f"{keys[logical]} off -> on" for logical, _ in values)
