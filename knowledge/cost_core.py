@@ -468,56 +468,12 @@ def _stage_memory(shape: Shape, nd: np.ndarray, nf: np.ndarray, nt: np.ndarray, 
     # too (gathered per layer like FSDP); offload_param keeps only the gathered layers in HBM.
     zero3 = shape.zero_stage >= 3
     replicas = dp_replicas(shape, nd)
-    hpz = np.clip(float(shape.hpz_partition), 1.0, np.maximum(nf * nd * ns * ne, 1.0))  # ZeRO++ hpZ group
-    sharded = (nf * dense_shard > 1) | (zero3 & (nd * ns * ne > replicas))
-    # LoRA: the adapters add their own weights; gradients and optimizer state are theirs alone (trainable_share)
-    trained = shape.trainable_share
-
-    def state(dense: np.ndarray, w_exp: np.ndarray) -> dict[str, np.ndarray]:
-        w_dense = dense / (nf * nt * dense_shard)
-        w_shard = w_dense + w_exp
-        # over the data-parallel ranks; expert weights over the expert-data ranks (data x context on the mesh's grid)
-        zero_shard = w_dense / (nd * ns * ne) + w_exp / (nd * ns) * (ep * etp) / (ne * nt)
-        # Megatron's distributed-optimizer instances: sharded within one of `replicas` groups of data ranks only
-        group_shard = zero_shard * replicas
-        opt_shard = (zero_shard if shape.optimizer_over_replicas else group_shard) if shape.distributed_optimizer \
-            else w_shard
-        held = 0.0 if shape.param_offload else shape.weight_bytes * (group_shard if zero3 else w_shard)
-        held = held * (1.0 + trained) if shape.frozen_base else held
-        if zero3 and shape.hpz_partition > 1:  # ZeRO++ hpZ: a second copy of the weights over the hpZ group
-            held = held + np.minimum(shape.weight_bytes, BF16) * zero_shard * (nd * ns * ne) * nf / hpz
-        weights = held + np.where(sharded | shape.param_offload, 2.0 * gathered_layer, 0.0)
-        grads = trained * shape.grad_bytes * (group_shard if shape.zero_stage >= 2 else w_shard)
-        if _fsdp_unsharded_with_pp(shape):
-            # torchtitan + PP: FSDP2 keeps the stage's bf16 weights gathered for the whole step
-            # (reshard_after_forward=False) and accumulates its unsharded gradients in the fp32 reduce dtype
-            # until the last micro-batch (torch.distributed.pipelining defers the reduce-scatter).
-            full = dense / nt + P_e / (nt * npp * ne)
-            weights = weights + np.where(pp & sharded, BF16 * full - 2.0 * gathered_layer, 0.0)
-            grads = grads + np.where(pp & sharded, 4.0 * full, 0.0)
-        return {
-            "weights": weights,
-            "gradients": grads,
-            "optimizer": (0.0 if shape.optimizer_offload else shape.optimizer_bytes) * trained * opt_shard,
-        }
-
-    stored, transient = activation_bytes_per_token(shape, nt, local_layers)
-    v = float(max(shape.virtual_stages, 1))
-    interleave = np.where(pp & (v > 1), 1.0 + (npp - 1.0) / (npp * v), 1.0)
-    in_flight = np.minimum(m, npp) * interleave
-    # MaxText num_vocab_tiling computes the loss over that many chunks of the batch-sequence axis, so only one
-    # chunk's logits are live (base.yml: "reducing peak memory usage"; 8 in the v4 22B/52B recipes)
-    parallel = shape.loss_parallel and not shape.loss_compiled  # a compiled loss_parallel is fused like the rest
-    per_logit = np.where(parallel & (nt > 1), max(LOSS_PARALLEL_BYTES, logit_bytes(shape)), logit_bytes(shape))
-    logits = per_logit * tok_mb * V / nt / float(shape.vocab_tiling)
-    # the MTP modules' losses are computed in forward beside the main one: their logits live until backward too
-    logits = logits * (1.0 + shape.mtp_outputs)
-    # activation offloading (knowledge.cost_act_offload): the offloaded layers' saved activations are in host memory
-    k = shape.activation_offload_layers
-    first_acts = stored * tok_mb * kept_layers(st.first, k) * in_flight + _workspace(
-        shape, transient * tok_mb, np.where(pp, 0.0, logits))
-    last_acts = stored * tok_mb * kept_layers(st.last, k) + _workspace(shape, transient * tok_mb, logits)
-    first, last = state(first_dense, first_exp), state(last_dense, last_exp)
+    sh = _StateSharding(
+        nd=nd, nf=nf, nt=nt, ns=ns, ne=ne, npp=npp, ep=ep, etp=etp, dense_shard=dense_shard, replicas=replicas,
+        hpz=np.clip(float(shape.hpz_partition), 1.0, np.maximum(nf * nd * ns * ne, 1.0)),  # ZeRO++ hpZ group
+        sharded=(nf * dense_shard > 1) | (zero3 & (nd * ns * ne > replicas)), gathered_layer=gathered_layer)
+    first_acts, last_acts, logits = _stage_activations(shape, nt, npp, m, tok_mb, local_layers, st)
+    first, last = _state_bytes(shape, sh, first_dense, first_exp), _state_bytes(shape, sh, last_dense, last_exp)
     first["activations"], last["activations"] = first_acts, last_acts
     if shape.framework in RESERVING:
         for held in (first, last):
@@ -529,9 +485,90 @@ def _stage_memory(shape: Shape, nd: np.ndarray, nf: np.ndarray, nt: np.ndarray, 
     out["_first_stage_total"], out["_last_stage_total"] = first_total, last_total
     out["_logits"] = np.where(pick_first, np.where(pp, 0.0, logits), logits)  # the loss buffers in that peak
     # the prefetched (second) gathered layer in that peak; not where torchtitan + PP keeps the stage gathered
-    prefetched = np.where(sharded | shape.param_offload, gathered_layer, 0.0)
+    prefetched = np.where(sh.sharded | shape.param_offload, gathered_layer, 0.0)
     out["_prefetched_layer"] = np.where(pp & _fsdp_unsharded_with_pp(shape), 0.0, prefetched)
     return out
+
+
+@dataclass(frozen=True)
+class _StateSharding:
+    """How a mesh shards one pipeline stage's model state (arrays of shape [M]): the axis sizes, the expert grid,
+    the dense weights' shard beyond fsdp x tensor, Megatron's distributed-optimizer groups, the ZeRO++ hpZ group,
+    whether the weights are gathered per layer, and one gathered layer's bytes."""
+
+    nd: np.ndarray
+    nf: np.ndarray
+    nt: np.ndarray
+    ns: np.ndarray
+    ne: np.ndarray
+    npp: np.ndarray
+    ep: np.ndarray
+    etp: np.ndarray
+    dense_shard: np.ndarray
+    replicas: np.ndarray
+    hpz: np.ndarray
+    sharded: np.ndarray
+    gathered_layer: np.ndarray
+
+
+def _state_bytes(shape: Shape, sh: _StateSharding, dense: np.ndarray, w_exp: np.ndarray) -> dict[str, np.ndarray]:
+    """Weights, gradients and optimizer state per chip of a stage holding ``dense`` dense parameters and ``w_exp``
+    expert parameters per chip (after fsdp, expert and sequence sharding) [ZeRO §3.1, §5]."""
+    nd, nf, nt, ns, ne, npp = sh.nd, sh.nf, sh.nt, sh.ns, sh.ne, sh.npp
+    trained = shape.trainable_share  # LoRA: gradients and optimizer state are the adapters' alone
+    zero3 = shape.zero_stage >= 3
+    w_dense = dense / (nf * nt * sh.dense_shard)
+    w_shard = w_dense + w_exp
+    # over the data-parallel ranks; expert weights over the expert-data ranks (data x context on the mesh's grid)
+    zero_shard = w_dense / (nd * ns * ne) + w_exp / (nd * ns) * (sh.ep * sh.etp) / (ne * nt)
+    # Megatron's distributed-optimizer instances: sharded within one of `replicas` groups of data ranks only
+    group_shard = zero_shard * sh.replicas
+    opt_shard = (zero_shard if shape.optimizer_over_replicas else group_shard) if shape.distributed_optimizer \
+        else w_shard
+    held = 0.0 if shape.param_offload else shape.weight_bytes * (group_shard if zero3 else w_shard)
+    held = held * (1.0 + trained) if shape.frozen_base else held
+    if zero3 and shape.hpz_partition > 1:  # ZeRO++ hpZ: a second copy of the weights over the hpZ group
+        held = held + np.minimum(shape.weight_bytes, BF16) * zero_shard * (nd * ns * ne) * nf / sh.hpz
+    weights = held + np.where(sh.sharded | shape.param_offload, 2.0 * sh.gathered_layer, 0.0)
+    grads = trained * shape.grad_bytes * (group_shard if shape.zero_stage >= 2 else w_shard)
+    if _fsdp_unsharded_with_pp(shape):
+        # torchtitan + PP: FSDP2 keeps the stage's bf16 weights gathered for the whole step
+        # (reshard_after_forward=False) and accumulates its unsharded gradients in the fp32 reduce dtype
+        # until the last micro-batch (torch.distributed.pipelining defers the reduce-scatter).
+        pp = npp > 1
+        full = dense / nt + shape.params_expert / (nt * npp * ne)
+        weights = weights + np.where(pp & sh.sharded, BF16 * full - 2.0 * sh.gathered_layer, 0.0)
+        grads = grads + np.where(pp & sh.sharded, 4.0 * full, 0.0)
+    return {
+        "weights": weights,
+        "gradients": grads,
+        "optimizer": (0.0 if shape.optimizer_offload else shape.optimizer_bytes) * trained * opt_shard,
+    }
+
+
+def _stage_activations(shape: Shape, nt: np.ndarray, npp: np.ndarray, m: np.ndarray, tok_mb: np.ndarray,
+                       local_layers: np.ndarray, st: Stages) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(first stage's activations, last stage's, the logits) per chip: 1F1B keeps min(m, p) micro-batches in flight
+    on the first stage (the interleaved schedule adds (p-1)/(p·v)) and one on the last, which also holds the logits
+    [PTD §2.2; KOR §4.2.3]."""
+    pp = npp > 1
+    stored, transient = activation_bytes_per_token(shape, nt, local_layers)
+    v = float(max(shape.virtual_stages, 1))
+    interleave = np.where(pp & (v > 1), 1.0 + (npp - 1.0) / (npp * v), 1.0)
+    in_flight = np.minimum(m, npp) * interleave
+    # MaxText num_vocab_tiling computes the loss over that many chunks of the batch-sequence axis, so only one
+    # chunk's logits are live (base.yml: "reducing peak memory usage"; 8 in the v4 22B/52B recipes)
+    parallel = shape.loss_parallel and not shape.loss_compiled  # a compiled loss_parallel is fused like the rest
+    per_logit = np.where(parallel & (nt > 1), max(LOSS_PARALLEL_BYTES, logit_bytes(shape)), logit_bytes(shape))
+    logits = per_logit * tok_mb * float(shape.vocab) / nt / float(shape.vocab_tiling)
+    # the MTP modules' losses are computed in forward beside the main one: their logits live until backward too
+    logits = logits * (1.0 + shape.mtp_outputs)
+    # activation offloading (knowledge.cost_act_offload): the offloaded layers' saved activations are in host memory
+    k = shape.activation_offload_layers
+    first_acts = stored * tok_mb * kept_layers(st.first, k) * in_flight + _workspace(
+        shape, transient * tok_mb, np.where(pp, 0.0, logits))
+    last_acts = stored * tok_mb * kept_layers(st.last, k) + _workspace(shape, transient * tok_mb, logits)
+    return first_acts, last_acts, logits
 
 
 def chip_efficiency(chip: Chip) -> float:

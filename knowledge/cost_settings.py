@@ -370,12 +370,7 @@ def settings_from_config(config: ShardingConfig) -> TrainingSettings:
     out["sequence_parallel"] = _bool(_lookup(v, "sequence_parallel")[1])
     out.update(precision_settings(v))
 
-    flash = _bool(_lookup(v, "use_flash_attention", "use_flash_attn")[1])
-    _, attention = _lookup(v, "attention", "attention_kernel")
-    if isinstance(attention, str):
-        a = attention.lower()
-        flash = a not in ("dot_product", "dot-product", "vanilla", "xla", "eager")
-    out["flash_attention"] = flash
+    out["flash_attention"] = _flash_attention(v)
     out.update(overlap_settings(v))
     # the configured expert size, as the mesh reader took it (a launch script's flag or the model section's key):
     # larger than the data ranks, the MoE layers fold it over tensor / context ranks (knowledge.cost_moe_grid)
@@ -400,8 +395,7 @@ def settings_from_config(config: ShardingConfig) -> TrainingSettings:
     out.update(deepspeed_settings(v, fmt))
     out.update(megatron_fsdp_settings(v, fmt))
     out.update(optimizer_instance_settings(v, fmt))
-    out["grad_reduce_overlap"] = _bool(_lookup(v, "overlap_grad_reduce", "overlap_grad_sync")[1])
-    out["param_gather_overlap"] = _bool(_lookup(v, "overlap_param_gather", "overlap_param_sync")[1])
+    out.update(data_parallel_overlap_settings(v))
     out.update(peft_settings(v))
     out.update(packing_settings(v))
     out.update(offload_settings(v))
@@ -518,6 +512,24 @@ def megatron_fsdp_settings(values: dict[str, Any], fmt: str) -> dict[str, Any]:
     strategy = _lookup(values, "data_parallel_sharding_strategy")[1]
     stage = MEGATRON_FSDP_STAGE.get(str(strategy).strip().lower()) if strategy is not None else 3
     return {"megatron_fsdp": True, "zero_stage": stage}
+
+
+def _flash_attention(values: dict[str, Any]) -> bool | None:
+    """Whether the attention runs a flash kernel: ``use_flash_attention`` / ``use_flash_attn``, or an ``attention``
+    kernel name other than the dot-product ones (MaxText ``attention: dot_product``); None when not stated."""
+    flash = _bool(_lookup(values, "use_flash_attention", "use_flash_attn")[1])
+    _, attention = _lookup(values, "attention", "attention_kernel")
+    if isinstance(attention, str):
+        flash = attention.lower() not in ("dot_product", "dot-product", "vanilla", "xla", "eager")
+    return flash
+
+
+def data_parallel_overlap_settings(values: dict[str, Any]) -> dict[str, Any]:
+    """Megatron's data-parallel overlap flags as stated (None: not stated): ``overlap_grad_reduce`` (NeMo 1.x
+    ``optim.overlap_grad_sync``) and ``overlap_param_gather`` (``overlap_param_sync``); what an unstated flag means
+    is decided where the state is priced (knowledge.cost_shapes._dp_exposed_share)."""
+    return {"grad_reduce_overlap": _bool(_lookup(values, "overlap_grad_reduce", "overlap_grad_sync")[1]),
+            "param_gather_overlap": _bool(_lookup(values, "overlap_param_gather", "overlap_param_sync")[1])}
 
 
 def optimizer_instance_settings(values: dict[str, Any], fmt: str) -> dict[str, Any]:
