@@ -416,9 +416,7 @@ def _fsdp_unsharded_with_pp(shape: Shape) -> bool:
     return shape.fsdp_gathered_under_pp
 
 
-def _stage_memory(shape: Shape, nd: np.ndarray, nf: np.ndarray, nt: np.ndarray, ns: np.ndarray,
-                  ne: np.ndarray, npp: np.ndarray, m: np.ndarray, tok_mb: np.ndarray,
-                  local_layers: np.ndarray, st: Stages, grid: ExpertGrid) -> dict[str, np.ndarray]:
+def _stage_memory(shape: Shape, mm: _MeshSplit, local_layers: np.ndarray, st: Stages) -> dict[str, np.ndarray]:
     """Memory per chip of the fullest pipeline stage (the OOM check is the maximum over stages).
 
     Model state [ZeRO §3.1] in the bytes per parameter of the run's framework and config, divided by the
@@ -430,6 +428,7 @@ def _stage_memory(shape: Shape, nd: np.ndarray, nf: np.ndarray, nt: np.ndarray, 
     the last) [PTD §2.2; KOR §4.2.3]; the interleaved schedule (v chunks) adds (p-1)/(p·v) [KOR §4.2.3];
     the last stage also holds the logits (bf16 + fp32 softmax, bf16 only with a fused cross-entropy).
     """
+    nd, nf, nt, ns, ne, npp = mm.nd, mm.nf, mm.nt, mm.ns, mm.ne, mm.npp
     V, D, L = float(shape.vocab), float(shape.d_model), float(shape.layers)
     P_ne, P_e = shape.params_dense, shape.params_expert
     emb = V * D
@@ -450,7 +449,7 @@ def _stage_memory(shape: Shape, nd: np.ndarray, nf: np.ndarray, nt: np.ndarray, 
         first_dense = last_dense = layers_dense / npp + copies * emb
     # expert weights over the MoE layers' grid: expert x expert-tensor ranks (the mesh's expert x tensor unless the
     # config folds experts over tensor ranks or sets expert_tensor_parallel_size; knowledge.cost_moe_grid)
-    ep, etp = grid.ep, grid.etp
+    ep, etp = mm.grid.ep, mm.grid.etp
     w_exp = P_e / (nf * etp * ep)  # x a stage's share below
 
     # Sequence/context ranks shard the weights FSDP-style in MaxText (logical axis 'embed' -> fsdp, sequence,
@@ -469,10 +468,10 @@ def _stage_memory(shape: Shape, nd: np.ndarray, nf: np.ndarray, nt: np.ndarray, 
     zero3 = shape.zero_stage >= 3
     replicas = dp_replicas(shape, nd)
     sh = _StateSharding(
-        nd=nd, nf=nf, nt=nt, ns=ns, ne=ne, npp=npp, ep=ep, etp=etp, dense_shard=dense_shard, replicas=replicas,
+        mm=mm, dense_shard=dense_shard, replicas=replicas,
         hpz=np.clip(float(shape.hpz_partition), 1.0, np.maximum(nf * nd * ns * ne, 1.0)),  # ZeRO++ hpZ group
         sharded=(nf * dense_shard > 1) | (zero3 & (nd * ns * ne > replicas)), gathered_layer=gathered_layer)
-    first_acts, last_acts, logits = _stage_activations(shape, nt, npp, m, tok_mb, local_layers, st)
+    first_acts, last_acts, logits = _stage_activations(shape, mm, local_layers, st)
     first, last = _state_bytes(shape, sh, first_dense, first_exp), _state_bytes(shape, sh, last_dense, last_exp)
     first["activations"], last["activations"] = first_acts, last_acts
     if shape.framework in RESERVING:
@@ -492,18 +491,11 @@ def _stage_memory(shape: Shape, nd: np.ndarray, nf: np.ndarray, nt: np.ndarray, 
 
 @dataclass(frozen=True)
 class _StateSharding:
-    """How a mesh shards one pipeline stage's model state (arrays of shape [M]): the axis sizes, the expert grid,
-    the dense weights' shard beyond fsdp x tensor, Megatron's distributed-optimizer groups, the ZeRO++ hpZ group,
-    whether the weights are gathered per layer, and one gathered layer's bytes."""
+    """How a mesh shards one pipeline stage's model state (arrays of shape [M]): the mesh's split (axis sizes and
+    expert grid), the dense weights' shard beyond fsdp x tensor, Megatron's distributed-optimizer groups, the ZeRO++
+    hpZ group, whether the weights are gathered per layer, and one gathered layer's bytes."""
 
-    nd: np.ndarray
-    nf: np.ndarray
-    nt: np.ndarray
-    ns: np.ndarray
-    ne: np.ndarray
-    npp: np.ndarray
-    ep: np.ndarray
-    etp: np.ndarray
+    mm: _MeshSplit
     dense_shard: np.ndarray
     replicas: np.ndarray
     hpz: np.ndarray
@@ -514,13 +506,14 @@ class _StateSharding:
 def _state_bytes(shape: Shape, sh: _StateSharding, dense: np.ndarray, w_exp: np.ndarray) -> dict[str, np.ndarray]:
     """Weights, gradients and optimizer state per chip of a stage holding ``dense`` dense parameters and ``w_exp``
     expert parameters per chip (after fsdp, expert and sequence sharding) [ZeRO §3.1, §5]."""
-    nd, nf, nt, ns, ne, npp = sh.nd, sh.nf, sh.nt, sh.ns, sh.ne, sh.npp
+    nd, nf, nt, ns, ne, npp = sh.mm.nd, sh.mm.nf, sh.mm.nt, sh.mm.ns, sh.mm.ne, sh.mm.npp
+    ep, etp = sh.mm.grid.ep, sh.mm.grid.etp
     trained = shape.trainable_share  # LoRA: gradients and optimizer state are the adapters' alone
     zero3 = shape.zero_stage >= 3
     w_dense = dense / (nf * nt * sh.dense_shard)
     w_shard = w_dense + w_exp
     # over the data-parallel ranks; expert weights over the expert-data ranks (data x context on the mesh's grid)
-    zero_shard = w_dense / (nd * ns * ne) + w_exp / (nd * ns) * (sh.ep * sh.etp) / (ne * nt)
+    zero_shard = w_dense / (nd * ns * ne) + w_exp / (nd * ns) * (ep * etp) / (ne * nt)
     # Megatron's distributed-optimizer instances: sharded within one of `replicas` groups of data ranks only
     group_shard = zero_shard * sh.replicas
     opt_shard = (zero_shard if shape.optimizer_over_replicas else group_shard) if shape.distributed_optimizer \
@@ -546,11 +539,12 @@ def _state_bytes(shape: Shape, sh: _StateSharding, dense: np.ndarray, w_exp: np.
     }
 
 
-def _stage_activations(shape: Shape, nt: np.ndarray, npp: np.ndarray, m: np.ndarray, tok_mb: np.ndarray,
-                       local_layers: np.ndarray, st: Stages) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _stage_activations(shape: Shape, mm: _MeshSplit, local_layers: np.ndarray,
+                       st: Stages) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(first stage's activations, last stage's, the logits) per chip: 1F1B keeps min(m, p) micro-batches in flight
     on the first stage (the interleaved schedule adds (p-1)/(p·v)) and one on the last, which also holds the logits
     [PTD §2.2; KOR §4.2.3]."""
+    nt, npp, m, tok_mb = mm.nt, mm.npp, mm.m, mm.tok_mb
     pp = npp > 1
     stored, transient = activation_bytes_per_token(shape, nt, local_layers)
     v = float(max(shape.virtual_stages, 1))
@@ -1149,7 +1143,7 @@ def evaluate(
     mm = _split(shape, net, n)
     dev = _device_time(shape, chip, efficiency, mm)
     comm_ovl, comm_crit = _collectives(shape, chip, mm, dev.stages)
-    nd, nf, nt, ns, ne, npp = mm.nd, mm.nf, mm.nt, mm.ns, mm.ne, mm.npp
+    nt, npp = mm.nt, mm.npp
     m, mb, tok_mb = mm.m, mm.mb, mm.tok_mb
     compute_s, hbm_s, stage_factor = dev.compute_s, dev.hbm_s, dev.stages.factor
     local_layers = float(shape.layers) / npp
@@ -1161,7 +1155,7 @@ def evaluate(
     # framework and config give (knowledge.cost_shapes._model_state), divided by the axes that shard them:
     # fsdp, tensor, pipeline, and expert for expert weights; data/sequence replicate. Megatron's distributed
     # optimizer shards the optimizer state over data x context (x expert for dense weights) as well.
-    memory = _stage_memory(shape, nd, nf, nt, ns, ne, npp, m, tok_mb, local_layers, dev.stages, mm.grid)
+    memory = _stage_memory(shape, mm, local_layers, dev.stages)
     blocked = _prefetch_blocked(shape, chip, memory)
     gather_part = np.where(blocked, comm_ovl["fsdp"] * 2.0 / _fsdp_passes(shape), 0.0)
     comm_ovl["fsdp"], comm_crit["fsdp"] = comm_ovl["fsdp"] - gather_part, comm_crit["fsdp"] + gather_part
