@@ -999,9 +999,8 @@ def _weight_collectives(shape: Shape, mm: _MeshSplit, comm_ovl: dict[str, np.nda
         if shape.dp_replicas > 1:
             # Megatron-FSDP HSDP: the per-micro-batch gathers and reduce-scatters stay inside one group of data
             # ranks; once per step the group's gradient shard is all-reduced across the groups
-            data = net.n_fast[:, DATA] * net.n_slow[:, DATA]
-            groups = dp_replicas(shape, data)
-            group = data / groups
+            groups = dp_replicas(shape, mm.nd)
+            group = mm.nd / groups
             comm_ovl["data"] = m * (2.0 + trained) * group_gather_time(weight_shard, net, DATA, group) + \
                 strided_allreduce_time(grad_shard * g / BF16 / group, net, DATA, group, groups)
     if shape.framework == "megatron":

@@ -107,7 +107,11 @@ def gather_time(volume: np.ndarray, net: AxisNetwork, axis: int) -> np.ndarray:
     Two-level: the fast ring moves V, the slow ring only V / n_fast (each fast-group member exchanges
     its own shard with its peers in other slices, all NICs in parallel).
     """
-    nf, ns = net.n_fast[:, axis], net.n_slow[:, axis]
+    return _two_level(volume, net, axis, net.n_fast[:, axis], net.n_slow[:, axis])
+
+
+def _two_level(volume: np.ndarray, net: AxisNetwork, axis: int, nf: np.ndarray, ns: np.ndarray) -> np.ndarray:
+    """A two-level ring of ``nf`` ranks on the axis's fast network times ``ns`` groups of them on its slow one."""
     fast = volume * (nf - 1) / nf / net.bw_fast[:, axis]
     slow = volume / nf * (ns - 1) / ns / net.bw_slow[:, axis]
     return fast + slow
@@ -118,10 +122,7 @@ def group_gather_time(volume: np.ndarray, net: AxisNetwork, axis: int, group: np
     as Megatron's distributed-optimizer instances split the data-parallel ranks (``intra_distributed_optimizer_
     instance_group``): a group that fits the fast part of the axis never touches the slow network."""
     nf = np.minimum(net.n_fast[:, axis], np.maximum(group, 1.0))
-    ns = np.maximum(group / nf, 1.0)
-    fast = volume * (nf - 1) / nf / net.bw_fast[:, axis]
-    slow = volume / nf * (ns - 1) / ns / net.bw_slow[:, axis]
-    return fast + slow
+    return _two_level(volume, net, axis, nf, np.maximum(group / nf, 1.0))
 
 
 def strided_allreduce_time(volume: np.ndarray, net: AxisNetwork, axis: int, stride: np.ndarray,
@@ -129,10 +130,7 @@ def strided_allreduce_time(volume: np.ndarray, net: AxisNetwork, axis: int, stri
     """Ring all-reduce over ``ranks`` ranks of the axis spaced ``stride`` apart (one per distributed-optimizer
     instance: ``inter_distributed_optimizer_instance_group``): the ones sharing a fast group reduce over it first."""
     nf = np.clip(net.n_fast[:, axis] / np.maximum(stride, 1.0), 1.0, np.maximum(ranks, 1.0))
-    ns = np.maximum(ranks / nf, 1.0)
-    fast = volume * (nf - 1) / nf / net.bw_fast[:, axis]
-    slow = volume / nf * (ns - 1) / ns / net.bw_slow[:, axis]
-    return 2.0 * (fast + slow)
+    return 2.0 * _two_level(volume, net, axis, nf, np.maximum(ranks / nf, 1.0))
 
 
 def allreduce_time(volume: np.ndarray, net: AxisNetwork, axis: int) -> np.ndarray:

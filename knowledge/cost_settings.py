@@ -532,6 +532,16 @@ def data_parallel_overlap_settings(values: dict[str, Any]) -> dict[str, Any]:
             "param_gather_overlap": _bool(_lookup(values, "overlap_param_gather", "overlap_param_sync")[1])}
 
 
+def dp_overlap_off(settings: TrainingSettings) -> tuple[bool, bool]:
+    """(gradient reduce, parameter gather) overlap known to be off: stated false, or omitted from a Megatron launch
+    command, where both store_true flags default to off (Megatron-LM arguments.py). A YAML that does not say is not
+    known to be off (Megatron-Bridge's pretraining recipes turn both on)."""
+    reduce, gather = settings.grad_reduce_overlap, settings.param_gather_overlap
+    if settings.launch_defaults:
+        return not reduce, not gather
+    return reduce is False, gather is False
+
+
 def optimizer_instance_settings(values: dict[str, Any], fmt: str) -> dict[str, Any]:
     """Megatron's partial distributed optimizer and Megatron-FSDP's hybrid sharding ({} when the config does not say).
 

@@ -23,7 +23,7 @@ from knowledge.cost_module_precision import module_precision, mtp_count, present
 from knowledge.cost_packing import packing_note
 from knowledge.cost_peft import ALL_TARGETS, DEFAULT_RANK, adapter_params_per_layer
 from knowledge.cost_remat import RematSpec, config_policy, megatron_policy, runyaml_policy
-from knowledge.cost_settings import TrainingSettings, dtype_bytes, matmul_dtype
+from knowledge.cost_settings import TrainingSettings, dp_overlap_off, dtype_bytes, matmul_dtype
 from knowledge.hardware import get_chip
 
 RematPolicy = str  # the policy as written: "none", "full", "minimal", "save_dot_except_mlpwi", "selective", ...
@@ -1128,14 +1128,12 @@ def _dp_exposed_share(cfg: TrainingSettings | None, state: dict[str, Any], notes
     """
     if cfg is None or state.get("zero_stage", 0) >= 2:
         return 0.0
-    reduce, gather = cfg.grad_reduce_overlap, cfg.param_gather_overlap
-    if cfg.launch_defaults:
-        reduce, gather = bool(reduce), bool(gather)
+    reduce_off, gather_off = dp_overlap_off(cfg)
     dist = bool(state.get("distributed_optimizer"))
-    exposed = (0.5 * (reduce is False) + 0.5 * (gather is False)) if dist else float(reduce is False)
+    exposed = (0.5 * reduce_off + 0.5 * gather_off) if dist else float(reduce_off)
     if exposed > 0.0:
-        off = [f for f, v in (("--overlap-grad-reduce", reduce), ("--overlap-param-gather", gather if dist else True))
-               if v is False]
+        off = [f for f, v in (("--overlap-grad-reduce", reduce_off), ("--overlap-param-gather", gather_off and dist))
+               if v]
         notes.append(f"{' and '.join(off)} off: {exposed:.0%} of the data-parallel gradient sync runs outside compute "
                      "(Megatron overlaps it only under these flags)")
     return exposed

@@ -49,7 +49,7 @@ from knowledge.cost_remat import (
     lighter_torchtitan,
     runyaml_policy,
 )
-from knowledge.cost_settings import TrainingSettings, all_settings, key_for, placeable_key
+from knowledge.cost_settings import TrainingSettings, all_settings, dp_overlap_off, key_for, placeable_key
 
 GLOBAL_BATCH_WARNING = (
     "raises the global batch (tokens per step) {old} -> {new} sequences: learning rate, warmup and convergence "
@@ -368,14 +368,11 @@ def _dp_overlap_changes(settings: TrainingSettings | None, config: ShardingConfi
     base = settings or TrainingSettings()
     if config is None or config.format != "megatron" or base.megatron_fsdp or base.deepspeed:
         return []  # Megatron-FSDP schedules its own sync; under Megatron-DeepSpeed, DeepSpeed's engine does
-    reduce, gather = base.grad_reduce_overlap, base.param_gather_overlap
-    dist = base.distributed_optimizer
-    if base.launch_defaults:
-        reduce, gather, dist = bool(reduce), bool(gather), bool(dist)
+    reduce_off, gather_off = dp_overlap_off(base)
     values: list[tuple[str, Any]] = []
-    if reduce is False:
+    if reduce_off:
         values.append(("grad_reduce_overlap", True))
-    if dist and gather is False:
+    if base.distributed_optimizer and gather_off:
         values.append(("param_gather_overlap", True))
     keys = {logical: placeable_key(base, logical, config) for logical, _ in values}
     if not values or None in keys.values():
