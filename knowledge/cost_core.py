@@ -919,6 +919,7 @@ def _collectives(shape: Shape, chip: Chip, mm: _MeshSplit, st: Stages) -> tuple[
     comm_crit = {k: zeros.copy() for k in AXIS_KEYS}  # on the critical path
     _weight_collectives(shape, mm, comm_ovl)
     _exposed_gradient_sync(shape, comm_ovl, comm_crit)
+    _xla_cross_slice_sync(shape, mm, comm_ovl, comm_crit)
     _activation_collectives(shape, chip, mm, st, comm_ovl, comm_crit)
     return comm_ovl, comm_crit
 
@@ -1024,6 +1025,28 @@ def _exposed_gradient_sync(shape: Shape, comm_ovl: dict[str, np.ndarray], comm_c
     for k in ("data", "sequence", "expert"):
         comm_crit[k] = comm_crit[k] + share * comm_ovl[k]
         comm_ovl[k] = comm_ovl[k] * (1.0 - share)
+
+
+def xla_data_sync_exposed(shape: Shape, net: AxisNetwork) -> np.ndarray:
+    """Per mesh, whether the data-parallel gradient reduction runs on the critical path as ``_xla_cross_slice_sync``
+    prices it: an XLA-compiled trainer whose data axis crosses the slow network."""
+    if shape.framework not in XLA_FUSING:
+        return np.zeros(net.n_slow.shape[0], dtype=bool)
+    return net.n_slow[:, DATA] > 1
+
+
+def _xla_cross_slice_sync(shape: Shape, mm: _MeshSplit, comm_ovl: dict[str, np.ndarray],
+                          comm_crit: dict[str, np.ndarray]) -> None:
+    """Put an XLA-compiled trainer's data-parallel gradient reduction on the critical path where it crosses the slow
+    network (DCN between TPU slices, the inter-host network between GPU VMs).
+
+    MaxText's multi-slice tables (TPU v4, v5e, v5p READMEs; the A3 H100 table over 1-16 VMs) measure each added slice
+    at or above the time of the whole ring all-reduce of the gradient shard at the NIC's line rate (30 of 37 rows),
+    where an overlapped reduction would cost a quarter of it or less: the data rule out hiding it behind the backward
+    pass (docs/cost-model.md, "Cross-slice gradient reduction under XLA"). Over ICI / NVLink nothing changes."""
+    slow = xla_data_sync_exposed(shape, mm.net)
+    comm_crit["data"] = np.where(slow, comm_crit["data"] + comm_ovl["data"], comm_crit["data"])
+    comm_ovl["data"] = np.where(slow, 0.0, comm_ovl["data"])
 
 
 def _activation_collectives(shape: Shape, chip: Chip, mm: _MeshSplit, st: Stages, comm_ovl: dict[str, np.ndarray],
@@ -1185,6 +1208,7 @@ def evaluate(
         "prefetched_layer_bytes": memory.pop("_prefetched_layer"),
         "slowest_over_mean_stage": stage_factor,
         "fsdp_prefetch_blocked": blocked.astype(np.float64),
+        "data_sync_exposed": xla_data_sync_exposed(shape, mm.net).astype(np.float64),
     }
     return Terms(
         compute_s=compute_s,

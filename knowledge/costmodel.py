@@ -276,7 +276,8 @@ def _assumptions(shape: Shape, terms: Terms, chip: Chip, mesh: Mesh) -> list[str
     else:
         reduced = "bf16"
     assumptions.append("fused/flash attention assumed (attention scores not stored); gradients reduced in " + reduced)
-    assumptions.extend(_overlap_notes(shape, mesh))
+    exposed_sync = terms.stages is not None and terms.stages["data_sync_exposed"][0] > 0
+    assumptions.extend(_overlap_notes(shape, mesh, exposed_sync))
     if terms.stages is not None and terms.stages["fsdp_prefetch_blocked"][0] > 0:
         assumptions.append(
             "FSDP prefetch: two gathered layers do not fit the usable HBM beside the rest, so XLA gathers each layer's "
@@ -477,10 +478,14 @@ def _prefetch_saving(shape: Shape, terms: Terms, assumptions: list[str]) -> floa
     return layer
 
 
-def _overlap_notes(shape: Shape, mesh: Mesh) -> list[str]:
+def _overlap_notes(shape: Shape, mesh: Mesh, data_sync_exposed: bool = False) -> list[str]:
     """What is hidden behind compute and what is exposed, and the pipeline layout, for this mesh."""
     hidden = ["data", "fsdp", "sequence"]
     exposed: list[str] = []
+    if data_sync_exposed:
+        hidden.remove("data")
+        exposed.append("the data-parallel gradient reduction across slices / hosts (XLA: measured at or above the "
+                       "whole ring at the NIC's rate on MaxText's multi-slice tables)")
     (hidden if shape.ep_comm_overlap else exposed).append(
         "expert all-to-all" + (" (overlap_moe_expert_parallel_comm)" if shape.ep_comm_overlap else ""))
     if shape.tp_comm_overlap:
