@@ -6,6 +6,7 @@ performance summary); each test names the figure a user of ``asap eval`` would r
 
 from __future__ import annotations
 
+import re
 import shutil
 from pathlib import Path
 
@@ -48,6 +49,10 @@ def test_the_corpus_holds_at_least_30_cited_published_cases(report: EvalReport) 
             # NeMo's summaries after 24.07 are published only on the docs site (NVIDIA/NeMo #11262 moved them out of
             # the repository): no commit to pin, so the case names the container and quotes its row verbatim
             assert "Container: NeMo" in exp.source and any(s.startswith("row: |") for s in exp.stated), folder.name
+        elif exp.url.startswith("https://arxiv.org/abs/"):
+            # a paper's table: the arXiv version is the pin, and the row is quoted as printed
+            assert re.fullmatch(r"https://arxiv\.org/abs/\d{4}\.\d{4,5}v\d+", exp.url), f"{folder.name}: pin a version"
+            assert any(s.startswith("Table ") and "row: |" in s for s in exp.stated), folder.name
         else:
             assert exp.url.startswith("https://github.com/"), folder.name
             assert "/blob/" in exp.url and len(exp.url.split("/blob/")[1].split("/")[0]) == 40, \
