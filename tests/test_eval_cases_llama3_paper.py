@@ -16,7 +16,7 @@ from pathlib import Path
 import yaml
 
 from bot.proposals.evaluate import run_eval
-from tests.published_cases import EVAL, assert_script_writes, predict_case
+from tests.published_cases import EVAL, assert_script_writes, predict_case, propose_case
 
 CASES = ["llama3-paper-405b-8192gpu-8k", "llama3-paper-405b-16384gpu-8k", "llama3-paper-405b-16384gpu-128k"]
 MEASURED_TFLOPS = {"llama3-paper-405b-8192gpu-8k": 430.0, "llama3-paper-405b-16384gpu-8k": 400.0,
@@ -61,3 +61,16 @@ def test_the_rows_rank_as_measured_inside_their_bands_with_the_published_layout_
         low, high = point.predicted_band_ms
         assert low < point.measured_step_ms < high, name
         assert c.top1 and c.expert_passes_critic, (name, c.proposals[:3])
+
+
+def test_the_headline_never_quotes_a_slower_figure_than_the_list_shows() -> None:
+    # The 16K-GPU 8K row runs without activation checkpointing at the edge of the H100's memory: the only alternative
+    # that fits comfortably (full recompute) is slower, the fastest (TP overlap) fits only tightly. The headline names
+    # both, so a reader does not take +34% as the best the engine found.
+    result = propose_case("llama3-paper-405b-16384gpu-8k")
+    assert result.verdict == "uncertain"
+    fastest = min(result.proposals, key=lambda p: p.predicted.step_time_ms)
+    assert result.summary.startswith("No alternative is predicted clearly faster (the fastest, ")
+    assert "fits memory only tightly; the best that fits memory as the config stands" in result.summary
+    pct = 100.0 * (fastest.predicted.step_time_ms / predict_case("llama3-paper-405b-16384gpu-8k").step_time_ms - 1.0)
+    assert f"{pct:+.1f}%" in result.summary
