@@ -66,6 +66,11 @@ U_MAX = 0.9
 # + for MaxText's dropless MoE on TPU, uncalibrated: the residual of TPU_SPARSE_MOE_EXTRA's fit (docs/cost-model.md,
 # "MaxText MoE on TPU"): 0.84-1.76 measured / predicted over 13 rows, the median |log| 0.05.
 U_TPU_SPARSE_MOE = 0.2
+# x the share of the step that is the fixed per-MoE-layer time (cost_core.MOE_LAYER_HOST_S / MOE_LAYER_GRAPHED_S),
+# uncalibrated: one constant fitted across every GPU MoE row, whose fit scan moves the median |log| little between
+# 3 and 5 ms per layer and leaves rows at 0.78-1.60 measured / predicted (docs/cost-model.md, "Mixture-of-experts"):
+# the time is known to about a factor of two, so a step made mostly of it is known no better.
+U_MOE_FIXED = 1.0
 
 
 class Calibration(BaseModel):
@@ -217,6 +222,8 @@ def predict(
 
     assumptions = _assumptions(shape, terms, chip, mesh)
     u = _step_uncertainty(run, shape, mesh, chip, calibration, assumptions)
+    if not (calibration is not None and calibration.time_measured):
+        u = min(u + _moe_fixed_uncertainty(shape, cs * _moe_fixed_s(terms), step, assumptions), U_MAX)
     low = max(band_low * (1 - u), fixed_s) * 1e3
     high = band_high * (1 + u) * 1e3
     step_ms = step * 1e3
@@ -242,6 +249,25 @@ def predict(
         memory_low_bytes=mem_low,
         memory_high_bytes=mem_high,
     )
+
+
+def _moe_fixed_s(terms: Terms) -> float:
+    """Seconds of the step that are the fixed per-MoE-layer time (zero without MoE layers)."""
+    return float(terms.moe_host_s[0]) if terms.moe_host_s is not None else 0.0
+
+
+def _moe_fixed_uncertainty(shape: Shape, moe_s: float, step_s: float, assumptions: list[str]) -> float:
+    """Band half-width added for the fixed per-MoE-layer time (``U_MOE_FIXED`` x its share of the step), named in
+    the assumptions; zero when it is under 2% of the step."""
+    share = moe_s / step_s if step_s > 0 else 0.0
+    if share < 0.02:
+        return 0.0
+    widen = U_MOE_FIXED * share
+    assumptions.append(
+        f"MoE layers' fixed time per micro-batch (routing, token-count sync, permutation, small kernels: "
+        f"{moe_layer_s(shape) * 1e3:g} ms per layer, fitted across the published MoE rows, known to about a factor "
+        f"of two) is {share:.0%} of the step: band widened by +-{widen:.0%}")
+    return widen
 
 
 def _packed_attention_s(run: RunRecord, shape: Shape, chip: Chip, mesh: Mesh, terms: Terms) -> float:
