@@ -50,6 +50,20 @@ def test_the_names_people_write_find_the_chip(name: str, key: str) -> None:
     assert get_chip(name).key == key
 
 
+@pytest.mark.parametrize("name, key", [
+    ("NVIDIA A100-SXM4-40GB", "a100-40gb"), ("a100_40gb", "a100-40gb"), ("A100 40GB", "a100-40gb"),
+    ("NVIDIA A100-SXM4-80GB", "a100-80gb"), ("a100_80gb", "a100-80gb"), ("a100", "a100-80gb"),
+])
+def test_an_a100_40gb_is_not_priced_as_the_80gb_part(name: str, key: str) -> None:
+    """nvidia-smi's device names and llm-foundry's gpu column ('a100_40gb') find the 40 GB part: 40 GiB of HBM2 at
+    1,555 GB/s, not 80 GiB of HBM2e at 2,039 (NVIDIA A100 datasheet); the same tensor cores and NVLink."""
+    chip = get_chip(name)
+    assert chip.key == key
+    small, big = get_chip("a100-40gb"), get_chip("a100-80gb")
+    assert small.hbm_bytes < 0.55 * big.hbm_bytes and small.hbm_bandwidth < 0.8 * big.hbm_bandwidth
+    assert small.peak_bf16_flops == big.peak_bf16_flops and small.intra == big.intra
+
+
 def test_a_b300_is_not_taken_for_a_gb300_nor_a_gb200_for_a_b200() -> None:
     """The rack and the 8-GPU board differ in NVLink domain: one must never answer for the other."""
     assert get_chip("b300").intra.max_domain_chips == 8 and get_chip("gb300").intra.max_domain_chips == 72
