@@ -385,7 +385,9 @@ RESERVING = frozenset({"other"})  # frameworks whose published peaks are the all
 def logit_bytes(shape: Shape) -> float:
     """Bytes per logit element at the loss's peak (see :data:`EAGER_LOSS_BYTES`)."""
     if shape.fused_cross_entropy:
-        return 2.0
+        # Megatron's fused cross-entropy keeps the bf16 logits only; a PyTorch trainer's fused kernel (flash-attn's
+        # xentropy, as llm-foundry's fused_crossentropy; Liger; torch.compile) keeps them and their bf16 gradient
+        return COMPILED_LOSS_BYTES if shape.framework == "other" else 2.0
     if shape.loss_compiled:
         return COMPILED_LOSS_BYTES
     return EAGER_LOSS_BYTES if shape.framework == "other" else 6.0

@@ -23,6 +23,7 @@ carry a changed copy (``model_copy(update=...)``) and the Calibration can rememb
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -756,15 +757,40 @@ def _deepspeed_unknowns(settings: TrainingSettings) -> list[UnknownSetting]:
 REMAT_KEY = {"megatron": "recompute_granularity"}
 
 
+def torchtitan_run(tags: Iterable[str], settings: TrainingSettings | None) -> bool:
+    """The run trains with torchtitan: its TOML config, or a ``torchtitan`` tag on a plain mesh file."""
+    return getattr(settings, "format", None) == "torchtitan" or "torchtitan" in {t.lower() for t in tags}
+
+
+def _loss_unknown(s: TrainingSettings, framework: str, torchtitan: bool) -> list[UnknownSetting]:
+    """A PyTorch trainer other than torchtitan whose config does not say how it computes the cross-entropy.
+
+    The loss's peak is where small models with large vocabularies peak: eager PyTorch holds 12 bytes per logit (the
+    bf16 logits, an fp32 copy, log-softmax and their gradients), a fused kernel 4 (flash-attn's xentropy, which
+    llm-foundry's MPT uses by default; Liger; torch.compile). Neither is a documented default across trainers.
+    """
+    if framework != "other" or torchtitan or s.format in ("megatron", "maxtext"):
+        return []
+    if s.fused_cross_entropy is not None or s.loss_compiled:
+        return []
+    return [UnknownSetting(
+        name="cross_entropy", lean={"fused_cross_entropy": True}, hungry={"fused_cross_entropy": False},
+        fix="state cross_entropy_loss_fusion: true when the trainer fuses it, e.g. flash-attn's xentropy, Liger, "
+            "torch.compile; false for eager PyTorch",
+        words="a fused cross-entropy kernel",
+    )]
+
+
 def unknown_settings(settings: TrainingSettings | None, framework: str, runyaml_remat: str | None,
-                     runyaml_offload: int = 0) -> list[UnknownSetting]:
+                     runyaml_offload: int = 0, *, torchtitan: bool = False) -> list[UnknownSetting]:
     """The memory-moving settings this run leaves unstated (module section docstring).
 
     Stated means: the config sets it, run.yaml sets it (``training.remat``), or the framework documents a
     default that applies to every version ASAP reads: MaxText ``remat_policy: full``, optimizer offload off
     and weight dtype in base.yml; flash attention on in MaxText (``attention: autoselected``) and
     Megatron-Core (Transformer Engine fused attention); sequence parallelism is how MaxText/GSPMD shard
-    activations anyway. For other trainers (plain JAX, PyTorch) the attention kernel is unknown unless stated. Megatron's distributed optimizer and sequence parallelism differ between
+    activations anyway. For other trainers (plain JAX, PyTorch) the attention kernel is unknown unless stated,
+    and for PyTorch trainers other than torchtitan (``torchtitan``) the cross-entropy kernel too. Megatron's distributed optimizer and sequence parallelism differ between
     Megatron-LM (off unless flagged) and the NeMo / Megatron-Bridge recipes (on), and activation recompute
     between Megatron-LM (off) and recipes (selective or full): unstated, they are unknown. With activation offloading
     on (the config's ``cpu_offloading``, or run.yaml's ``training.activation_offload_layers``: ``runyaml_offload``)
@@ -784,6 +810,7 @@ def unknown_settings(settings: TrainingSettings | None, framework: str, runyaml_
             name="flash_attention", lean={"flash_attention": True}, hungry={"flash_attention": False},
             fix="use a fused/flash attention kernel (e.g. attention: flash)", words="a flash attention kernel",
         ))
+    out.extend(_loss_unknown(s, framework, torchtitan))
     offloading = bool(offload_layers(s, runyaml_offload))
     remat_stated = s.remat_key is not None or runyaml_remat is not None or framework == "maxtext" or offloading
     if not remat_stated:

@@ -23,7 +23,7 @@ from knowledge.cost_module_precision import module_precision, mtp_count, present
 from knowledge.cost_packing import packing_note
 from knowledge.cost_peft import ALL_TARGETS, DEFAULT_RANK, adapter_params_per_layer
 from knowledge.cost_remat import RematSpec, config_policy, megatron_policy, runyaml_policy
-from knowledge.cost_settings import TrainingSettings, dp_overlap_off, dtype_bytes, matmul_dtype
+from knowledge.cost_settings import TrainingSettings, dp_overlap_off, dtype_bytes, matmul_dtype, torchtitan_run
 from knowledge.hardware import get_chip
 
 RematPolicy = str  # the policy as written: "none", "full", "minimal", "save_dot_except_mlpwi", "selective", ...
@@ -812,7 +812,7 @@ def _mesh_behaviour(run: RunRecord, cfg: TrainingSettings | None, notes: list[st
         notes.append("expert all-to-alls overlapped with another micro-batch's compute (config: "
                      "overlap_moe_expert_parallel_comm)")
     titan_config = getattr(cfg, "format", None) == "torchtitan"
-    titan = titan_config or "torchtitan" in {t.lower() for t in run.tags}
+    titan = torchtitan_run(run.tags, cfg)
     if titan and tp_overlap:
         notes.append("tensor-parallel collectives overlapped with the matmuls (config: torchtitan "
                      "enable_async_tensor_parallel with torch.compile, micro-pipelined async TP)")
@@ -950,7 +950,11 @@ def _model_state(run: RunRecord, cfg: TrainingSettings | None, notes: list[str])
         else:
             out.update(weight_bytes=4.0, grad_bytes=4.0, optimizer_bytes=opt - 4.0)
         out["sequence_parallel"] = True
-        out["fused_cross_entropy"] = _xla_tpu_loss_fused(run, cfg)
+        stated = cfg.fused_cross_entropy if cfg is not None else None
+        out["fused_cross_entropy"] = _xla_tpu_loss_fused(run, cfg) if stated is None else bool(stated)
+        if stated:
+            notes.append("cross-entropy fused (config: cross_entropy_loss_fusion): the bf16 logits and their bf16 "
+                         "gradient at the loss's peak, 4 bytes per logit instead of eager PyTorch's 12")
     flash = True if cfg is None or cfg.flash_attention is None else cfg.flash_attention
     out["flash_attention"] = flash
     if not flash:

@@ -54,7 +54,11 @@ def test_unstated_settings_are_named_and_stated_ones_are_not() -> None:
     assert unknown_settings(TrainingSettings(format="megatron"), "megatron", "full")[-1].name != "remat"  # run.yaml
     assert unknown_settings(TrainingSettings(format="maxtext"), "maxtext", None) == []  # documented defaults
     plain = [u.name for u in unknown_settings(TrainingSettings(format="ici_mesh"), "other", None)]
-    assert plain == ["flash_attention", "remat"]  # a plain-JAX / PyTorch trainer documents neither
+    assert plain == ["flash_attention", "cross_entropy", "remat"]  # a PyTorch trainer documents none of them
+    assert [u.name for u in unknown_settings(TrainingSettings(format="ici_mesh"), "jax", None)] == [
+        "flash_attention", "remat"]  # XLA fuses the loss (knowledge.cost_shapes._xla_tpu_loss_fused)
+    assert "cross_entropy" not in {u.name for u in unknown_settings(TrainingSettings(format="ici_mesh"), "other",
+                                                                    None, torchtitan=True)}  # torchtitan's is known
     assert [u.name for u in unknown_settings(TrainingSettings(format="ici_mesh", flash_attention=True), "jax",
                                              "full")] == []
     lean = with_options(TrainingSettings(format="megatron"), unknown_settings(TrainingSettings(format="megatron"),

@@ -47,7 +47,7 @@ AXIS_OF: dict[str, Axis] = {
     "expert": "expert",
     "pipeline": "pipeline",
 }
-SETTINGS = MAXTEXT_SETTINGS + ("micro_batch_size", "global_batch_size", "remat", "batch_size")
+SETTINGS = MAXTEXT_SETTINGS + ("micro_batch_size", "global_batch_size", "remat", "batch_size", "cross_entropy_loss_fusion")
 
 
 def read(root: Node, text: str, source: str) -> ShardingConfig:

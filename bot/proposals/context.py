@@ -239,10 +239,11 @@ def prepare(run: Run, report: AnalysisReport, *, history: FailureHistory | None 
     run, record = _with_config_model(run, settings0, notes)
     known = costmodel.model_known(record, settings0)
     measured_ms = report.kpis.step_time_ms or (record.measured.step_time_ms if record.measured else None)
-    from knowledge.cost_settings import unknown_settings, with_options
+    from knowledge.cost_settings import torchtitan_run, unknown_settings, with_options
 
     unknowns = unknown_settings(settings0, record.framework, record.training.remat if record.training else None,
-                               record.training.activation_offload_layers if record.training else 0)
+                               record.training.activation_offload_layers if record.training else 0,
+                               torchtitan=torchtitan_run(record.tags, settings0))
     calibration = None
     base_pred = None
     if known:

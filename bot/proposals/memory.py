@@ -45,10 +45,11 @@ def memory_options(
 ) -> MemoryOptions | None:
     """The lean/hungry predictions of ``mesh``; None when every memory-moving setting is stated."""
     from knowledge import costmodel
-    from knowledge.cost_settings import unknown_settings, with_options
+    from knowledge.cost_settings import torchtitan_run, unknown_settings, with_options
 
     unknowns = unknown_settings(settings, record.framework, record.training.remat if record.training else None,
-                               record.training.activation_offload_layers if record.training else 0)
+                               record.training.activation_offload_layers if record.training else 0,
+                               torchtitan=torchtitan_run(record.tags, settings))
     if not unknowns:
         return None
     try:
