@@ -633,6 +633,20 @@ class _Device:
     moe_dispatch_s: np.ndarray  # TPU_SPARSE_MOE_EXTRA's time inside compute_s (zero but on MaxText's sparse path)
 
 
+def attention_rate(shape: Shape, chip: Chip) -> float:
+    """The attention core's achieved rate relative to the matmuls' on this chip, for the run's kernels.
+
+    PyTorch trainers (``framework: other``: torchtitan's SDPA, llm-foundry's flash-attn; ``shape.attention_fa2``)
+    run FlashAttention-2 on Hopper, which reaches about 35% of an H100's peak where cuDNN's fused attention
+    (Megatron's Transformer Engine, XLA on GPU) and FlashAttention-3 use wgmma and TMA and reach 1.5-2x that (Shah
+    et al. 2024, FlashAttention-3, arXiv 2407.08608, section 1): the catalog's ``attention_rate_fa2``, fitted across
+    the PyTorch trainers' H100 / H200 tables (docs/cost-model.md, "FlashAttention-2 on Hopper").
+    """
+    if shape.attention_fa2 and chip.attention_rate_fa2 is not None:
+        return chip.attention_rate_fa2
+    return chip.attention_rate or 1.0
+
+
 def _device_time(shape: Shape, chip: Chip, efficiency: float, mm: _MeshSplit) -> _Device:
     """Compute and HBM time of the slowest stage: FLOPs, per-chip matmul shapes, elementwise and score traffic."""
     L, D, F = float(shape.layers), float(shape.d_model), float(shape.d_ff)
@@ -723,7 +737,7 @@ def _device_time(shape: Shape, chip: Chip, efficiency: float, mm: _MeshSplit) ->
     cp_imbalance = 1.0 if shape.cp_load_balanced else 2.0 * ns / (ns + 1.0)
     # The attention core's kernels reach another fraction of peak than the GEMMs on some generations (a fitted
     # attention_rate in the catalog: Blackwell), else the matmul rate times its own shape factor.
-    t_attn = attn_hw / chips / (peak * (chip.attention_rate or 1.0)) / f_core * cp_imbalance
+    t_attn = attn_hw / chips / (peak * attention_rate(shape, chip)) / f_core * cp_imbalance
     # MaxText's dropless routed-expert path on TPU (sort, ragged grouped matmuls, unsort) costs a fitted multiple of
     # the routed experts' GEMM time at the bf16 rate beyond it, whatever the matmul dtype (TPU_SPARSE_MOE_EXTRA)
     dispatch = _tpu_sparse_moe_extra(shape, chip, expert_flops / chips / peak / f_expert)

@@ -157,6 +157,9 @@ class TrainingSettings(BaseModel):
     distributed_optimizer: bool | None = None
     sequence_parallel: bool | None = None
     flash_attention: bool | None = None
+    attention_kernel: str | None = Field(default=None, description="the attention kernel a config names (``attention`` "
+                                         "/ ``attention_kernel``, lower case): decides FlashAttention-2 vs cuDNN / "
+                                         "FlashAttention-3 rates on Hopper (knowledge.cost_core.attention_rate)")
     virtual_pipeline: int | None = Field(default=None, description="interleaved model chunks per pipeline stage "
                                          "(Megatron virtual pipeline); None = not stated")
     tp_comm_overlap: bool | None = Field(default=None, description="Megatron --tp-comm-overlap; None = not stated")
@@ -372,6 +375,8 @@ def settings_from_config(config: ShardingConfig) -> TrainingSettings:
     out.update(precision_settings(v))
 
     out["flash_attention"] = _flash_attention(v)
+    _, kernel = _lookup(v, "attention_kernel", "attention")
+    out["attention_kernel"] = kernel.strip().lower() if isinstance(kernel, str) and kernel.strip() else None
     out.update(overlap_settings(v))
     # the configured expert size, as the mesh reader took it (a launch script's flag or the model section's key):
     # larger than the data ranks, the MoE layers fold it over tensor / context ranks (knowledge.cost_moe_grid)

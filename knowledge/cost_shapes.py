@@ -90,6 +90,8 @@ class Shape:
     vocab_tiling: int = 1  # MaxText num_vocab_tiling: logits and loss computed in that many chunks (1: whole)
     sequence_parallel: bool = True  # Megatron sequence_parallel; MaxText/GSPMD shard every activation over tensor
     flash_attention: bool = True  # attention scores not stored
+    attention_fa2: bool = False  # a PyTorch trainer's FlashAttention-2 kernels (knowledge.cost_core.attention_rate)
+    attention_kernel_stated: bool = False  # the config names the attention kernel (else the band spans cuDNN's rate)
     dropout: bool = False  # dropout masks stored
     fused_cross_entropy: bool = False  # logits kept in bf16 only (Megatron cross_entropy_loss_fusion)
     weight_bytes: float = 2.0  # bytes per parameter of the persistent weights
@@ -432,6 +434,8 @@ def resolve_shape(run: RunRecord, settings: TrainingSettings | None = None) -> S
         tied_embeddings=bool(m.tied_embeddings),
         sequence_parallel=state["sequence_parallel"],
         flash_attention=state["flash_attention"],
+        attention_fa2=_fa2_attention(run, cfg),
+        attention_kernel_stated=cfg is not None and cfg.attention_kernel is not None,
         dropout=state["dropout"],
         fused_cross_entropy=state["fused_cross_entropy"],
         weight_bytes=state["weight_bytes"],
@@ -965,6 +969,22 @@ def _model_state(run: RunRecord, cfg: TrainingSettings | None, notes: list[str])
         notes.append("optimizer_memory_host_offload: optimizer state kept in host memory, not HBM")
     out.update(_muon(run, cfg, bool(out.get("distributed_optimizer")), notes))
     return out
+
+
+# Attention kernels named in a config that use Hopper's own instructions (wgmma, TMA): cuDNN's fused attention
+# (Transformer Engine, XLA on GPU, PyTorch's SDPA cuDNN backend) and FlashAttention-3.
+HOPPER_NATIVE_ATTENTION = frozenset({"cudnn", "cudnn_flash", "cudnn_flash_te", "te", "fused", "flash3", "fa3",
+                                     "flash_attention_3", "flash_attn_3"})
+
+
+def _fa2_attention(run: RunRecord, cfg: TrainingSettings | None) -> bool:
+    """A PyTorch trainer (``framework: other``) runs FlashAttention-2 kernels: PyTorch's SDPA flash backend or the
+    flash-attn 2 package, unless its config names a cuDNN / FlashAttention-3 kernel. Megatron (Transformer Engine's
+    cuDNN attention) and MaxText / JAX (XLA's cuDNN flash attention on GPU) do not."""
+    if effective_framework(run.framework, cfg) != "other":
+        return False
+    kernel = cfg.attention_kernel if cfg is not None else None
+    return kernel not in HOPPER_NATIVE_ATTENTION
 
 
 def _optimizer_name(run: RunRecord, cfg: TrainingSettings | None) -> str:

@@ -215,12 +215,21 @@ def predict(
     band_low = step - (exposed - ks * float(terms.exposed_low_s[0])) - offload * (1.0 - 1.0 / OFFLOAD_RANGE)
     band_high = step + (ks * float(terms.exposed_high_s[0]) - exposed) + offload * (OFFLOAD_RANGE - 1.0)
     band_low = band_low - cs * _packed_attention_s(run, shape, chip, mesh, terms)
+    native = _native_attention_s(run, shape, chip, mesh, terms)
+    band_low = band_low - cs * native
     if measured_here:
         # the calibration's own mesh and settings: the step was measured, so how much of the overlappable traffic
         # shows (and the offload / packing ranges) is inside that measurement, not a range around it
         band_low = band_high = step
 
     assumptions = _assumptions(shape, terms, chip, mesh)
+    if shape.attention_fa2 and chip.attention_rate_fa2 is not None:
+        assumptions.append(
+            f"attention core at FlashAttention-2's rate on {chip.display_name} (a PyTorch trainer: SDPA's flash backend "
+            f"or flash-attn 2, x{chip.attention_rate_fa2:g} of cuDNN's / FlashAttention-3's)"
+            + ("" if shape.attention_kernel_stated else
+               f"; a cuDNN or FlashAttention-3 kernel would take {cs * native * 1e3:.0f} ms off the step, the band's "
+               "low edge (state attention_kernel: cudnn or flash3 to price it)"))
     u = _step_uncertainty(run, shape, mesh, chip, calibration, assumptions)
     if not (calibration is not None and calibration.time_measured):
         u = min(u + _moe_fixed_uncertainty(shape, cs * _moe_fixed_s(terms), step, assumptions), U_MAX)
@@ -268,6 +277,16 @@ def _moe_fixed_uncertainty(shape: Shape, moe_s: float, step_s: float, assumption
         f"{moe_layer_s(shape) * 1e3:g} ms per layer, fitted across the published MoE rows, known to about a factor "
         f"of two) is {share:.0%} of the step: band widened by +-{widen:.0%}")
     return widen
+
+
+def _native_attention_s(run: RunRecord, shape: Shape, chip: Chip, mesh: Mesh, terms: Terms) -> float:
+    """Device seconds a Hopper-native attention kernel (cuDNN, FlashAttention-3) would take off a PyTorch trainer's
+    step priced at FlashAttention-2's rate, when its config does not name the kernel (0 otherwise)."""
+    if not shape.attention_fa2 or shape.attention_kernel_stated or chip.attention_rate_fa2 is None:
+        return 0.0
+    native = _evaluate_one(run, replace(shape, attention_fa2=False), chip, mesh)
+    full = float(terms.compute_s[0] + terms.hbm_s[0])
+    return max(full - float(native.compute_s[0] + native.hbm_s[0]), 0.0)
 
 
 def _packed_attention_s(run: RunRecord, shape: Shape, chip: Chip, mesh: Mesh, terms: Terms) -> float:

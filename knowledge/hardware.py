@@ -88,6 +88,12 @@ class Chip(BaseModel):
         description="achieved / peak FLOP/s of large, well-shaped matmuls in training, fitted per hardware family "
         "across published tables (docs/cost-model.md); null: the cost model's default",
     )
+    attention_rate_fa2: float | None = Field(
+        default=None, gt=0, le=4,
+        description="the attention core's rate relative to the dense matmuls' under FlashAttention-2 kernels (PyTorch "
+        "trainers: SDPA's flash backend, the flash-attn 2 package), where those kernels use none of the generation's "
+        "own instructions (Hopper's wgmma / TMA) and cuDNN's or FlashAttention-3's do; null: attention_rate",
+    )
     attention_rate: float | None = Field(
         default=None, gt=0, le=4,
         description="achieved FLOP/s of the attention core (flash kernels, forward + backward) relative to the dense "
