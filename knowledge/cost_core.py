@@ -526,6 +526,10 @@ def _state_bytes(shape: Shape, sh: _StateSharding, dense: np.ndarray, w_exp: np.
         held = held + np.minimum(shape.weight_bytes, BF16) * zero_shard * (nd * ns * ne) * nf / sh.hpz
     weights = held + np.where(sh.sharded | shape.param_offload, 2.0 * sh.gathered_layer, 0.0)
     grads = trained * shape.grad_bytes * (group_shard if shape.zero_stage >= 2 else w_shard)
+    if shape.fsdp_keep_gathered:
+        # SHARD_GRAD_OP: every layer's gathered bf16 weights live from its forward to its backward
+        whole = dense / nt + shape.params_expert / (nt * npp * ne)
+        weights = weights + np.where(sh.sharded, BF16 * whole - 2.0 * sh.gathered_layer, 0.0)
     if _fsdp_unsharded_with_pp(shape):
         # torchtitan + PP: FSDP2 keeps the stage's bf16 weights gathered for the whole step
         # (reshard_after_forward=False) and accumulates its unsharded gradients in the fp32 reduce dtype
@@ -943,7 +947,8 @@ def _collectives(shape: Shape, chip: Chip, mm: _MeshSplit, st: Stages) -> tuple[
 def _fsdp_passes(shape: Shape) -> float:
     """FSDP's traffic per micro-batch in units of one all-gather of the layer weights: the forward and backward
     all-gathers, and the gradient reduce-scatter (only the adapters' under LoRA; twice the bytes in fp32)."""
-    return 2.0 + shape.trainable_share * (reduce_bytes(shape) / BF16 if shape.reduce_fp32 else 1.0)
+    gathers = 1.0 if shape.fsdp_keep_gathered else 2.0  # SHARD_GRAD_OP: no backward all-gather
+    return gathers + shape.trainable_share * (reduce_bytes(shape) / BF16 if shape.reduce_fp32 else 1.0)
 
 
 def dp_replicas(shape: Shape, nd: np.ndarray) -> np.ndarray:

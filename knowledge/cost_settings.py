@@ -88,6 +88,7 @@ NAMES: tuple[str, ...] = OVERLAP_NAMES + (
     "outer_dp_sharding_strategy",
     "overlap_grad_reduce", "overlap_param_gather", "overlap_grad_sync", "overlap_param_sync",
     "optimizer",  # Megatron --optimizer / Megatron-Bridge optimizer.optimizer: adam, sgd, muon, dist_muon
+    "sharding_strategy", "fsdp_sharding_strategy",  # PyTorch FSDP (llm-foundry fsdp_config, Accelerate)
 ) + PEFT_NAMES + PACKING_NAMES + ACT_OFFLOAD_NAMES + GRAPH_NAMES
 
 # Megatron-FSDP --data-parallel-sharding-strategy -> the ZeRO stage it matches (arguments.py choices; default
@@ -157,6 +158,9 @@ class TrainingSettings(BaseModel):
     distributed_optimizer: bool | None = None
     sequence_parallel: bool | None = None
     flash_attention: bool | None = None
+    fsdp_sharding_strategy: str | None = Field(
+        default=None, description="PyTorch FSDP's sharding_strategy as a config states it (lower case): "
+        "shard_grad_op keeps the gathered weights from forward to backward (ZeRO-2-like); None = not stated")
     attention_kernel: str | None = Field(default=None, description="the attention kernel a config names (``attention`` "
                                          "/ ``attention_kernel``, lower case): decides FlashAttention-2 vs cuDNN / "
                                          "FlashAttention-3 rates on Hopper (knowledge.cost_core.attention_rate)")
@@ -376,6 +380,8 @@ def settings_from_config(config: ShardingConfig) -> TrainingSettings:
 
     out["flash_attention"] = _flash_attention(v)
     _, kernel = _lookup(v, "attention_kernel", "attention")
+    _, strategy = _lookup(v, "sharding_strategy", "fsdp_sharding_strategy")
+    out["fsdp_sharding_strategy"] = strategy.strip().lower() if isinstance(strategy, str) and strategy.strip() else None
     out["attention_kernel"] = kernel.strip().lower() if isinstance(kernel, str) and kernel.strip() else None
     out.update(overlap_settings(v))
     # the configured expert size, as the mesh reader took it (a launch script's flag or the model section's key):

@@ -132,6 +132,7 @@ class Shape:
     tp_comm_overlap: bool = False  # tensor-parallel collectives overlapped with GEMMs (Megatron --tp-comm-overlap)
     cp_load_balanced: bool = True  # causal attention split in balanced chunks over context ranks (Megatron CP default)
     fsdp_gathered_under_pp: bool = False  # torchtitan: FSDP2 weights kept gathered, gradients unsharded under PP
+    fsdp_keep_gathered: bool = False  # PyTorch FSDP SHARD_GRAD_OP: weights gathered once per micro-batch, kept to backward
     loss_parallel: bool = False  # torchtitan: under TP the cross-entropy runs on vocab-sharded logits (loss_parallel)
     loss_compiled: bool = False  # torchtitan with torch.compile (2025 layout): inductor fuses the cross-entropy
     reduce_fp32: bool = False  # torchtitan: FSDP2 reduce-scatters / all-reduces gradients in fp32 (mixed_precision_reduce)
@@ -376,6 +377,7 @@ def resolve_shape(run: RunRecord, settings: TrainingSettings | None = None) -> S
     mm = _matmul_dtype(run, t, cfg, assumptions)
     recipe = _fp8_recipe(t, cfg, mm, assumptions, guessed)
     behaviour = _mesh_behaviour(run, cfg, assumptions)  # before the Shape: its notes belong in the assumptions
+    keep_gathered = _fsdp_keep_gathered(run, cfg, assumptions)  # likewise
     hybrid = _hybrid_dims(m, assumptions)  # likewise
     rowwise = mm == "fp8" and cfg is not None and cfg.quantization == "fp8_rowwise"
     lm_head_bf16 = _lm_head_bf16(effective_framework(run.framework, cfg), mm, recipe, cfg, assumptions)
@@ -435,6 +437,7 @@ def resolve_shape(run: RunRecord, settings: TrainingSettings | None = None) -> S
         sequence_parallel=state["sequence_parallel"],
         flash_attention=state["flash_attention"],
         attention_fa2=_fa2_attention(run, cfg),
+        fsdp_keep_gathered=keep_gathered,
         attention_kernel_stated=cfg is not None and cfg.attention_kernel is not None,
         dropout=state["dropout"],
         fused_cross_entropy=state["fused_cross_entropy"],
@@ -975,6 +978,24 @@ def _model_state(run: RunRecord, cfg: TrainingSettings | None, notes: list[str])
 # (Transformer Engine, XLA on GPU, PyTorch's SDPA cuDNN backend) and FlashAttention-3.
 HOPPER_NATIVE_ATTENTION = frozenset({"cudnn", "cudnn_flash", "cudnn_flash_te", "te", "fused", "flash3", "fa3",
                                      "flash_attention_3", "flash_attn_3"})
+
+
+# PyTorch FSDP sharding strategies that keep a micro-batch's gathered weights until its backward (FSDP1 names; FSDP2's
+# reshard_after_forward=False): no second all-gather in backward, every layer's weights live at the peak.
+KEEP_GATHERED = frozenset({"shard_grad_op", "_hybrid_shard_zero2", "hybrid_shard_zero2"})
+
+
+def _fsdp_keep_gathered(run: RunRecord, cfg: TrainingSettings | None, notes: list[str]) -> bool:
+    """A PyTorch trainer's config states FSDP's SHARD_GRAD_OP (ZeRO-2-like): the weights gathered in forward stay
+    gathered through backward, so one all-gather per micro-batch instead of two, and the whole gathered model at the
+    peak (PyTorch FSDP docs, ShardingStrategy.SHARD_GRAD_OP)."""
+    strategy = cfg.fsdp_sharding_strategy if cfg is not None else None
+    if strategy not in KEEP_GATHERED or effective_framework(run.framework, cfg) == "megatron":
+        return False
+    notes.append(f"FSDP sharding_strategy {strategy.upper()} (config): each micro-batch gathers the weights once and "
+                 "keeps them to its backward (one all-gather and one reduce-scatter per micro-batch, the whole "
+                 "gathered model in memory at the peak)")
+    return True
 
 
 def _fa2_attention(run: RunRecord, cfg: TrainingSettings | None) -> bool:

@@ -23,9 +23,9 @@ Their FLOP count (README "MFU"): 6 x NumParams + 12 x n_layers x d_model x seq p
 position table's 6 x seq x d_model (0.1-1.2% of a row's FLOPs). The measured step is derived from the tokens/s per
 GPU the row states, which needs no FLOP count.
 
-Left out: the six H100 large-scale rows with ``SHARD_GRAD_OP`` (ZeRO-2-like FSDP: parameters kept gathered from
-forward to backward). A mesh file cannot state that strategy for a non-DeepSpeed run, and writing them as
-FULL_SHARD or plain data parallelism would price a different run.
+Sharding: every row states its FSDP strategy; the mesh file carries it as ``sharding_strategy`` (FULL_SHARD: the
+weights gathered in forward and again in backward; SHARD_GRAD_OP, the H100 large-scale table's 1B and 3B rows: gathered
+once per micro-batch and kept to backward).
 """
 
 from __future__ import annotations
@@ -63,7 +63,7 @@ ASSUMED = [
     "n_layers; expansion_ratio 4, vocab 50368, attn_impl flash); MPT's output layer is its input embedding (tied), "
     "its MLP two matrices (GELU), no biases",
     "8 GPUs per node (the tables' GPU counts are 8 x 2^k; the A100 tables state 1600 Gbps RoCE between nodes, 200 Gb/s "
-    "per GPU); FSDP FULL_SHARD over every GPU written as fsdp 8 inside a node x nodes across",
+    "per GPU); FSDP over every GPU written as fsdp 8 inside a node x nodes across, with the row's sharding_strategy",
     "Activation Checkpointing True recorded as remat full: llm-foundry checkpoints each MPT block "
     "(fsdp_config.activation_checkpointing wraps every block); False as none",
     "cross-entropy: llm-foundry's ComposerMPTCausalLM defaults loss_fn to fused_crossentropy (flash-attn's "
@@ -112,6 +112,7 @@ def _mesh_text(title: str, row: dict[str, str], gpus: int) -> str:
              f"ici_mesh: {{fsdp: {inner}}}"]
     if nodes > 1:
         lines.append(f"dcn_mesh: {{fsdp: {nodes}}}")
+    lines.append(f"sharding_strategy: {row['Sharding Strategy']}  # fsdp_config.sharding_strategy")
     lines.append("# MPT's loss_fn default fused_crossentropy: flash-attn's fused cross-entropy kernel "
                  "(llmfoundry/models/mpt/modeling_mpt.py)")
     lines.append("cross_entropy_loss_fusion: true")
@@ -119,11 +120,9 @@ def _mesh_text(title: str, row: dict[str, str], gpus: int) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write_case(root: Path, title: str, row: dict[str, str]) -> str | None:
-    """Write one row's case folder; returns its id (None for a row left out, see the module docstring)."""
+def write_case(root: Path, title: str, row: dict[str, str]) -> str:
+    """Write one row's case folder; returns its id."""
     key, chip, dtype = TABLES[title]
-    if row["Sharding Strategy"] != "FULL_SHARD":
-        return None
     gpus, seq, size = int(row["# GPUs"]), int(row["SeqLen (T)"]), row["Model"]
     cid = _case_id(key, row)
     training: dict[str, Any] = {"global_batch": int(row["GlobalBatchSize"]), "seq_len": seq,
@@ -171,8 +170,7 @@ def write_all(root: Path) -> list[str]:
     missing = set(TABLES) - set(tables)
     if missing:
         raise SystemExit(f"{DATA}: tables not found: {sorted(missing)}")
-    written = [write_case(root, title, row) for title in TABLES for row in tables[title]]
-    return [c for c in written if c is not None]
+    return [write_case(root, title, row) for title in TABLES for row in tables[title]]
 
 
 def main(argv: list[str]) -> int:

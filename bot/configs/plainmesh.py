@@ -47,7 +47,8 @@ AXIS_OF: dict[str, Axis] = {
     "expert": "expert",
     "pipeline": "pipeline",
 }
-SETTINGS = MAXTEXT_SETTINGS + ("micro_batch_size", "global_batch_size", "remat", "batch_size", "cross_entropy_loss_fusion")
+SETTINGS = MAXTEXT_SETTINGS + ("micro_batch_size", "global_batch_size", "remat", "batch_size", "cross_entropy_loss_fusion",
+                               "sharding_strategy", "attention_kernel")
 
 
 def read(root: Node, text: str, source: str) -> ShardingConfig:
