@@ -526,16 +526,15 @@ def _state_bytes(shape: Shape, sh: _StateSharding, dense: np.ndarray, w_exp: np.
         held = held + np.minimum(shape.weight_bytes, BF16) * zero_shard * (nd * ns * ne) * nf / sh.hpz
     weights = held + np.where(sh.sharded | shape.param_offload, 2.0 * sh.gathered_layer, 0.0)
     grads = trained * shape.grad_bytes * (group_shard if shape.zero_stage >= 2 else w_shard)
+    full = dense / nt + shape.params_expert / (nt * npp * ne)  # the stage's weights per chip, gathered
     if shape.fsdp_keep_gathered:
         # SHARD_GRAD_OP: every layer's gathered bf16 weights live from its forward to its backward
-        whole = dense / nt + shape.params_expert / (nt * npp * ne)
-        weights = weights + np.where(sh.sharded, BF16 * whole - 2.0 * sh.gathered_layer, 0.0)
+        weights = weights + np.where(sh.sharded, BF16 * full - 2.0 * sh.gathered_layer, 0.0)
     if _fsdp_unsharded_with_pp(shape):
         # torchtitan + PP: FSDP2 keeps the stage's bf16 weights gathered for the whole step
         # (reshard_after_forward=False) and accumulates its unsharded gradients in the fp32 reduce dtype
         # until the last micro-batch (torch.distributed.pipelining defers the reduce-scatter).
         pp = npp > 1
-        full = dense / nt + shape.params_expert / (nt * npp * ne)
         weights = weights + np.where(pp & sh.sharded, BF16 * full - 2.0 * sh.gathered_layer, 0.0)
         grads = grads + np.where(pp & sh.sharded, 4.0 * full, 0.0)
     return {

@@ -378,11 +378,9 @@ def settings_from_config(config: ShardingConfig) -> TrainingSettings:
     out["sequence_parallel"] = _bool(_lookup(v, "sequence_parallel")[1])
     out.update(precision_settings(v))
 
-    out["flash_attention"] = _flash_attention(v)
-    _, kernel = _lookup(v, "attention_kernel", "attention")
-    _, strategy = _lookup(v, "sharding_strategy", "fsdp_sharding_strategy")
-    out["fsdp_sharding_strategy"] = strategy.strip().lower() if isinstance(strategy, str) and strategy.strip() else None
-    out["attention_kernel"] = kernel.strip().lower() if isinstance(kernel, str) and kernel.strip() else None
+    out["attention_kernel"] = _name(_lookup(v, "attention", "attention_kernel")[1])
+    out["flash_attention"] = _flash_attention(v, out["attention_kernel"])
+    out["fsdp_sharding_strategy"] = _name(_lookup(v, "sharding_strategy", "fsdp_sharding_strategy")[1])
     out.update(overlap_settings(v))
     # the configured expert size, as the mesh reader took it (a launch script's flag or the model section's key):
     # larger than the data ranks, the MoE layers fold it over tensor / context ranks (knowledge.cost_moe_grid)
@@ -393,7 +391,7 @@ def settings_from_config(config: ShardingConfig) -> TrainingSettings:
     out["weight_dtype"] = None if wd is None else str(wd).lower()
     out["optimizer_offload"] = _bool(_lookup(v, "optimizer_memory_host_offload")[1])
     _, optimizer = _lookup(v, "optimizer")
-    out["optimizer"] = optimizer.strip().lower() if isinstance(optimizer, str) and optimizer.strip() else None
+    out["optimizer"] = _name(optimizer)
     drops = [_num(_lookup(v, k)[1]) for k in ("hidden_dropout", "attention_dropout")]
     present = [_lookup(v, k)[0] is not None for k in ("hidden_dropout", "attention_dropout")]
     out["dropout"] = any(d for d in drops) if any(present) else None
@@ -526,14 +524,19 @@ def megatron_fsdp_settings(values: dict[str, Any], fmt: str) -> dict[str, Any]:
     return {"megatron_fsdp": True, "zero_stage": stage}
 
 
-def _flash_attention(values: dict[str, Any]) -> bool | None:
-    """Whether the attention runs a flash kernel: ``use_flash_attention`` / ``use_flash_attn``, or an ``attention``
-    kernel name other than the dot-product ones (MaxText ``attention: dot_product``); None when not stated."""
-    flash = _bool(_lookup(values, "use_flash_attention", "use_flash_attn")[1])
-    _, attention = _lookup(values, "attention", "attention_kernel")
-    if isinstance(attention, str):
-        flash = attention.lower() not in ("dot_product", "dot-product", "vanilla", "xla", "eager")
-    return flash
+def _name(value: Any) -> str | None:
+    """A named choice as a config states it (``attention: Flash``, ``sharding_strategy: SHARD_GRAD_OP``), lower case;
+    None when it is not a non-empty string."""
+    return value.strip().lower() if isinstance(value, str) and value.strip() else None
+
+
+def _flash_attention(values: dict[str, Any], kernel: str | None) -> bool | None:
+    """Whether the attention runs a flash kernel: ``use_flash_attention`` / ``use_flash_attn``, or a named ``kernel``
+    (``attention`` / ``attention_kernel``) other than the dot-product ones (MaxText ``attention: dot_product``); None
+    when not stated."""
+    if kernel is not None:
+        return kernel not in ("dot_product", "dot-product", "vanilla", "xla", "eager")
+    return _bool(_lookup(values, "use_flash_attention", "use_flash_attn")[1])
 
 
 def data_parallel_overlap_settings(values: dict[str, Any]) -> dict[str, Any]:

@@ -284,9 +284,14 @@ def _native_attention_s(run: RunRecord, shape: Shape, chip: Chip, mesh: Mesh, te
     step priced at FlashAttention-2's rate, when its config does not name the kernel (0 otherwise)."""
     if not shape.attention_fa2 or shape.attention_kernel_stated or chip.attention_rate_fa2 is None:
         return 0.0
-    native = _evaluate_one(run, replace(shape, attention_fa2=False), chip, mesh)
+    return _device_saving(run, replace(shape, attention_fa2=False), chip, mesh, terms)
+
+
+def _device_saving(run: RunRecord, other: Shape, chip: Chip, mesh: Mesh, terms: Terms) -> float:
+    """Device seconds (compute + HBM) the run would take less priced as ``other`` than as ``terms`` price it."""
+    alt = _evaluate_one(run, other, chip, mesh)
     full = float(terms.compute_s[0] + terms.hbm_s[0])
-    return max(full - float(native.compute_s[0] + native.hbm_s[0]), 0.0)
+    return max(full - float(alt.compute_s[0] + alt.hbm_s[0]), 0.0)
 
 
 def _packed_attention_s(run: RunRecord, shape: Shape, chip: Chip, mesh: Mesh, terms: Terms) -> float:
@@ -297,9 +302,7 @@ def _packed_attention_s(run: RunRecord, shape: Shape, chip: Chip, mesh: Mesh, te
     """
     if not shape.packed or not shape.n_attn:
         return 0.0
-    short = _evaluate_one(run, replace(shape, attention_keys=1.0), chip, mesh)
-    full = float(terms.compute_s[0] + terms.hbm_s[0])
-    return max(full - float(short.compute_s[0] + short.hbm_s[0]), 0.0)
+    return _device_saving(run, replace(shape, attention_keys=1.0), chip, mesh, terms)
 
 
 def _assumptions(shape: Shape, terms: Terms, chip: Chip, mesh: Mesh) -> list[str]:

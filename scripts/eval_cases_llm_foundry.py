@@ -137,7 +137,7 @@ def write_case(root: Path, title: str, row: dict[str, str]) -> str:
         "framework": "other", "chip": chip, "num_chips": gpus, "num_slices": max(gpus // 8, 1), "model": _model(size),
         "training": training, "tags": ["published", "config-only", "llm-foundry"], "config": "mesh.yml", "profile": [],
     }
-    header = [c for c in row]
+    header = list(row)
     assumed = list(ASSUMED)
     if dtype == "fp8":
         assumed.append("amp_fp8: Transformer Engine fp8 linear layers with its default delayed scaling (Composer's "
