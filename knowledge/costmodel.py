@@ -30,6 +30,7 @@ from knowledge.cost_core import (
     AXIS_KEYS,
     BF16,
     DEFAULT_OVERLAP_MISS,
+    FSDP_EXPOSED_PYTORCH,
     MEMORY_HEADROOM,
     MOE_FINE_EXPERTS,
     TPU_SPARSE_MOE_EXPERTS,
@@ -545,6 +546,13 @@ def _overlap_notes(shape: Shape, mesh: Mesh, data_sync_exposed: bool = False) ->
         exposed.append("tensor-parallel collectives (no TP comm overlap in the config, e.g. Megatron --tp-comm-overlap)")
     if mesh.size("pipeline") > 1:
         (hidden if shape.p2p_overlap else exposed).append("pipeline sends")
+    axes = [a for a in ("fsdp", "data") if a in hidden and mesh.size(a) > 1] if shape.framework == "other" else []
+    if axes:
+        for a in axes:
+            hidden.remove(a)
+        exposed.append(f"{100 * FSDP_EXPOSED_PYTORCH:.0f}% of PyTorch's FSDP all-gathers and reduce-scatters and "
+                       "gradient all-reduces (fitted across the llm-foundry and torchtitan tables: docs/cost-model.md)")
+        hidden.append(f"the other {100 * (1 - FSDP_EXPOSED_PYTORCH):.0f}% of {' and '.join(axes)}")
     notes = [
         f"overlap: {', '.join(hidden)} hidden behind compute up to {100 * (1 - DEFAULT_OVERLAP_MISS):.0f}% of what "
         f"the compute time allows; exposed: {', '.join(exposed)}; collectives at achieved (nccl-tests-like), not "

@@ -87,9 +87,10 @@ def test_torchtitan_reduces_fsdp_gradients_in_fp32() -> None:
     bf16 = float(_evaluate_one(run.record, dataclasses.replace(shape, reduce_fp32=False), chip, mesh).comm_s["fsdp"][0])
     assert fp32 / bf16 == pytest.approx(4 / 3, rel=1e-6)
     # with it, the exposed FSDP time of this row (4.1k tokens per GPU, the most communication per FLOP of the
-    # table) grows: its measured step (11.5 s) was predicted 12% short with the bf16 reduction, 9% now
+    # table) grows: its measured step (11.5 s) was predicted 12% short with the bf16 reduction, 9% with the fp32 one,
+    # and within 5% since half of PyTorch FSDP's traffic is priced on the critical path (FSDP_EXPOSED_PYTORCH)
     step = _predict("torchtitan-a100-llama2-70b-bs1-sel-op").step_time_ms
-    assert 11538.0 / step < 1.10
+    assert 11538.0 / step == pytest.approx(1.0, abs=0.05)
 
 
 def test_torchtitan_selective_op_checkpointing_costs_recompute() -> None:
