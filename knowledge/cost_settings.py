@@ -303,7 +303,7 @@ _lookup = find_by_name
 
 def all_settings(config: ShardingConfig) -> dict[str, Any]:
     """Every setting in :data:`NAMES` found in the file, dotted path -> scalar value."""
-    if config.launch or config.files or config.format in ("deepspeed", "torchtitan"):
+    if config.launch or config.files or config.format in ("deepspeed", "torchtitan", "llmfoundry"):
         # a launch script / base_config chain: the reader resolved the settings; a JSON / TOML file: its reader read them
         return dict(config.settings)
     root = compose(config.text, config.source)

@@ -59,7 +59,8 @@ def startup_problems(config: ShardingConfig, num_chips: int, num_slices: int = 1
         mesh = config.mesh(num_chips, num_slices)
         notes = config.notes(num_chips, num_slices)
     except ConfigError as exc:
-        framework = {"maxtext": "MaxText", "megatron": "Megatron", "torchtitan": "torchtitan"}.get(config.format,
+        framework = {"maxtext": "MaxText", "megatron": "Megatron", "torchtitan": "torchtitan",
+                     "llmfoundry": "llm-foundry"}.get(config.format,
                                                                                                    "the trainer")
         return [*out, Problem(True, "mesh", f"{framework} would refuse to start: {exc.message}")]
     if config.format == "megatron":

@@ -108,6 +108,10 @@ def _parse(text: str, source: str, path: Path | None, command: str | None, overl
             f"expected a YAML mapping (key: value lines) at the top level, got {kind} (line {root.start_mark.line + 1})",
             source=source,
         )
+    from bot.configs import llmfoundry
+
+    if llmfoundry.looks_like(root):  # an llm-foundry (Composer) train YAML: fsdp_config and its batch keys
+        return llmfoundry.read(root, text, source)  # type: ignore[arg-type]
     fmt = _detect(root, source)
     if fmt == "maxtext":
         return launch.yaml_maxtext(text, source, root, files, command)
@@ -130,6 +134,11 @@ def _detect(root: MappingNode, source: str) -> Format:
         accelerate = accelerate_hint(root)
         if accelerate is not None:
             raise ConfigError(accelerate[0], source=source, hint=accelerate[1])
+        from bot.configs.llmfoundry import mcli_hint
+
+        mcli = mcli_hint(root)
+        if mcli is not None:
+            raise ConfigError(mcli[0], source=source, hint=mcli[1])
         raise ConfigError(f"no sharding keys found; expected one of: {expected_keys()}", source=source,
                           hint="for a launch script, give ASAP the .sh file (or a name ending in .sh)")
     if len(present) > 1:

@@ -19,7 +19,7 @@ from __future__ import annotations
 import difflib
 from pathlib import Path
 
-from bot.configs import deepspeed, maxtext, megatron, plainmesh, torchtitan, torchtitan_edit
+from bot.configs import deepspeed, llmfoundry, maxtext, megatron, plainmesh, torchtitan, torchtitan_edit
 from bot.configs.common import apply_splices, replace_value
 from bot.configs.detect import parse_config
 from bot.configs.mesh import Mesh, unfold_devices
@@ -29,7 +29,7 @@ from bot.configs.yamlscan import compose
 from bot.errors import ConfigError
 
 _PLANNERS = {"maxtext": maxtext.plan, "ici_mesh": plainmesh.plan, "megatron": megatron.plan,
-             "deepspeed": deepspeed.plan, "torchtitan": torchtitan.plan}
+             "deepspeed": deepspeed.plan, "torchtitan": torchtitan.plan, "llmfoundry": llmfoundry.plan}
 
 
 def apply_mesh(config: ShardingConfig, mesh: Mesh) -> str:

@@ -36,7 +36,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from bot.configs.common import as_bool, find_by_name, positive_int, trained_seq_length
 from bot.configs.common import settings as read_settings
 from bot.configs.sharding import Scalar, ShardingConfig
-from bot.configs.yamlscan import compose
+from bot.configs.yamlscan import compose, scalar
 
 FIELDS: tuple[str, ...] = ("layers", "d_model", "d_ff", "heads", "kv_heads", "head_dim", "vocab", "mlp_matrices",
                            "experts", "experts_per_token", "seq_len", "tied_embeddings", "sliding_window",
@@ -152,7 +152,74 @@ def read_model_dims(config: ShardingConfig) -> ModelDims | None:
         return _maxtext(config)
     if config.format == "torchtitan":
         return _torchtitan(config)
+    if config.format == "llmfoundry":
+        return _llmfoundry(config)
     return None
+
+
+# MPTConfig defaults (llmfoundry/models/mpt/configuration_mpt.py @ 495218376): what an MPT YAML may leave out
+MPT_DEFAULTS = {"d_model": 2048, "n_heads": 16, "n_layers": 24, "expansion_ratio": 4, "max_seq_len": 2048,
+                "vocab_size": 50368}
+
+
+def _llmfoundry(config: ShardingConfig) -> ModelDims:
+    """An llm-foundry YAML's ``model:`` section: MPT's own sizes (``d_model``, ``n_heads``, ``n_layers``,
+    ``expansion_ratio``, ``vocab_size``, ``attn_config.kv_n_heads``, ``ffn_config.ffn_type``; MPTConfig's defaults for
+    what it leaves out; tied input / output embeddings, MPT's default); a Hugging Face model
+    (``hf_causal_lm``) is named, not sized, in the file."""
+    from bot.configs.llmfoundry import resolve_value, train_root
+
+    d = _Dims(config.source)
+    root = train_root(compose(config.text, config.source))
+    model = _mapping(_mapping(root).get("model"))
+    name = config.settings.get("model")
+    if name != "mpt_causal_lm":
+        checkpoint = model.get("pretrained_model_name_or_path")
+        what = f" ({resolve_value(root, checkpoint, config.source, 'model.pretrained_model_name_or_path')})" \
+            if checkpoint is not None else ""
+        d.problems.append(f"model.name {name!r}{what}: its sizes live in the checkpoint's config, not in this YAML; "
+                          "give the model dimensions in run.yaml")
+        return d.build()
+
+    def value(key: str, node: Any = None) -> int | None:
+        node = model.get(key) if node is None else node
+        if node is None:
+            return None
+        got = resolve_value(root, node, config.source, f"model.{key}")
+        return got if isinstance(got, int) and not isinstance(got, bool) and got > 0 else None
+
+    sizes: dict[str, int] = {}
+    for key, default in MPT_DEFAULTS.items():
+        got = value(key)
+        if got is None:
+            d.notes.append(f"model.{key} not set: MPTConfig's default {default}")
+        sizes[key] = got or default
+    where = "model.{} (llm-foundry YAML)"
+    d.set("layers", sizes["n_layers"], where.format("n_layers"))
+    d.set("d_model", sizes["d_model"], where.format("d_model"))
+    d.set("d_ff", sizes["d_model"] * sizes["expansion_ratio"], "model.d_model x model.expansion_ratio")
+    d.set("heads", sizes["n_heads"], where.format("n_heads"))
+    d.set("head_dim", sizes["d_model"] // sizes["n_heads"], "model.d_model / model.n_heads")
+    kv = value("kv_n_heads", _mapping(model.get("attn_config")).get("kv_n_heads"))
+    d.set("kv_heads", kv or sizes["n_heads"], "model.attn_config.kv_n_heads" if kv else "MPT's multi-head attention")
+    d.set("vocab", sizes["vocab_size"], where.format("vocab_size"))
+    d.set("seq_len", sizes["max_seq_len"], where.format("max_seq_len"))
+    ffn = _mapping(model.get("ffn_config")).get("ffn_type")
+    gated = ffn is not None and str(scalar(ffn)) in ("mptglu", "mptgeglu")
+    d.set("mlp_matrices", 3 if gated else 2, "model.ffn_config.ffn_type" if ffn is not None else "MPT's mptmlp (GELU)")
+    tied = model.get("tie_word_embeddings")
+    d.flag("tied_embeddings", bool(scalar(tied)) if tied is not None else True,
+           "model.tie_word_embeddings" if tied is not None else "MPTConfig's default tie_word_embeddings true")
+    return d.build()
+
+
+def _mapping(node: Any) -> dict[str, Any]:
+    """key -> value node of a YAML mapping node ({} for anything else)."""
+    from yaml.nodes import MappingNode, ScalarNode
+
+    if not isinstance(node, MappingNode):
+        return {}
+    return {k.value: v for k, v in node.value if isinstance(k, ScalarNode)}
 
 
 def _torchtitan(config: ShardingConfig) -> ModelDims:

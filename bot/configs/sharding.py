@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from bot.configs.mesh import Axis, Mesh, fold_devices
 from bot.errors import ConfigError
 
-Format = Literal["maxtext", "ici_mesh", "megatron", "deepspeed", "torchtitan"]
+Format = Literal["maxtext", "ici_mesh", "megatron", "deepspeed", "torchtitan", "llmfoundry"]
 Group = Literal["ici", "dcn", "world"]
 Scalar = str | int | float | bool | None
 
@@ -52,7 +52,7 @@ class ShardingConfig(BaseModel):
     """A sharding config file, parsed: format, origin, raw text, mesh keys and extra settings."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
-    format: Format = Field(description="maxtext | ici_mesh | megatron | deepspeed | torchtitan")
+    format: Format = Field(description="maxtext | ici_mesh | megatron | deepspeed | torchtitan | llmfoundry")
     source: str = Field(description="the path (or label) the text came from, used in every message")
     text: str = Field(description="the file's full text, exactly as read (line endings included)")
     keys: list[ConfigKey] = Field(description="every mesh key found, in file order")
@@ -188,7 +188,7 @@ def _check_counts(num_devices: int, num_slices: int, source: str) -> None:
 
 
 def _module(fmt: Format):  # noqa: ANN202 - returns one of the format modules
-    from bot.configs import deepspeed, maxtext, megatron, plainmesh, torchtitan
+    from bot.configs import deepspeed, llmfoundry, maxtext, megatron, plainmesh, torchtitan
 
     return {"maxtext": maxtext, "ici_mesh": plainmesh, "megatron": megatron, "deepspeed": deepspeed,
-            "torchtitan": torchtitan}[fmt]
+            "torchtitan": torchtitan, "llmfoundry": llmfoundry}[fmt]

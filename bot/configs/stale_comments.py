@@ -17,7 +17,7 @@ import re
 from collections import Counter
 
 _NUMBER = re.compile(r"\d+")
-HASH_COMMENT_FORMATS = frozenset({"maxtext", "ici_mesh", "megatron", "torchtitan"})
+HASH_COMMENT_FORMATS = frozenset({"maxtext", "ici_mesh", "megatron", "torchtitan", "llmfoundry"})
 
 
 def stale_comment_notes(old: str, new: str, path: str) -> list[str]:

@@ -211,7 +211,9 @@ def _remat_changes(move: SettingsMove, settings: TrainingSettings | None, config
     """Lighter (faster, more memory) or heavier (slower, less memory) remat policies in the framework's own names."""
     fmt = config.format if config is not None else None
     spec = current_remat(settings, framework, runyaml_remat)
-    if move.direction == "heavier":
+    if fmt == "llmfoundry":  # fsdp_config.activation_checkpointing: every block (full) or none
+        names = [p for p in (["full"] if move.direction == "heavier" else ["none"]) if p != spec.policy]
+    elif move.direction == "heavier":
         names = heavier_torchtitan(spec) if fmt == "torchtitan" else heavier_policies(spec)
     else:
         names = lighter_torchtitan(spec) if fmt == "torchtitan" else lighter_policies(spec)
@@ -237,7 +239,15 @@ def _remat_changes(move: SettingsMove, settings: TrainingSettings | None, config
         if fmt == "torchtitan":
             values = remat_values(name)
             key = key or next(iter(values))
+        if fmt == "llmfoundry":
+            from bot.configs.llmfoundry import remat_values as foundry_remat
+
+            values = foundry_remat(name)
+            key = "fsdp_config.activation_checkpointing"
         words = f"{key or 'remat'} {spec.policy} -> {name}"
+        if fmt == "llmfoundry":  # the YAML's own values: every block checkpointed, or none
+            words = (f"{key} {str(spec.policy != 'none').lower()} -> {str(name != 'none').lower()} "
+                     f"(remat {spec.policy} -> {name})")
         if unstated:
             words += (f" (the current policy is not stated, '{spec.policy}' is assumed: the gain depends on what the "
                       "run really recomputes)")

@@ -1,0 +1,355 @@
+"""llm-foundry (MosaicML Composer) training YAML: the FSDP / TP layout, batch, precision and model it trains.
+
+llm-foundry's ``scripts/train/train.py`` reads one YAML (``scripts/train/yamls/pretrain/mpt-7b.yaml`` and its
+siblings; mosaicml/llm-foundry, Apache-2.0). What places the ranks:
+
+* ``fsdp_config.sharding_strategy`` (PyTorch FSDP's ``ShardingStrategy``, Composer's default ``FULL_SHARD``):
+  ``FULL_SHARD`` / ``SHARD_GRAD_OP`` shard over every GPU (the ``fsdp`` axis, inside a node and across nodes);
+  ``HYBRID_SHARD`` / ``_HYBRID_SHARD_ZERO2`` shard inside a node and replicate across nodes (``fsdp`` in the node,
+  ``data`` across); ``NO_SHARD``, or no ``fsdp_config`` at all, is plain data parallelism (DDP).
+* ``tp_config.tensor_parallel_degree`` (llm-foundry's tensor parallelism, ``strategy: ffn``): a tensor axis inside
+  the node, FSDP over the rest.
+
+Settings read under ASAP's own names: ``device_train_microbatch_size`` (``micro_batch_size``; ``auto`` is unknown),
+``global_train_batch_size`` (``global_batch_size``), ``max_seq_len`` (``seq_length``),
+``fsdp_config.activation_checkpointing`` (``remat``: full / none), ``sharding_strategy``, ``precision``
+(``amp_fp8``: fp8), ``model.attn_config.attn_impl`` (``attention``), ``model.loss_fn`` (``fused_crossentropy``,
+MPT's default, is a fused kernel). OmegaConf references ``${variables.name}`` / ``${name}`` resolve against the file's
+own ``variables:`` section and top-level keys (llm-foundry's two layouts). The MPT model itself is read by
+:mod:`bot.configs.model_dims`. A mesh change an edit may write is a ``sharding_strategy`` value; every other layout
+(pipeline, sequence, expert parallelism) is not expressible in the file and is refused.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from yaml.nodes import MappingNode, Node, ScalarNode
+
+from bot.configs.common import Splice
+from bot.configs.mesh import Axis, Mesh
+from bot.configs.sharding import ConfigKey, Scalar, ShardingConfig
+from bot.configs.yamlscan import describe, scalar
+from bot.errors import ConfigError
+
+DETECT_KEYS: tuple[str, ...] = ("fsdp_config", "global_train_batch_size", "device_train_microbatch_size")
+SETTINGS: tuple[str, ...] = ("micro_batch_size", "global_batch_size", "seq_length", "remat", "activation_checkpointing",
+                             "sharding_strategy",
+                             "precision", "fp8", "attention", "cross_entropy_loss_fusion", "model")
+STRATEGIES: dict[str, str] = {"FULL_SHARD": "fsdp", "SHARD_GRAD_OP": "fsdp", "HYBRID_SHARD": "hybrid",
+                              "_HYBRID_SHARD_ZERO2": "hybrid", "NO_SHARD": "data"}
+COMPOSER_DEFAULT_STRATEGY = "FULL_SHARD"  # composer FSDPConfig.sharding_strategy
+_REF = re.compile(r"\$\{\s*([A-Za-z_][A-Za-z0-9_.]*)\s*\}")
+MAX_REF_DEPTH = 8
+
+
+def looks_like(root: Node) -> bool:
+    """A top-level mapping holding llm-foundry's own batch keys, or an ``fsdp_config`` beside a ``model:`` that names
+    its class (Hugging Face Accelerate's config also has a top-level ``fsdp_config``, but no model); or a MosaicML
+    platform run config (mcli: ``compute:`` and the train config inline under ``parameters:``)."""
+    return _train_keys(root) or ("compute" in _children(root) and _train_keys(_mcli_parameters(root)))
+
+
+def _train_keys(root: Node | None) -> bool:
+    top = _children(root)
+    if any(k in top for k in DETECT_KEYS[1:]):
+        return True
+    return "fsdp_config" in top and "name" in _children(top.get("model", (None, None))[1])
+
+
+def train_root(root: Node) -> Node | None:
+    """The mapping that holds the train config: the file itself, or an mcli run config's ``parameters:``."""
+    return root if _train_keys(root) else _mcli_parameters(root)
+
+
+def _mcli_parameters(root: Node) -> Node | None:
+    return _children(root).get("parameters", (None, None))[1]
+
+
+_MCLI_TRAIN = re.compile(r"train(?:/train)?\.py\s+([\w./-]{1,200}\.ya?ml)")
+
+
+def mcli_hint(root: Node) -> tuple[str, str] | None:
+    """(message, hint) for an mcli run config without an inline train config: what it trains, if its command says."""
+    top = _children(root)
+    if "compute" not in top or "command" not in top:
+        return None
+    command = scalar(top["command"][1])
+    found = _MCLI_TRAIN.search(command) if isinstance(command, str) else None
+    if found is None:
+        return ("a MosaicML platform run config (mcli) with no train config under parameters: and no "
+                "'composer train.py <yaml>' in its command: nothing here places ranks",
+                "point ASAP at the llm-foundry train YAML the job runs")
+    return (f"a MosaicML platform run config (mcli) whose command trains {found.group(1)}: the layout is in that "
+            "YAML, not here",
+            f"point ASAP at {found.group(1)} (run.yaml config:); key=value overrides on the command line are not "
+            "applied, so write them into the YAML")
+
+
+def _mcli_gpus(root: MappingNode, source: str) -> int | None:
+    """``compute.gpus`` of an mcli run config: the GPUs the run asks for."""
+    hit = _children(_children(root).get("compute", (None, None))[1]).get("gpus")
+    if hit is None:
+        return None
+    gpus = scalar(hit[1])
+    if isinstance(gpus, bool) or not isinstance(gpus, int) or gpus < 1:
+        raise ConfigError(f"must be a positive integer, got {describe(gpus)}", source=source, field="compute.gpus")
+    return gpus
+
+
+def read(root: MappingNode, text: str, source: str) -> ShardingConfig:
+    """The layout, settings and their positions; ConfigError naming the key for values llm-foundry would refuse.
+    An mcli run config is read through its ``parameters:`` (what ``composer train.py /mnt/config/parameters.yaml``
+    trains), its ``compute.gpus`` as the launch's device count."""
+    devices = None
+    if not _train_keys(root):
+        devices = _mcli_gpus(root, source)
+        root = _mcli_parameters(root)  # type: ignore[assignment]
+    top = _children(root)
+    values: dict[str, Scalar] = {}
+    origins: dict[str, ConfigKey] = {}
+    reading: list[str] = []
+    fsdp = top.get("fsdp_config")
+    fsdp_map = _children(fsdp[1]) if fsdp is not None and isinstance(fsdp[1], MappingNode) else None
+    if fsdp is not None and fsdp_map is None and scalar(fsdp[1]) is not None:
+        raise ConfigError(f"must be a mapping of FSDP settings, got {describe(scalar(fsdp[1]))}", source=source,
+                          field="fsdp_config")
+    _read_strategy(fsdp_map, fsdp is not None and fsdp_map is not None, values, origins, reading, text, source)
+    _read_batch(root, top, values, origins, reading, text, source)
+    _read_model_settings(root, top, fsdp_map, values, reading, source)
+    keys = _tp_key(root, top, text, source)
+    if devices is not None:
+        reading.append(f"a MosaicML platform run config: the train config under parameters:, compute.gpus {devices}")
+    return ShardingConfig(format="llmfoundry", source=source, text=text, keys=keys, settings=values, origins=origins,
+                          reading=reading, devices=devices)
+
+
+# ----------------------------------------------------------------------------------------------- reading
+def _key(node: Node) -> str | None:
+    return node.value if isinstance(node, ScalarNode) else None
+
+
+def _children(node: Node | None) -> dict[str, tuple[Node, Node]]:
+    """key -> (key node, value node) of a mapping ({} for anything else)."""
+    if not isinstance(node, MappingNode):
+        return {}
+    return {k.value: (k, v) for k, v in node.value if isinstance(k, ScalarNode)}
+
+
+def resolve_value(root: MappingNode, node: Node, source: str, field: str) -> object:
+    """A scalar's value with OmegaConf references to the file's own keys resolved (``${variables.max_seq_len}``,
+    ``${max_seq_len}``); a reference the file does not hold, or one to an environment / resolver, is None."""
+    value = scalar(node)
+    for _ in range(MAX_REF_DEPTH):
+        if not isinstance(value, str):
+            return value
+        m = _REF.fullmatch(value.strip())
+        if m is None:
+            return value
+        target = _lookup_path(root, m.group(1).split("."))
+        if target is None:
+            return None
+        value = scalar(target)
+    raise ConfigError(f"references nest deeper than {MAX_REF_DEPTH} levels (a cycle?)", source=source, field=field)
+
+
+def _lookup_path(root: MappingNode, parts: list[str]) -> Node | None:
+    node: Node | None = root
+    for part in parts:
+        node = _children(node).get(part, (None, None))[1]
+        if node is None:
+            return None
+    return node
+
+
+def _origin(name: str, path: str, key_node: Node, value_node: Node, text: str) -> ConfigKey:
+    start, end = value_node.start_mark.index, value_node.end_mark.index
+    return ConfigKey(key=name, path=path, group="world", axis="data", value=0, raw=text[start:end],
+                     line=key_node.start_mark.line + 1, column=key_node.start_mark.column + 1, start=start, end=end)
+
+
+def remat_values(policy: str) -> dict[str, bool]:
+    """The YAML value a remat policy is written as: llm-foundry checkpoints every block or none."""
+    return {"activation_checkpointing": policy != "none"}
+
+
+def _read_strategy(fsdp: dict[str, tuple[Node, Node]] | None, present: bool, values: dict[str, Scalar],
+                   origins: dict[str, ConfigKey], reading: list[str], text: str, source: str) -> None:
+    if not present or fsdp is None:
+        reading.append("no fsdp_config: Composer trains with DDP (data parallelism over every GPU)")
+        return
+    hit = fsdp.get("sharding_strategy")
+    if hit is None:
+        values["sharding_strategy"] = COMPOSER_DEFAULT_STRATEGY
+        reading.append(f"fsdp_config.sharding_strategy not set: Composer's default {COMPOSER_DEFAULT_STRATEGY}")
+        return
+    strategy = scalar(hit[1])
+    if not isinstance(strategy, str) or strategy.upper() not in STRATEGIES:
+        raise ConfigError(f"must be one of {', '.join(STRATEGIES)}, got {describe(strategy)} "
+                          f"(line {hit[1].start_mark.line + 1})", source=source, field="fsdp_config.sharding_strategy")
+    values["sharding_strategy"] = strategy.upper()
+    origins["sharding_strategy"] = _origin("sharding_strategy", "fsdp_config.sharding_strategy", hit[0], hit[1], text)
+    ckpt = fsdp.get("activation_checkpointing")
+    if ckpt is not None:
+        on = scalar(ckpt[1])
+        if not isinstance(on, bool):
+            raise ConfigError(f"must be true or false, got {describe(on)}", source=source,
+                              field="fsdp_config.activation_checkpointing")
+        values["remat"] = "full" if on else "none"
+        values["activation_checkpointing"] = on
+        origins["activation_checkpointing"] = _origin("activation_checkpointing",
+                                                      "fsdp_config.activation_checkpointing", ckpt[0], ckpt[1], text)
+
+
+def _positive(root: MappingNode, hit: tuple[Node, Node], source: str, field: str, *, auto: bool) -> int | None:
+    value = resolve_value(root, hit[1], source, field)
+    if auto and isinstance(value, str) and value.strip().lower() == "auto":
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        expected = "a positive integer" + (" or auto" if auto else "")
+        raise ConfigError(f"must be {expected}, got {describe(value)} (line {hit[1].start_mark.line + 1})",
+                          source=source, field=field)
+    return value
+
+
+def _read_batch(root: MappingNode, top: dict[str, tuple[Node, Node]], values: dict[str, Scalar],
+                origins: dict[str, ConfigKey], reading: list[str], text: str, source: str) -> None:
+    for key, name, auto in (("device_train_microbatch_size", "micro_batch_size", True),
+                            ("global_train_batch_size", "global_batch_size", False)):
+        hit = top.get(key)
+        if hit is None:
+            continue
+        value = _positive(root, hit, source, key, auto=auto)
+        if value is None:
+            reading.append(f"{key}: auto (Composer picks the largest micro-batch that fits at run time): unknown")
+            continue
+        values[name] = value
+        if isinstance(scalar(hit[1]), int):  # a literal ASAP can rewrite in place
+            origins[name] = _origin(name, key, hit[0], hit[1], text)
+    seq = top.get("max_seq_len") or _children(top.get("model", (None, None))[1]).get("max_seq_len")
+    if seq is not None:
+        n = resolve_value(root, seq[1], source, "max_seq_len")
+        if isinstance(n, int) and not isinstance(n, bool) and n > 0:
+            values["seq_length"] = n
+
+
+def _read_model_settings(root: MappingNode, top: dict[str, tuple[Node, Node]],
+                         fsdp: dict[str, tuple[Node, Node]] | None, values: dict[str, Scalar], reading: list[str],
+                         source: str) -> None:
+    precision = top.get("precision")
+    if precision is not None:
+        p = resolve_value(root, precision[1], source, "precision")
+        if isinstance(p, str):
+            values["precision"] = p
+            values["fp8"] = p.lower() == "amp_fp8"
+    model = _children(top.get("model", (None, None))[1])
+    name = model.get("name")
+    if name is not None:
+        values["model"] = str(scalar(name[1]))
+    attn = _children(model.get("attn_config", (None, None))[1]).get("attn_impl")
+    if attn is not None:
+        values["attention"] = str(resolve_value(root, attn[1], source, "model.attn_config.attn_impl"))
+    loss = model.get("loss_fn")
+    mpt = values.get("model") == "mpt_causal_lm"
+    if loss is not None:
+        values["cross_entropy_loss_fusion"] = str(scalar(loss[1])) == "fused_crossentropy"
+    elif mpt:  # ComposerMPTCausalLM's default loss_fn (llmfoundry/models/mpt/modeling_mpt.py)
+        values["cross_entropy_loss_fusion"] = True
+        reading.append("model.loss_fn not set: MPT's default fused_crossentropy (flash-attn's fused kernel)")
+
+
+def _tp_key(root: MappingNode, top: dict[str, tuple[Node, Node]], text: str, source: str) -> list[ConfigKey]:
+    tp = _children(top.get("tp_config", (None, None))[1]).get("tensor_parallel_degree")
+    if tp is None:
+        return []
+    size = _positive(root, tp, source, "tp_config.tensor_parallel_degree", auto=False)
+    start, end = tp[1].start_mark.index, tp[1].end_mark.index
+    return [ConfigKey(key="tensor_parallel_degree", path="tp_config.tensor_parallel_degree", group="world",
+                      axis="tensor", value=int(size or 1), raw=text[start:end], line=tp[0].start_mark.line + 1,
+                      column=tp[0].start_mark.column + 1, start=start, end=end)]
+
+
+# -------------------------------------------------------------------------------------------------- mesh
+def strategy_of(config: ShardingConfig) -> str:
+    """The sharding strategy in force: the file's, Composer's default, or NO_SHARD (DDP) without fsdp_config."""
+    s = config.settings.get("sharding_strategy")
+    return str(s) if isinstance(s, str) else "NO_SHARD"
+
+
+def _tensor(config: ShardingConfig) -> int:
+    return next((k.value for k in config.keys if k.axis == "tensor"), 1)
+
+
+def mesh(config: ShardingConfig, num_devices: int, num_slices: int) -> Mesh:
+    """Tensor ranks inside the node, then the strategy's FSDP / replica layout over the rest."""
+    per = num_devices // num_slices
+    tp = _tensor(config)
+    if per % tp:
+        raise ConfigError(f"tp_config.tensor_parallel_degree {tp} does not divide the {per} GPUs of a node",
+                          source=config.source, field="tp_config.tensor_parallel_degree")
+    inner = per // tp
+    kind = STRATEGIES[strategy_of(config)]
+    ici: dict[Axis, int] = {"tensor": tp}
+    dcn: dict[Axis, int] = {}
+    if kind == "data":
+        ici["data"], dcn["data"] = inner, num_slices
+    elif kind == "fsdp":
+        ici["fsdp"], dcn["fsdp"] = inner, num_slices
+    else:
+        ici["fsdp"], dcn["data"] = inner, num_slices
+    return Mesh(ici={a: v for a, v in ici.items() if v > 1}, dcn={a: v for a, v in dcn.items() if v > 1})
+
+
+def notes(config: ShardingConfig, num_devices: int, num_slices: int) -> list[str]:
+    """How the file's strategy became the mesh, and what the file leaves to run time."""
+    out = [f"sharding_strategy {strategy_of(config)}: "
+           + {"fsdp": "parameters, gradients and optimizer state sharded over every GPU",
+              "hybrid": "sharded inside each node, replicated across nodes",
+              "data": "replicated on every GPU (DDP)"}[STRATEGIES[strategy_of(config)]]]
+    if _tensor(config) > 1:
+        out.append("llm-foundry's tensor parallelism (tp_config strategy ffn) shards the MLP only; ASAP prices "
+                   "tensor parallelism over the attention projections too (optimistic for attention)")
+    out.extend(r for r in config.reading if "auto" in r)
+    return out
+
+
+def allowed_axes(config: ShardingConfig) -> set[Axis]:
+    """What the YAML can state: FSDP and replicas (the strategy), tensor ranks when it has a tp_config."""
+    return {"data", "fsdp"} | ({"tensor"} if _tensor(config) > 1 else set())
+
+
+# -------------------------------------------------------------------------------------------------- edits
+def strategy_for(config: ShardingConfig, target: Mesh) -> str:
+    """The sharding_strategy that gives ``target`` (same tensor size), or ConfigError naming what cannot."""
+    sizes = {a: v for a, v in target.sizes().items() if v > 1}
+    if sizes.get("tensor", 1) != _tensor(config) or any(a not in ("data", "fsdp", "tensor") for a in sizes):
+        raise ConfigError(f"an llm-foundry YAML states FSDP / replica layouts over its tensor ranks, not "
+                          f"{target.short()}", source=config.source, field="fsdp_config.sharding_strategy",
+                          hint="pipeline, sequence and expert parallelism are not llm-foundry settings")
+    ici_fsdp, ici_data = target.ici.get("fsdp", 1), target.ici.get("data", 1)
+    dcn_fsdp, dcn_data = target.dcn.get("fsdp", 1), target.dcn.get("data", 1)
+    current = strategy_of(config)
+    if ici_data == 1 and dcn_data == 1:
+        return current if STRATEGIES[current] == "fsdp" else "FULL_SHARD"
+    if ici_fsdp == 1 and dcn_fsdp == 1:
+        return "NO_SHARD"
+    if ici_data == 1 and dcn_fsdp == 1:
+        return current if STRATEGIES[current] == "hybrid" else "HYBRID_SHARD"
+    raise ConfigError(f"{target.short()} mixes sharding and replicas inside a node; llm-foundry's strategies shard "
+                      "over every GPU (FULL_SHARD), inside each node (HYBRID_SHARD) or nowhere (NO_SHARD)",
+                      source=config.source, field="fsdp_config.sharding_strategy")
+
+
+def plan(config: ShardingConfig, root: Any, target: Mesh) -> list[Splice]:
+    """Rewrite ``fsdp_config.sharding_strategy`` for ``target``; a file without it (DDP, or Composer's default)
+    is refused with the line to add, since where the block goes is the author's call."""
+    want = strategy_for(config, target)
+    if want == strategy_of(config):
+        return []
+    at = config.origins.get("sharding_strategy")
+    if at is None:
+        raise ConfigError(f"the file does not write fsdp_config.sharding_strategy; the layout needs {want}",
+                          source=config.source, field="fsdp_config.sharding_strategy",
+                          hint=f"add 'sharding_strategy: {want}' under fsdp_config")
+    return [Splice(at.start, at.end, want)]
