@@ -179,3 +179,14 @@ def test_an_mcli_run_config_that_trains_a_yaml_names_it() -> None:
         load_config(LF / "mcli-1b.yaml")
     assert "train/yamls/pretrain/mpt-1b.yaml" in err.value.message
     assert (err.value.hint or "").startswith("point ASAP at train/yamls/pretrain/mpt-1b.yaml")
+
+
+@pytest.mark.parametrize("name", ["mcli-1b.yaml", "../accelerate/fsdp.yaml"])
+def test_a_pull_request_touching_a_run_config_is_not_reviewed_as_a_broken_sharding_config(name: str) -> None:
+    """A PR that edits an mcli or Accelerate run config gets no 'problem' status from the sharding review: the file
+    is not a config ASAP reads (its layout lives in the train YAML / the user's mesh file)."""
+    from integrations.github.review import _not_a_sharding_config
+
+    path = LF / name
+    assert _not_a_sharding_config(path.read_text(), str(path))
+    assert not _not_a_sharding_config((LF / "mpt-7b.yaml").read_text(), "mpt-7b.yaml")

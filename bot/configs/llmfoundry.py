@@ -79,10 +79,11 @@ def mcli_hint(root: Node) -> tuple[str, str] | None:
     found = _MCLI_TRAIN.search(command) if isinstance(command, str) else None
     if found is None:
         return ("a MosaicML platform run config (mcli) with no train config under parameters: and no "
-                "'composer train.py <yaml>' in its command: nothing here places ranks",
+                "'composer train.py <yaml>' in its command: nothing here places ranks, and ASAP does not read it as a "
+                "config",
                 "point ASAP at the llm-foundry train YAML the job runs")
     return (f"a MosaicML platform run config (mcli) whose command trains {found.group(1)}: the layout is in that "
-            "YAML, not here",
+            "YAML, and ASAP does not read it as a config",
             f"point ASAP at {found.group(1)} (run.yaml config:); key=value overrides on the command line are not "
             "applied, so write them into the YAML")
 
