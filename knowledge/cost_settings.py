@@ -108,7 +108,8 @@ KEYS: dict[str, dict[str, tuple[str, ...]]] = {
         "megatron": ("recompute_granularity", "activations_checkpoint_granularity"),
         "ici_mesh": ("remat_policy", "remat"),
     },
-    "micro_batch": {"megatron": ("micro_batch_size",), "ici_mesh": ("micro_batch_size",), "maxtext": ()},
+    "micro_batch": {"megatron": ("micro_batch_size",), "ici_mesh": ("micro_batch_size",), "maxtext": (),
+                    "llmfoundry": ("micro_batch_size",)},  # bot.configs.llmfoundry: device_train_microbatch_size
     "per_device_batch": {"maxtext": ("per_device_batch_size",), "ici_mesh": ("per_device_batch_size",),
                          "megatron": ()},
     "grad_accum": {"maxtext": ("gradient_accumulation_steps",),

@@ -190,3 +190,38 @@ def test_a_pull_request_touching_a_run_config_is_not_reviewed_as_a_broken_shardi
     path = LF / name
     assert _not_a_sharding_config(path.read_text(), str(path))
     assert not _not_a_sharding_config((LF / "mpt-7b.yaml").read_text(), "mpt-7b.yaml")
+
+
+def test_launch_command_overrides_win_over_the_yaml() -> None:
+    """llm-foundry's README trains with overrides on the command line (OmegaConf dotlist): run.yaml's command
+    'composer train/train.py train/yamls/pretrain/mpt-7b.yaml ...' is read as llm-foundry merges it."""
+    command = ("composer train/train.py train/yamls/pretrain/mpt-7b.yaml train_loader.dataset.split=train_small "
+               "device_train_microbatch_size=4 fsdp_config.sharding_strategy=HYBRID_SHARD variables.max_seq_len=4096 "
+               "model.n_layers=16")
+    cfg = parse_config((LF / "mpt-7b.yaml").read_text(), "train/yamls/pretrain/mpt-7b.yaml", command=command)
+    assert cfg.mesh(16, 2).short() == "fsdp=8 | dcn data=2"
+    s = settings_from_config(cfg)
+    assert (s.micro_batch, s.seq_len) == (4, 4096)  # the reference to variables.max_seq_len follows the override
+    dims = read_model_dims(cfg)
+    assert dims is not None and (dims.layers, dims.seq_len) == (16, 4096)
+    assert any("device_train_microbatch_size set on the launch command" in r for r in cfg.reading)
+    with pytest.raises(ConfigError) as err:  # the command's value wins: editing the file would change nothing
+        apply_settings(cfg, {"micro_batch_size": 2})
+    assert "launch command" in err.value.message
+    with pytest.raises(ConfigError) as err:
+        apply_mesh(cfg, Mesh.model_validate({"ici": {"fsdp": 8}, "dcn": {"fsdp": 2}}))
+    assert "launch command" in err.value.message
+
+
+def test_a_malformed_override_is_named() -> None:
+    with pytest.raises(ConfigError) as err:
+        parse_config((LF / "mpt-7b.yaml").read_text(), "mpt-7b.yaml",
+                     command="composer train.py mpt-7b.yaml device_train_microbatch_size=-3")
+    assert err.value.field == "device_train_microbatch_size" and "on the launch command" in err.value.message
+
+
+def test_a_micro_batch_change_is_written_as_device_train_microbatch_size() -> None:
+    cfg = load_config(LF / "mpt-7b.yaml")
+    new = apply_settings(cfg, {"micro_batch_size": 4})
+    assert "\ndevice_train_microbatch_size: 4\n" in new and "# device_train_microbatch_size: auto" in new
+    assert settings_from_config(parse_config(new, "mpt-7b.yaml")).micro_batch == 4

@@ -111,7 +111,7 @@ def _parse(text: str, source: str, path: Path | None, command: str | None, overl
     from bot.configs import llmfoundry
 
     if llmfoundry.looks_like(root):  # an llm-foundry (Composer) train YAML: fsdp_config and its batch keys
-        return llmfoundry.read(root, text, source)  # type: ignore[arg-type]
+        return llmfoundry.read(root, text, source, command)  # type: ignore[arg-type]
     fmt = _detect(root, source)
     if fmt == "maxtext":
         return launch.yaml_maxtext(text, source, root, files, command)

@@ -15,7 +15,8 @@ Settings read under ASAP's own names: ``device_train_microbatch_size`` (``micro_
 ``fsdp_config.activation_checkpointing`` (``remat``: full / none), ``sharding_strategy``, ``precision``
 (``amp_fp8``: fp8), ``model.attn_config.attn_impl`` (``attention``), ``model.loss_fn`` (``fused_crossentropy``,
 MPT's default, is a fused kernel). OmegaConf references ``${variables.name}`` / ``${name}`` resolve against the file's
-own ``variables:`` section and top-level keys (llm-foundry's two layouts). The MPT model itself is read by
+own ``variables:`` section and top-level keys (llm-foundry's two layouts); a recorded launch command's
+``dotted.key=value`` overrides win over the file (:func:`apply_overrides`). The MPT model itself is read by
 :mod:`bot.configs.model_dims`. A mesh change an edit may write is a ``sharding_strategy`` value; every other layout
 (pipeline, sequence, expert parallelism) is not expressible in the file and is refused.
 """
@@ -23,8 +24,10 @@ own ``variables:`` section and top-level keys (llm-foundry's two layouts). The M
 from __future__ import annotations
 
 import re
+import shlex
 from typing import Any
 
+import yaml
 from yaml.nodes import MappingNode, Node, ScalarNode
 
 from bot.configs.common import Splice
@@ -84,8 +87,8 @@ def mcli_hint(root: Node) -> tuple[str, str] | None:
                 "point ASAP at the llm-foundry train YAML the job runs")
     return (f"a MosaicML platform run config (mcli) whose command trains {found.group(1)}: the layout is in that "
             "YAML, and ASAP does not read it as a config",
-            f"point ASAP at {found.group(1)} (run.yaml config:); key=value overrides on the command line are not "
-            "applied, so write them into the YAML")
+            f"point ASAP at {found.group(1)} (run.yaml config:) and put the composer line in run.yaml command: its "
+            "key=value overrides win over the YAML, as llm-foundry merges them")
 
 
 def _mcli_gpus(root: MappingNode, source: str) -> int | None:
@@ -99,7 +102,67 @@ def _mcli_gpus(root: MappingNode, source: str) -> int | None:
     return gpus
 
 
-def read(root: MappingNode, text: str, source: str) -> ShardingConfig:
+def overrides(command: str | None, source: str) -> dict[str, str]:
+    """The ``dotted.key=value`` overrides of a recorded ``composer train/train.py <yaml> k=v ...`` command (OmegaConf's
+    dotlist, which llm-foundry merges over the YAML); {} without a command or a YAML in it."""
+    if not command:
+        return {}
+    try:
+        words = shlex.split(command, comments=True)
+    except ValueError as exc:
+        raise ConfigError(f"the recorded launch command cannot be split into words: {exc}", source=source,
+                          field="command") from None
+    name = source.rsplit("/", 1)[-1]
+    at = next((i for i, w in enumerate(words) if w.rsplit("/", 1)[-1] == name), None)
+    if at is None:
+        return {}
+    out: dict[str, str] = {}
+    for w in words[at + 1:]:
+        if w in ("&&", ";", "|", "||"):
+            break
+        key, eq, value = w.partition("=")
+        if eq and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*", key):
+            out[key] = value
+    return out
+
+
+def apply_overrides(root: Node, command: str | None, source: str) -> set[str]:
+    """Write the command's overrides into the composed tree (OmegaConf: the command wins over the file); the dotted
+    paths it set, so that reading names them and an edit of the file refuses them."""
+    done: set[str] = set()
+    for path, value in overrides(command, source).items():
+        try:
+            node = yaml.compose(value or "null", Loader=yaml.SafeLoader)  # one scalar: no aliases, no documents
+        except yaml.YAMLError:
+            node = None
+        if not isinstance(node, ScalarNode):
+            raise ConfigError(f"override {path}={value!r}: expected a single value", source=source, field="command")
+        node.start_mark = node.end_mark = None  # not a span of the file: reading says "on the launch command"
+        _set_path(root, path.split("."), node)
+        done.add(path)
+    return done
+
+
+def _set_path(root: Node, parts: list[str], value: ScalarNode) -> None:
+    node = root
+    for i, part in enumerate(parts):
+        if not isinstance(node, MappingNode):
+            return
+        entry = next(((k, v) for k, v in node.value if isinstance(k, ScalarNode) and k.value == part), None)
+        last = i == len(parts) - 1
+        if entry is None:
+            key = ScalarNode("tag:yaml.org,2002:str", part)
+            child: Node = value if last else MappingNode("tag:yaml.org,2002:map", [])
+            node.value.append((key, child))
+            node = child
+            continue
+        if last:
+            node.value[node.value.index(entry)] = (entry[0], value)
+            return
+        node = entry[1]
+
+
+def read(root: MappingNode, text: str, source: str, command: str | None = None) -> ShardingConfig:
     """The layout, settings and their positions; ConfigError naming the key for values llm-foundry would refuse.
     An mcli run config is read through its ``parameters:`` (what ``composer train.py /mnt/config/parameters.yaml``
     trains), its ``compute.gpus`` as the launch's device count."""
@@ -107,6 +170,7 @@ def read(root: MappingNode, text: str, source: str) -> ShardingConfig:
     if not _train_keys(root):
         devices = _mcli_gpus(root, source)
         root = _mcli_parameters(root)  # type: ignore[assignment]
+    on_command = apply_overrides(root, command, source)
     top = _children(root)
     values: dict[str, Scalar] = {}
     origins: dict[str, ConfigKey] = {}
@@ -122,6 +186,11 @@ def read(root: MappingNode, text: str, source: str) -> ShardingConfig:
     keys = _tp_key(root, top, text, source)
     if devices is not None:
         reading.append(f"a MosaicML platform run config: the train config under parameters:, compute.gpus {devices}")
+    for path in sorted(on_command):
+        reading.append(f"{path} set on the launch command (it wins over the YAML)")
+    for name, origin in list(origins.items()):
+        if origin.path in on_command or any(origin.path.startswith(p + ".") for p in on_command):
+            origins[name] = origin.model_copy(update={"start": -1, "end": -1, "via": "the recorded launch command"})
     return ShardingConfig(format="llmfoundry", source=source, text=text, keys=keys, settings=values, origins=origins,
                           reading=reading, devices=devices)
 
@@ -165,9 +234,17 @@ def _lookup_path(root: MappingNode, parts: list[str]) -> Node | None:
 
 
 def _origin(name: str, path: str, key_node: Node, value_node: Node, text: str) -> ConfigKey:
+    if value_node.start_mark is None or key_node.start_mark is None:  # set on the launch command
+        return ConfigKey(key=name, path=path, group="world", axis="data", value=0, raw="", line=0, column=0,
+                         start=-1, end=-1, via="the recorded launch command")
     start, end = value_node.start_mark.index, value_node.end_mark.index
     return ConfigKey(key=name, path=path, group="world", axis="data", value=0, raw=text[start:end],
                      line=key_node.start_mark.line + 1, column=key_node.start_mark.column + 1, start=start, end=end)
+
+
+def _at(node: Node) -> str:
+    """Where a value is written, for messages: its line in the file, or the launch command."""
+    return "on the launch command" if node.start_mark is None else f"line {node.start_mark.line + 1}"
 
 
 def remat_values(policy: str) -> dict[str, bool]:
@@ -188,7 +265,7 @@ def _read_strategy(fsdp: dict[str, tuple[Node, Node]] | None, present: bool, val
     strategy = scalar(hit[1])
     if not isinstance(strategy, str) or strategy.upper() not in STRATEGIES:
         raise ConfigError(f"must be one of {', '.join(STRATEGIES)}, got {describe(strategy)} "
-                          f"(line {hit[1].start_mark.line + 1})", source=source, field="fsdp_config.sharding_strategy")
+                          f"({_at(hit[1])})", source=source, field="fsdp_config.sharding_strategy")
     values["sharding_strategy"] = strategy.upper()
     origins["sharding_strategy"] = _origin("sharding_strategy", "fsdp_config.sharding_strategy", hit[0], hit[1], text)
     ckpt = fsdp.get("activation_checkpointing")
@@ -209,7 +286,7 @@ def _positive(root: MappingNode, hit: tuple[Node, Node], source: str, field: str
         return None
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         expected = "a positive integer" + (" or auto" if auto else "")
-        raise ConfigError(f"must be {expected}, got {describe(value)} (line {hit[1].start_mark.line + 1})",
+        raise ConfigError(f"must be {expected}, got {describe(value)} ({_at(hit[1])})",
                           source=source, field=field)
     return value
 
@@ -265,10 +342,8 @@ def _tp_key(root: MappingNode, top: dict[str, tuple[Node, Node]], text: str, sou
     if tp is None:
         return []
     size = _positive(root, tp, source, "tp_config.tensor_parallel_degree", auto=False)
-    start, end = tp[1].start_mark.index, tp[1].end_mark.index
-    return [ConfigKey(key="tensor_parallel_degree", path="tp_config.tensor_parallel_degree", group="world",
-                      axis="tensor", value=int(size or 1), raw=text[start:end], line=tp[0].start_mark.line + 1,
-                      column=tp[0].start_mark.column + 1, start=start, end=end)]
+    at = _origin("tensor_parallel_degree", "tp_config.tensor_parallel_degree", tp[0], tp[1], text)
+    return [at.model_copy(update={"axis": "tensor", "value": int(size or 1)})]
 
 
 # -------------------------------------------------------------------------------------------------- mesh
@@ -353,4 +428,8 @@ def plan(config: ShardingConfig, root: Any, target: Mesh) -> list[Splice]:
         raise ConfigError(f"the file does not write fsdp_config.sharding_strategy; the layout needs {want}",
                           source=config.source, field="fsdp_config.sharding_strategy",
                           hint=f"add 'sharding_strategy: {want}' under fsdp_config")
+    if at.start < 0:
+        raise ConfigError(f"fsdp_config.sharding_strategy is set by {at.via}, which wins over the YAML; the layout "
+                          f"needs {want}", source=config.source, field="fsdp_config.sharding_strategy",
+                          hint=f"change it on the launch command: fsdp_config.sharding_strategy={want}")
     return [Splice(at.start, at.end, want)]

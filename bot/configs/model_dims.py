@@ -167,10 +167,11 @@ def _llmfoundry(config: ShardingConfig) -> ModelDims:
     ``expansion_ratio``, ``vocab_size``, ``attn_config.kv_n_heads``, ``ffn_config.ffn_type``; MPTConfig's defaults for
     what it leaves out; tied input / output embeddings, MPT's default); a Hugging Face model
     (``hf_causal_lm``) is named, not sized, in the file."""
-    from bot.configs.llmfoundry import resolve_value, train_root
+    from bot.configs.llmfoundry import apply_overrides, resolve_value, train_root
 
     d = _Dims(config.source)
     root = train_root(compose(config.text, config.source))
+    apply_overrides(root, config.command, config.source)  # key=value on the launch command win over the file
     model = _mapping(_mapping(root).get("model"))
     name = config.settings.get("model")
     if name != "mpt_causal_lm":
