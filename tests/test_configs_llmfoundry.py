@@ -225,3 +225,13 @@ def test_a_micro_batch_change_is_written_as_device_train_microbatch_size() -> No
     new = apply_settings(cfg, {"micro_batch_size": 4})
     assert "\ndevice_train_microbatch_size: 4\n" in new and "# device_train_microbatch_size: auto" in new
     assert settings_from_config(parse_config(new, "mpt-7b.yaml")).micro_batch == 4
+
+
+def test_a_stated_but_invalid_model_size_is_a_problem_not_a_default() -> None:
+    """A d_model the file states as text is named as a problem (the model then comes from run.yaml), never replaced
+    by MPTConfig's default; a fractional expansion_ratio is MPT's own rule: int(d_model x ratio)."""
+    text = (LF / "mpt-7b.yaml").read_text()
+    dims = read_model_dims(parse_config(text.replace("d_model: 4096", "d_model: big"), "mpt-7b.yaml"))
+    assert dims is not None and dims.stated() == {} and "model.d_model" in dims.problems[0] and "'big'" in dims.problems[0]
+    dims = read_model_dims(parse_config(text.replace("expansion_ratio: 4", "expansion_ratio: 2.6875"), "mpt-7b.yaml"))
+    assert dims is not None and dims.d_ff == 11008

@@ -310,6 +310,9 @@ def _read_batch(root: MappingNode, top: dict[str, tuple[Node, Node]], values: di
         n = resolve_value(root, seq[1], source, "max_seq_len")
         if isinstance(n, int) and not isinstance(n, bool) and n > 0:
             values["seq_length"] = n
+        else:
+            reading.append(f"max_seq_len {describe(scalar(seq[1]))} does not resolve to a length in this file: "
+                           "the sequence length is unknown (run.yaml training.seq_len states it)")
 
 
 def _read_model_settings(root: MappingNode, top: dict[str, tuple[Node, Node]],

@@ -182,29 +182,43 @@ def _llmfoundry(config: ShardingConfig) -> ModelDims:
                           "give the model dimensions in run.yaml")
         return d.build()
 
-    def value(key: str, node: Any = None) -> int | None:
+    def value(key: str, node: Any = None, *, ratio: bool = False) -> float | None:
+        """A stated size (a ratio may be fractional); None when unstated; a problem when stated but not one."""
         node = model.get(key) if node is None else node
         if node is None:
             return None
         got = resolve_value(root, node, config.source, f"model.{key}")
-        return got if isinstance(got, int) and not isinstance(got, bool) and got > 0 else None
+        number = isinstance(got, int | float) if ratio else isinstance(got, int)
+        if got is None or isinstance(got, bool) or not number or got <= 0:
+            d.problems.append(f"model.{key}: expected a positive {'number' if ratio else 'integer'}, got "
+                              f"{got!r}" + (" (a reference ASAP cannot resolve)" if got is None else ""))
+            return None
+        return got
 
-    sizes: dict[str, int] = {}
+    sizes: dict[str, float] = {}
     for key, default in MPT_DEFAULTS.items():
-        got = value(key)
-        if got is None:
+        node = model.get(key)
+        got = value(key, ratio=key == "expansion_ratio")
+        if node is None:
             d.notes.append(f"model.{key} not set: MPTConfig's default {default}")
         sizes[key] = got or default
+    if d.problems:
+        return d.build()
+    ffn_hidden = value("ffn_hidden_size", _mapping(model.get("ffn_config")).get("ffn_hidden_size"))
     where = "model.{} (llm-foundry YAML)"
-    d.set("layers", sizes["n_layers"], where.format("n_layers"))
-    d.set("d_model", sizes["d_model"], where.format("d_model"))
-    d.set("d_ff", sizes["d_model"] * sizes["expansion_ratio"], "model.d_model x model.expansion_ratio")
-    d.set("heads", sizes["n_heads"], where.format("n_heads"))
-    d.set("head_dim", sizes["d_model"] // sizes["n_heads"], "model.d_model / model.n_heads")
+    d_model, heads = int(sizes["d_model"]), int(sizes["n_heads"])
+    d.set("layers", int(sizes["n_layers"]), where.format("n_layers"))
+    d.set("d_model", d_model, where.format("d_model"))
+    if ffn_hidden:  # MPT's resolve_ffn_hidden_size: ffn_config.ffn_hidden_size wins, else int(d_model x ratio)
+        d.set("d_ff", int(ffn_hidden), "model.ffn_config.ffn_hidden_size")
+    else:
+        d.set("d_ff", int(d_model * sizes["expansion_ratio"]), "model.d_model x model.expansion_ratio")
+    d.set("heads", heads, where.format("n_heads"))
+    d.set("head_dim", d_model // heads, "model.d_model / model.n_heads")
     kv = value("kv_n_heads", _mapping(model.get("attn_config")).get("kv_n_heads"))
     d.set("kv_heads", kv or sizes["n_heads"], "model.attn_config.kv_n_heads" if kv else "MPT's multi-head attention")
-    d.set("vocab", sizes["vocab_size"], where.format("vocab_size"))
-    d.set("seq_len", sizes["max_seq_len"], where.format("max_seq_len"))
+    d.set("vocab", int(sizes["vocab_size"]), where.format("vocab_size"))
+    d.set("seq_len", int(sizes["max_seq_len"]), where.format("max_seq_len"))
     ffn = _mapping(model.get("ffn_config")).get("ffn_type")
     gated = ffn is not None and str(scalar(ffn)) in ("mptglu", "mptgeglu")
     d.set("mlp_matrices", 3 if gated else 2, "model.ffn_config.ffn_type" if ffn is not None else "MPT's mptmlp (GELU)")
