@@ -461,7 +461,11 @@ def resolve_shape(run: RunRecord, settings: TrainingSettings | None = None) -> S
         # torchtitan: Float8ColwiseParallel / RowwiseParallel gather the tensorwise-scaled inputs in fp8
         # (enable_float8_tensorwise_tp, parallelize_llama.py @820504e); rowwise recipes gather in bf16
         tp_fp8_gather=mm == "fp8" and not rowwise and bool(behaviour["fsdp_gathered_under_pp"]),
-        fp8_casts=mm == "fp8" and bool(behaviour["fsdp_gathered_under_pp"]),
+        # a PyTorch trainer's fp8 linears cast inputs and output gradients in kernels of their own: torchao's
+        # Float8Linear (torchtitan) and Transformer Engine's te.Linear (llm-foundry's fc_type: te); Megatron fuses the
+        # casts into TE's LayerNormLinear and activation kernels (docs/cost-model.md, "fp8 casts of PyTorch trainers")
+        fp8_casts=mm == "fp8" and (bool(behaviour["fsdp_gathered_under_pp"])
+                                   or effective_framework(run.framework, cfg) == "other"),
         lm_head_bf16=lm_head_bf16,
         bf16_layer_share=bf16_share,
         module_precision=modules,
