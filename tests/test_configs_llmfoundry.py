@@ -235,3 +235,17 @@ def test_a_stated_but_invalid_model_size_is_a_problem_not_a_default() -> None:
     assert dims is not None and dims.stated() == {} and "model.d_model" in dims.problems[0] and "'big'" in dims.problems[0]
     dims = read_model_dims(parse_config(text.replace("expansion_ratio: 4", "expansion_ratio: 2.6875"), "mpt-7b.yaml"))
     assert dims is not None and dims.d_ff == 11008
+
+
+def test_partial_checkpointing_is_not_read_as_full() -> None:
+    """MPT's model.activation_checkpointing_target checkpoints only the modules / blocks it names: the policy is left
+    unstated (and the reading says why) rather than priced as every block recomputed."""
+    text = (LF / "mpt-7b.yaml").read_text().replace(
+        "  attn_config:\n    attn_impl: flash",
+        "  attn_config:\n    attn_impl: flash\n  activation_checkpointing_target:\n    mptblock: first-5", 1)
+    cfg = parse_config(text, "mpt-7b.yaml")
+    assert settings_from_config(cfg).remat_policy is None
+    assert any("activation_checkpointing_target" in r for r in cfg.reading)
+    with pytest.raises(ConfigError) as err:
+        parse_config((LF / "mpt-7b.yaml").read_text().replace("precision: amp_bf16", "precision: [amp_bf16]"), "x.yaml")
+    assert err.value.field == "precision"

@@ -181,6 +181,7 @@ def read(root: MappingNode, text: str, source: str, command: str | None = None) 
         raise ConfigError(f"must be a mapping of FSDP settings, got {describe(scalar(fsdp[1]))}", source=source,
                           field="fsdp_config")
     _read_strategy(fsdp_map, fsdp is not None and fsdp_map is not None, values, origins, reading, text, source)
+    _partial_checkpointing(top, values, reading)
     _read_batch(root, top, values, origins, reading, text, source)
     _read_model_settings(root, top, fsdp_map, values, reading, source)
     keys = _tp_key(root, top, text, source)
@@ -280,6 +281,17 @@ def _read_strategy(fsdp: dict[str, tuple[Node, Node]] | None, present: bool, val
                                                       "fsdp_config.activation_checkpointing", ckpt[0], ckpt[1], text)
 
 
+def _partial_checkpointing(top: dict[str, tuple[Node, Node]], values: dict[str, Scalar], reading: list[str]) -> None:
+    """``model.activation_checkpointing_target`` checkpoints only the modules / blocks it names (MPT's
+    activation_checkpointing_fn): not a policy ASAP prices, so the remat policy is left unstated, and said."""
+    target = _children(top.get("model", (None, None))[1]).get("activation_checkpointing_target")
+    if target is None or scalar(target[1]) is None or not values.get("activation_checkpointing"):
+        return
+    values.pop("remat", None)
+    reading.append("model.activation_checkpointing_target checkpoints only the modules / blocks it names: ASAP "
+                   "cannot price that partial policy, so the remat policy is treated as not stated")
+
+
 def _positive(root: MappingNode, hit: tuple[Node, Node], source: str, field: str, *, auto: bool) -> int | None:
     value = resolve_value(root, hit[1], source, field)
     if auto and isinstance(value, str) and value.strip().lower() == "auto":
@@ -320,7 +332,10 @@ def _read_model_settings(root: MappingNode, top: dict[str, tuple[Node, Node]],
                          source: str) -> None:
     precision = top.get("precision")
     if precision is not None:
-        p = resolve_value(root, precision[1], source, "precision")
+        p = resolve_value(root, precision[1], source, "precision") if isinstance(precision[1], ScalarNode) else []
+        if p is not None and not isinstance(p, str):
+            raise ConfigError(f"must be a precision name (amp_bf16, amp_fp8, fp32...), got {describe(p)} "
+                              f"({_at(precision[1])})", source=source, field="precision")
         if isinstance(p, str):
             values["precision"] = p
             values["fp8"] = p.lower() == "amp_fp8"
