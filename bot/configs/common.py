@@ -305,6 +305,26 @@ def apply_splices(text: str, splices: Sequence[Splice]) -> str:
     return "".join(out)
 
 
+def args_after(command: str | None, source: str) -> list[str] | None:
+    """The words after the config's own name in a recorded launch command (``bash train.sh 4 full 1`` -> the script's
+    positional arguments; ``composer train.py mpt-7b.yaml k=v`` -> its overrides); None when it does not name it."""
+    if not command:
+        return None
+    import shlex
+    from pathlib import PurePath
+
+    try:
+        words = shlex.split(command, comments=True)
+    except ValueError as exc:
+        raise ConfigError(f"the recorded launch command cannot be split into words: {exc}", source=source,
+                          field="command") from None
+    name = PurePath(source).name
+    for i, w in enumerate(words):
+        if PurePath(w).name == name:
+            return words[i + 1:]
+    return None
+
+
 def last_entry(mapping: MappingNode) -> tuple[Node, Node] | None:
     """The last (key, value) pair of a mapping node, if any."""
     return mapping.value[-1] if mapping.value else None

@@ -24,6 +24,7 @@ from yaml.nodes import MappingNode
 
 from bot.configs import maxtext, megatron, plainmesh
 from bot.configs.accelerate_hint import accelerate_hint
+from bot.configs.common import args_after
 from bot.configs.sharding import Format, ShardingConfig
 from bot.configs.yamlscan import MAX_CONFIG_BYTES, compose, walk
 from bot.errors import ConfigError
@@ -90,7 +91,7 @@ def _parse(text: str, source: str, path: Path | None, command: str | None, overl
         dump = torchtitan_json.parse(text, source)  # or torchtitan's JSON record of its Trainer.Config
         return dump if dump is not None else deepspeed.read_text(text, source)
     if is_script(text, source):
-        return launch.script_config(text, source, files, _script_args(command, source), command)
+        return launch.script_config(text, source, files, args_after(command, source), command)
     if is_toml(text, source):
         from bot.configs import torchtitan
 
@@ -149,24 +150,6 @@ def _detect(root: MappingNode, source: str) -> Format:
             hint="keep the keys of one format; ASAP cannot tell which one the training job reads",
         )
     return next(iter(present))
-
-
-def _script_args(command: str | None, source: str) -> list[str] | None:
-    """Positional arguments of the script in a recorded command (``bash train.sh 4 full 1``)."""
-    if not command:
-        return None
-    import shlex
-
-    try:
-        words = shlex.split(command, comments=True)
-    except ValueError as exc:
-        raise ConfigError(f"the recorded launch command cannot be split into words: {exc}", source=source,
-                          field="command") from None
-    name = Path(source).name
-    for i, w in enumerate(words):
-        if Path(w).name == name:
-            return words[i + 1:]
-    return None
 
 
 def read_config_text(path: Path) -> str:

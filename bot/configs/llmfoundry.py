@@ -24,13 +24,12 @@ own ``variables:`` section and top-level keys (llm-foundry's two layouts); a rec
 from __future__ import annotations
 
 import re
-import shlex
 from typing import Any
 
 import yaml
 from yaml.nodes import MappingNode, Node, ScalarNode
 
-from bot.configs.common import Splice
+from bot.configs.common import Splice, args_after
 from bot.configs.mesh import Axis, Mesh
 from bot.configs.sharding import ConfigKey, Scalar, ShardingConfig
 from bot.configs.yamlscan import describe, scalar
@@ -105,19 +104,8 @@ def _mcli_gpus(root: MappingNode, source: str) -> int | None:
 def overrides(command: str | None, source: str) -> dict[str, str]:
     """The ``dotted.key=value`` overrides of a recorded ``composer train/train.py <yaml> k=v ...`` command (OmegaConf's
     dotlist, which llm-foundry merges over the YAML); {} without a command or a YAML in it."""
-    if not command:
-        return {}
-    try:
-        words = shlex.split(command, comments=True)
-    except ValueError as exc:
-        raise ConfigError(f"the recorded launch command cannot be split into words: {exc}", source=source,
-                          field="command") from None
-    name = source.rsplit("/", 1)[-1]
-    at = next((i for i, w in enumerate(words) if w.rsplit("/", 1)[-1] == name), None)
-    if at is None:
-        return {}
     out: dict[str, str] = {}
-    for w in words[at + 1:]:
+    for w in args_after(command, source) or []:
         if w in ("&&", ";", "|", "||"):
             break
         key, eq, value = w.partition("=")
