@@ -248,14 +248,15 @@ EW_BYTES_XLA = 10.0
 # half the elementwise cost Megatron-Core's Transformer Engine path does at the same width: the 1/d_model falloff in
 # llm-foundry's MPT tables (125M-70B, d_model 768-8192, 216 rows) is half as steep. Fitted across the PyTorch
 # trainers' tables of the eval corpus together, llm-foundry's, torchtitan's and torchao's (docs/cost-model.md,
-# "Elementwise cost of PyTorch trainers").
+# "PyTorch trainers: elementwise cost and FSDP overlap").
 EW_BYTES_PYTORCH = 80.0
 
-# Share of a PyTorch trainer's FSDP all-gathers and reduce-scatters (framework ``other``: FSDP1 / FSDP2, DeepSpeed ZeRO-3
-# read onto the fsdp axis), and of its data-parallel gradient reduction, that lands on the critical path however much compute there is to hide it behind: across
-# the llm-foundry and torchtitan tables the rows that move the most weight bytes per FLOP (big models at a few
-# thousand tokens per GPU) measure 10-25% slower than a fully overlappable FSDP gives. Fitted across those tables
-# together (docs/cost-model.md, "PyTorch FSDP's collectives overlap half-way"); Megatron's and XLA's are unchanged.
+# Share of a PyTorch trainer's FSDP all-gathers and reduce-scatters (framework ``other``: FSDP1 / FSDP2, DeepSpeed
+# ZeRO-3 read onto the fsdp axis), and of its data-parallel gradient reduction, that lands on the critical path however
+# much compute there is to hide it behind: across the llm-foundry and torchtitan tables the rows that move the most
+# weight bytes per FLOP (big models at a few thousand tokens per GPU) measure 10-25% slower than a fully overlappable
+# FSDP gives. Fitted across those tables together with EW_BYTES_PYTORCH (docs/cost-model.md, "PyTorch trainers:
+# elementwise cost and FSDP overlap"); Megatron's and XLA's are unchanged.
 FSDP_EXPOSED_PYTORCH = 0.5
 
 # Tensor-parallel collectives per layer that XLA leaves on the critical path: the forward pass's pair. XLA's

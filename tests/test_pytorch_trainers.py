@@ -3,8 +3,8 @@
 llm-foundry's A100 80GB table (mosaicml/llm-foundry scripts/train/benchmarking/README.md @ 495218376, Apache-2.0;
 `scripts/eval_cases_llm_foundry.py`) measures MPT-125M to MPT-30B at 2,048 tokens on eight GPUs. Priced with Megatron's
 elementwise constant, every model under 3B came out 9-21% slow (MPT-350M at 0.79 measured / predicted) while 7B-13B
-were on the measurement; the table ranked 0.74. ``EW_BYTES_PYTORCH`` (docs/cost-model.md, "Elementwise cost of PyTorch
-trainers: elementwise cost and FSDP overlap") is fitted across every PyTorch-trainer table of the corpus, not to
+were on the measurement; the table ranked 0.74. ``EW_BYTES_PYTORCH`` (docs/cost-model.md, "PyTorch trainers:
+elementwise cost and FSDP overlap") is fitted across every PyTorch-trainer table of the corpus, not to
 these rows; so is ``FSDP_EXPOSED_PYTORCH``, the share of FSDP's all-gathers and reduce-scatters that stays on the
 critical path: the rows that move the most weight bytes per FLOP (MPT-13B at two sequences per H100 without
 checkpointing, 393 model TFLOP/s per GPU) came out 17-25% fast when FSDP could hide entirely behind compute.
