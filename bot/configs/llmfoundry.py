@@ -35,7 +35,7 @@ from bot.configs.sharding import ConfigKey, Scalar, ShardingConfig
 from bot.configs.yamlscan import describe, scalar
 from bot.errors import ConfigError
 
-DETECT_KEYS: tuple[str, ...] = ("fsdp_config", "global_train_batch_size", "device_train_microbatch_size")
+BATCH_KEYS: tuple[str, ...] = ("global_train_batch_size", "device_train_microbatch_size")  # llm-foundry's own names
 SETTINGS: tuple[str, ...] = ("micro_batch_size", "global_batch_size", "seq_length", "remat", "activation_checkpointing",
                              "sharding_strategy",
                              "precision", "fp8", "attention", "cross_entropy_loss_fusion", "model")
@@ -55,9 +55,9 @@ def looks_like(root: Node) -> bool:
 
 def _train_keys(root: Node | None) -> bool:
     top = _children(root)
-    if any(k in top for k in DETECT_KEYS[1:]):
+    if any(k in top for k in BATCH_KEYS):
         return True
-    return "fsdp_config" in top and "name" in _children(top.get("model", (None, None))[1])
+    return "fsdp_config" in top and node_at(root, "model.name") is not None
 
 
 def train_root(root: Node) -> Node | None:
@@ -66,7 +66,7 @@ def train_root(root: Node) -> Node | None:
 
 
 def _mcli_parameters(root: Node) -> Node | None:
-    return _children(root).get("parameters", (None, None))[1]
+    return node_at(root, "parameters")
 
 
 _MCLI_TRAIN = re.compile(r"train(?:/train)?\.py\s+([\w./-]{1,200}\.ya?ml)")
@@ -92,7 +92,7 @@ def mcli_hint(root: Node) -> tuple[str, str] | None:
 
 def _mcli_gpus(root: MappingNode, source: str) -> int | None:
     """``compute.gpus`` of an mcli run config: the GPUs the run asks for."""
-    hit = _children(_children(root).get("compute", (None, None))[1]).get("gpus")
+    hit = _children(node_at(root, "compute")).get("gpus")
     if hit is None:
         return None
     gpus = scalar(hit[1])
@@ -168,10 +168,10 @@ def read(root: MappingNode, text: str, source: str, command: str | None = None) 
     if fsdp is not None and fsdp_map is None and scalar(fsdp[1]) is not None:
         raise ConfigError(f"must be a mapping of FSDP settings, got {describe(scalar(fsdp[1]))}", source=source,
                           field="fsdp_config")
-    _read_strategy(fsdp_map, fsdp is not None and fsdp_map is not None, values, origins, reading, text, source)
-    _partial_checkpointing(top, values, reading)
+    _read_strategy(fsdp_map, values, origins, reading, text, source)
+    _partial_checkpointing(root, values, reading)
     _read_batch(root, top, values, origins, reading, text, source)
-    _read_model_settings(root, top, fsdp_map, values, reading, source)
+    _read_model_settings(root, top, values, reading, source)
     keys = _tp_key(root, top, text, source)
     if devices is not None:
         reading.append(f"a MosaicML platform run config: the train config under parameters:, compute.gpus {devices}")
@@ -185,10 +185,6 @@ def read(root: MappingNode, text: str, source: str, command: str | None = None) 
 
 
 # ----------------------------------------------------------------------------------------------- reading
-def _key(node: Node) -> str | None:
-    return node.value if isinstance(node, ScalarNode) else None
-
-
 def _children(node: Node | None) -> dict[str, tuple[Node, Node]]:
     """key -> (key node, value node) of a mapping ({} for anything else)."""
     if not isinstance(node, MappingNode):
@@ -206,16 +202,17 @@ def resolve_value(root: MappingNode, node: Node, source: str, field: str) -> obj
         m = _REF.fullmatch(value.strip())
         if m is None:
             return value
-        target = _lookup_path(root, m.group(1).split("."))
+        target = node_at(root, m.group(1))
         if target is None:
             return None
         value = scalar(target)
     raise ConfigError(f"references nest deeper than {MAX_REF_DEPTH} levels (a cycle?)", source=source, field=field)
 
 
-def _lookup_path(root: MappingNode, parts: list[str]) -> Node | None:
-    node: Node | None = root
-    for part in parts:
+def node_at(root: Node | None, dotted: str) -> Node | None:
+    """The value node at a dotted path of mappings (``model.attn_config.attn_impl``); None where any part is missing."""
+    node = root
+    for part in dotted.split("."):
         node = _children(node).get(part, (None, None))[1]
         if node is None:
             return None
@@ -241,9 +238,9 @@ def remat_values(policy: str) -> dict[str, bool]:
     return {"activation_checkpointing": policy != "none"}
 
 
-def _read_strategy(fsdp: dict[str, tuple[Node, Node]] | None, present: bool, values: dict[str, Scalar],
+def _read_strategy(fsdp: dict[str, tuple[Node, Node]] | None, values: dict[str, Scalar],
                    origins: dict[str, ConfigKey], reading: list[str], text: str, source: str) -> None:
-    if not present or fsdp is None:
+    if fsdp is None:
         reading.append("no fsdp_config: Composer trains with DDP (data parallelism over every GPU)")
         return
     hit = fsdp.get("sharding_strategy")
@@ -269,11 +266,11 @@ def _read_strategy(fsdp: dict[str, tuple[Node, Node]] | None, present: bool, val
                                                       "fsdp_config.activation_checkpointing", ckpt[0], ckpt[1], text)
 
 
-def _partial_checkpointing(top: dict[str, tuple[Node, Node]], values: dict[str, Scalar], reading: list[str]) -> None:
+def _partial_checkpointing(root: Node, values: dict[str, Scalar], reading: list[str]) -> None:
     """``model.activation_checkpointing_target`` checkpoints only the modules / blocks it names (MPT's
     activation_checkpointing_fn): not a policy ASAP prices, so the remat policy is left unstated, and said."""
-    target = _children(top.get("model", (None, None))[1]).get("activation_checkpointing_target")
-    if target is None or scalar(target[1]) is None or not values.get("activation_checkpointing"):
+    target = node_at(root, "model.activation_checkpointing_target")
+    if target is None or scalar(target) is None or not values.get("activation_checkpointing"):
         return
     values.pop("remat", None)
     reading.append("model.activation_checkpointing_target checkpoints only the modules / blocks it names: ASAP "
@@ -305,19 +302,18 @@ def _read_batch(root: MappingNode, top: dict[str, tuple[Node, Node]], values: di
         values[name] = value
         if isinstance(scalar(hit[1]), int):  # a literal ASAP can rewrite in place
             origins[name] = _origin(name, key, hit[0], hit[1], text)
-    seq = top.get("max_seq_len") or _children(top.get("model", (None, None))[1]).get("max_seq_len")
+    seq = node_at(root, "max_seq_len") or node_at(root, "model.max_seq_len")
     if seq is not None:
-        n = resolve_value(root, seq[1], source, "max_seq_len")
+        n = resolve_value(root, seq, source, "max_seq_len")
         if isinstance(n, int) and not isinstance(n, bool) and n > 0:
             values["seq_length"] = n
         else:
-            reading.append(f"max_seq_len {describe(scalar(seq[1]))} does not resolve to a length in this file: "
+            reading.append(f"max_seq_len {describe(scalar(seq))} does not resolve to a length in this file: "
                            "the sequence length is unknown (run.yaml training.seq_len states it)")
 
 
-def _read_model_settings(root: MappingNode, top: dict[str, tuple[Node, Node]],
-                         fsdp: dict[str, tuple[Node, Node]] | None, values: dict[str, Scalar], reading: list[str],
-                         source: str) -> None:
+def _read_model_settings(root: MappingNode, top: dict[str, tuple[Node, Node]], values: dict[str, Scalar],
+                         reading: list[str], source: str) -> None:
     precision = top.get("precision")
     if precision is not None:
         p = resolve_value(root, precision[1], source, "precision") if isinstance(precision[1], ScalarNode) else []
@@ -327,13 +323,13 @@ def _read_model_settings(root: MappingNode, top: dict[str, tuple[Node, Node]],
         if isinstance(p, str):
             values["precision"] = p
             values["fp8"] = p.lower() == "amp_fp8"
-    model = _children(top.get("model", (None, None))[1])
+    model = _children(node_at(root, "model"))
     name = model.get("name")
     if name is not None:
         values["model"] = str(scalar(name[1]))
-    attn = _children(model.get("attn_config", (None, None))[1]).get("attn_impl")
+    attn = node_at(root, "model.attn_config.attn_impl")
     if attn is not None:
-        values["attention"] = str(resolve_value(root, attn[1], source, "model.attn_config.attn_impl"))
+        values["attention"] = str(resolve_value(root, attn, source, "model.attn_config.attn_impl"))
     loss = model.get("loss_fn")
     mpt = values.get("model") == "mpt_causal_lm"
     if loss is not None:
@@ -344,7 +340,7 @@ def _read_model_settings(root: MappingNode, top: dict[str, tuple[Node, Node]],
 
 
 def _tp_key(root: MappingNode, top: dict[str, tuple[Node, Node]], text: str, source: str) -> list[ConfigKey]:
-    tp = _children(top.get("tp_config", (None, None))[1]).get("tensor_parallel_degree")
+    tp = _children(node_at(root, "tp_config")).get("tensor_parallel_degree")
     if tp is None:
         return []
     size = _positive(root, tp, source, "tp_config.tensor_parallel_degree", auto=False)

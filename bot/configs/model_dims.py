@@ -167,15 +167,14 @@ def _llmfoundry(config: ShardingConfig) -> ModelDims:
     ``expansion_ratio``, ``vocab_size``, ``attn_config.kv_n_heads``, ``ffn_config.ffn_type``; MPTConfig's defaults for
     what it leaves out; tied input / output embeddings, MPT's default); a Hugging Face model
     (``hf_causal_lm``) is named, not sized, in the file."""
-    from bot.configs.llmfoundry import apply_overrides, resolve_value, train_root
+    from bot.configs.llmfoundry import apply_overrides, node_at, resolve_value, train_root
 
     d = _Dims(config.source)
     root = train_root(compose(config.text, config.source))
     apply_overrides(root, config.command, config.source)  # key=value on the launch command win over the file
-    model = _mapping(_mapping(root).get("model"))
     name = config.settings.get("model")
     if name != "mpt_causal_lm":
-        checkpoint = model.get("pretrained_model_name_or_path")
+        checkpoint = node_at(root, "model.pretrained_model_name_or_path")
         what = f" ({resolve_value(root, checkpoint, config.source, 'model.pretrained_model_name_or_path')})" \
             if checkpoint is not None else ""
         d.problems.append(f"model.name {name!r}{what}: its sizes live in the checkpoint's config, not in this YAML; "
@@ -184,7 +183,7 @@ def _llmfoundry(config: ShardingConfig) -> ModelDims:
 
     def value(key: str, node: Any = None, *, ratio: bool = False) -> float | None:
         """A stated size (a ratio may be fractional); None when unstated; a problem when stated but not one."""
-        node = model.get(key) if node is None else node
+        node = node_at(root, f"model.{key}") if node is None else node
         if node is None:
             return None
         got = resolve_value(root, node, config.source, f"model.{key}")
@@ -197,14 +196,14 @@ def _llmfoundry(config: ShardingConfig) -> ModelDims:
 
     sizes: dict[str, float] = {}
     for key, default in MPT_DEFAULTS.items():
-        node = model.get(key)
+        node = node_at(root, f"model.{key}")
         got = value(key, ratio=key == "expansion_ratio")
         if node is None:
             d.notes.append(f"model.{key} not set: MPTConfig's default {default}")
         sizes[key] = got or default
     if d.problems:
         return d.build()
-    ffn_hidden = value("ffn_hidden_size", _mapping(model.get("ffn_config")).get("ffn_hidden_size"))
+    ffn_hidden = value("ffn_hidden_size", node_at(root, "model.ffn_config.ffn_hidden_size"))
     where = "model.{} (llm-foundry YAML)"
     d_model, heads = int(sizes["d_model"]), int(sizes["n_heads"])
     d.set("layers", int(sizes["n_layers"]), where.format("n_layers"))
@@ -215,26 +214,17 @@ def _llmfoundry(config: ShardingConfig) -> ModelDims:
         d.set("d_ff", int(d_model * sizes["expansion_ratio"]), "model.d_model x model.expansion_ratio")
     d.set("heads", heads, where.format("n_heads"))
     d.set("head_dim", d_model // heads, "model.d_model / model.n_heads")
-    kv = value("kv_n_heads", _mapping(model.get("attn_config")).get("kv_n_heads"))
+    kv = value("kv_n_heads", node_at(root, "model.attn_config.kv_n_heads"))
     d.set("kv_heads", kv or sizes["n_heads"], "model.attn_config.kv_n_heads" if kv else "MPT's multi-head attention")
     d.set("vocab", int(sizes["vocab_size"]), where.format("vocab_size"))
     d.set("seq_len", int(sizes["max_seq_len"]), where.format("max_seq_len"))
-    ffn = _mapping(model.get("ffn_config")).get("ffn_type")
+    ffn = node_at(root, "model.ffn_config.ffn_type")
     gated = ffn is not None and str(scalar(ffn)) in ("mptglu", "mptgeglu")
     d.set("mlp_matrices", 3 if gated else 2, "model.ffn_config.ffn_type" if ffn is not None else "MPT's mptmlp (GELU)")
-    tied = model.get("tie_word_embeddings")
+    tied = node_at(root, "model.tie_word_embeddings")
     d.flag("tied_embeddings", bool(scalar(tied)) if tied is not None else True,
            "model.tie_word_embeddings" if tied is not None else "MPTConfig's default tie_word_embeddings true")
     return d.build()
-
-
-def _mapping(node: Any) -> dict[str, Any]:
-    """key -> value node of a YAML mapping node ({} for anything else)."""
-    from yaml.nodes import MappingNode, ScalarNode
-
-    if not isinstance(node, MappingNode):
-        return {}
-    return {k.value: v for k, v in node.value if isinstance(k, ScalarNode)}
 
 
 def _torchtitan(config: ShardingConfig) -> ModelDims:

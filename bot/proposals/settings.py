@@ -239,13 +239,11 @@ def _remat_changes(move: SettingsMove, settings: TrainingSettings | None, config
         if fmt == "torchtitan":
             values = remat_values(name)
             key = key or next(iter(values))
-        if fmt == "llmfoundry":
-            from bot.configs.llmfoundry import remat_values as foundry_remat
-
-            values = foundry_remat(name)
-            key = "fsdp_config.activation_checkpointing"
         words = f"{key or 'remat'} {spec.policy} -> {name}"
         if fmt == "llmfoundry":  # the YAML's own values: every block checkpointed, or none
+            from bot.configs.llmfoundry import remat_values as foundry_remat
+
+            values, key = foundry_remat(name), "fsdp_config.activation_checkpointing"
             words = (f"{key} {str(spec.policy != 'none').lower()} -> {str(name != 'none').lower()} "
                      f"(remat {spec.policy} -> {name})")
         if unstated:
