@@ -169,12 +169,15 @@ def apply_proposal(
     mesh = Mesh(ici=proposal.mesh.get("ici", {}), dcn=proposal.mesh.get("dcn", {}))  # type: ignore[arg-type]
     new_text = apply_changes(cfg, mesh, dict(proposal.settings))
     _refuse_record(cfg, text, new_text, path, index)
+    owned = [c for c in proposal.settings_changes if "not written" in c]
+    if owned:  # part of the change is in values the recorded launch command sets, which apply does not edit
+        what = "only what" if new_text == text else "values"
+        rest = "" if new_text == text else (": committing the rest alone would not be the proposal that was "
+                                            "predicted, so nothing is committed")
+        raise AsapError(f"{path} on {base}: proposal {index} changes {what} the run's launch command sets "
+                        f"({'; '.join(owned)}){rest}; edit that command (run.yaml command:) — apply edits files only",
+                        field="proposal")
     if new_text == text:
-        owned = [c for c in proposal.settings_changes if "not written" in c]
-        if owned:  # the whole change is in values the recorded launch command sets, which apply does not edit
-            raise AsapError(f"{path} on {base}: proposal {index} changes only what the run's launch command sets "
-                            f"({'; '.join(owned)}); edit that command (run.yaml command:) — apply edits files only",
-                            field="proposal")
         raise AsapError(f"{path} on {base} already has {change_summary(pset, proposal, short=True)}; nothing to apply",
                         field="proposal")
     diff = diff_text(text, new_text, path)

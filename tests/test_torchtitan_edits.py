@@ -263,7 +263,8 @@ def _applied(tmp_path: Path, command: str | None, kind: str = "remat") -> tuple[
 
     run = runs.get("tt")
     pset = propose(run, analyze_run(run))
-    p = next(p for p in pset.proposals if kind in p.kind)
+    # the proposal of exactly that kind, else the first that includes it (a move combined with a settings change)
+    p = next((p for p in pset.proposals if p.kind == kind), None) or next(p for p in pset.proposals if kind in p.kind)
     repo = _repo(tmp_path)
     res = apply_proposal("tt", p.rank, None, LocalGitHost(repo), runs=runs, proposals=pset,
                          config_path="train_configs/llama3_8b.toml")
@@ -287,17 +288,20 @@ def test_apply_commits_the_remat_change_with_the_degrees_and_nothing_else(tmp_pa
 def test_apply_reads_the_repository_file_with_the_runs_command(tmp_path: Path) -> None:
     # the command sets tp 2 and full remat: the repo file (tp 1) is still this run's config, and a mesh proposal
     # writes only the degrees it may change (not tensor_parallel_degree, which the command sets)
-    before, after, p = _applied(tmp_path, TP2_FULL, kind="dcn.data")
+    before, after, p = _applied(tmp_path, TP2_FULL, kind="dcn.fsdp->dcn.data")
     assert all("_degree = " in a and not a.startswith("tensor_") for a, _ in _changed_lines(before, after))
     assert parse_config(after, "x.toml", command=TP2_FULL).mesh(64, 8).short() == p.mesh_short  # type: ignore[attr-defined]
 
 
 def test_a_change_only_the_launch_command_can_make_is_refused_naming_the_flag(tmp_path: Path) -> None:
-    # the lighter-remat proposal keeps the mesh; its remat value is the command's --activation_checkpoint.mode,
-    # which apply cannot edit: the answer names the flag instead of "nothing to apply"
+    # the lighter-remat proposal's remat value is the command's --activation_checkpoint.mode, which apply cannot edit:
+    # the answer names the flag; when the proposal also moves the mesh, nothing is committed (the mesh alone is not
+    # the change that was predicted)
     with pytest.raises(AsapError) as err:
         _applied(tmp_path, TP2_FULL)
     assert "--activation_checkpoint.mode full wins" in str(err.value) and "launch command" in str(err.value)
+    assert subprocess.run(["git", "-C", str(tmp_path / "titan"), "branch", "--format=%(refname:short)"], check=True,
+                          capture_output=True, text=True).stdout.split() == ["main"]  # no branch pushed
 
 
 def test_lighter_than_selective_layer_k_is_only_what_recomputes_less() -> None:
