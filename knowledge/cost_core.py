@@ -37,6 +37,7 @@ from knowledge.cost_network import (
     gather_time,
     group_gather_time,
     p2p_bandwidth,
+    ring_latency,
     strided_allreduce_time,
 )
 from knowledge.cost_offload import offload_seconds
@@ -296,6 +297,12 @@ ASYNC_TP_SHARE = 0.5
 # tables in docs/cost-model.md ("Matmul efficiency"); peaks and the per-family efficiency stay separate.
 SHAPE_TILE = 256.0
 
+# The attention core's head-dimension term (attention_core_factor): SHAPE_TILE / (4 x 128) = 0.5 at head_dim 128, as
+# the matmul form gave before, so 128-wide heads price as fitted; its exponent, fitted across the published tables (MPT-125M / 350M at
+# head_dim 64 against 760M-70B at 128 in llm-foundry's, 512 to 65k tokens; docs/cost-model.md, "Attention core: head
+# dimension"), makes head_dim 64 0.88x and 256 1.11x of 128's rate at long sequences.
+ATTN_HEAD_EXPONENT = 0.5
+
 # Fixed seconds per MoE layer per micro-batch (forward + backward) beyond the layer's FLOPs, bytes and all-to-all:
 # the router, the token-count exchange that sizes the all-to-all (a device-to-host sync in Megatron-Core's
 # alltoall dispatcher), permutation and the many small kernels of fine-grained experts. Fitted across every MoE row
@@ -358,6 +365,18 @@ def shape_factor(m: np.ndarray | float, k: np.ndarray | float, n: np.ndarray | f
     if c <= 0:
         return np.ones_like(np.asarray(m, dtype=np.float64) * 1.0)
     return 1.0 / (1.0 + c / np.maximum(m, c) + c / np.maximum(k, c) + c / np.maximum(n, c))
+
+
+def attention_core_factor(tokens: np.ndarray | float, keys: np.ndarray | float, head_dim: float) -> np.ndarray:
+    """Relative efficiency (0..1] of the fused attention core: the tokens and keys terms of :func:`shape_factor`, and a
+    head-dimension term, the matmul form's n-term at n = 4 x 128 scaled by ``(128 / head_dim) ** ATTN_HEAD_EXPONENT``.
+
+    Each tile of QK^T and PV does work in proportion to the head dimension against a fixed softmax and rescaling cost,
+    so a narrower head runs a flash kernel somewhat below a wider one; ``SHAPE_TILE / (4 x head_dim)`` (the matmul
+    form with n = 4 x head_dim) made head_dim 64 1.33x slower than 128 at long sequences, where the PyTorch trainers'
+    tables measure about a tenth (docs/cost-model.md, "Attention core: head dimension")."""
+    head = SHAPE_TILE / (4.0 * 128.0) * (128.0 / max(head_dim, 1.0)) ** ATTN_HEAD_EXPONENT
+    return 1.0 / (1.0 / shape_factor(tokens, keys, np.inf) + head)
 
 
 def _matmul_shares(shape: Shape) -> dict[str, float]:
@@ -718,7 +737,7 @@ def _device_time(shape: Shape, chip: Chip, efficiency: float, mm: _MeshSplit) ->
     f_mlp = shape_factor(tok_mb, D, F / nt)
     f_att = shape_factor(tok_mb, D, shape.heads * shape.head_dim / nt)
     f_out = shape_factor(tok_mb, D, max(V, 1.0) / nt)
-    f_core = shape_factor(tok_mb, S / ns, float(shape.head_dim) * 4.0)
+    f_core = attention_core_factor(tok_mb, S / ns, float(shape.head_dim))
     share = _matmul_shares(shape)
     slow_dense = share["mlp"] / f_mlp + share["attn"] / f_att + share["out"] / f_out
     if share["mamba"]:
@@ -964,6 +983,21 @@ def _fsdp_passes(shape: Shape) -> float:
     return gathers + shape.trainable_share * (reduce_bytes(shape) / BF16 if shape.reduce_fp32 else 1.0)
 
 
+def fsdp_calls(shape: Shape) -> float:
+    """FSDP's collectives per layer per micro-batch: the forward and backward all-gathers (one under SHARD_GRAD_OP)
+    and the gradient reduce-scatter (none when nothing of the layer trains)."""
+    return (1.0 if shape.fsdp_keep_gathered else 2.0) + (1.0 if shape.trainable_share > 0 else 0.0)
+
+
+def fsdp_latency(shape: Shape, mm: _MeshSplit, axis: int = FSDP, group: np.ndarray | None = None) -> np.ndarray:
+    """Seconds per step of ring latency in FSDP's (or ZeRO-3's) collectives on GPUs: each layer is one unit (PyTorch
+    FSDP's transformer-block wrapping, Megatron-FSDP's per-layer buckets) whose gathers and reduce-scatter each pay
+    NCCL's ring latency over the axis's ranks, or a ``group`` of them (knowledge.cost_network.ring_latency), per
+    micro-batch, for the layers of one pipeline stage."""
+    rounds = np.where(mm.npp > 1, 2.0 / 3.0, mm.m) if _fsdp_unsharded_with_pp(shape) else mm.m
+    return rounds * fsdp_calls(shape) * float(shape.layers) / mm.npp * ring_latency(mm.net, axis, group)
+
+
 def dp_replicas(shape: Shape, nd: np.ndarray) -> np.ndarray:
     """Per mesh, the groups of data ranks that each hold the sharded model state whole (Megatron
     ``num_distributed_optimizer_instances``): as configured, at most the mesh's data ranks (a proposal with fewer
@@ -1008,6 +1042,7 @@ def _weight_collectives(shape: Shape, mm: _MeshSplit, comm_ovl: dict[str, np.nda
     if shape.zero_stage >= 3 and _zeropp(shape):  # DeepSpeed ZeRO-3 read onto the fsdp axis
         comm_ovl["fsdp"] = fsdp_rounds * _zeropp_gathers(shape, net, FSDP, gathered,
                                                          (_fsdp_passes(shape) - 2.0) * gathered)
+    comm_ovl["fsdp"] = comm_ovl["fsdp"] + fsdp_latency(shape, mm)  # NCCL's ring latency, per layer per collective
 
     # Data: one gradient all-reduce per step of the (FSDP-sharded) bf16 gradient, 2V/W [SB; DESIGN.md].
     # Sequence ranks hold replicated weights (Megatron context parallel), so their gradients are
@@ -1031,6 +1066,7 @@ def _weight_collectives(shape: Shape, mm: _MeshSplit, comm_ovl: dict[str, np.nda
         comm_ovl["data"] = m * (2.0 + trained) * gather_time(weight_shard, net, DATA)
         if _zeropp(shape):
             comm_ovl["data"] = m * _zeropp_gathers(shape, net, DATA, weight_shard, grad_shard * g / BF16)
+        ring = fsdp_latency(shape, mm, DATA)
         if shape.dp_replicas > 1:
             # Megatron-FSDP HSDP: the per-micro-batch gathers and reduce-scatters stay inside one group of data
             # ranks; once per step the group's gradient shard is all-reduced across the groups
@@ -1038,6 +1074,8 @@ def _weight_collectives(shape: Shape, mm: _MeshSplit, comm_ovl: dict[str, np.nda
             group = mm.nd / groups
             comm_ovl["data"] = m * (2.0 + trained) * group_gather_time(weight_shard, net, DATA, group) + \
                 strided_allreduce_time(grad_shard * g / BF16 / group, net, DATA, group, groups)
+            ring = fsdp_latency(shape, mm, DATA, group)
+        comm_ovl["data"] = comm_ovl["data"] + ring  # NCCL's ring latency, per layer per collective, as on fsdp
     if shape.framework == "megatron":
         comm_ovl["sequence"] = allreduce_time(grad_shard, net, SEQUENCE)
     else:  # sequence ranks shard the weights too: gather and reduce-scatter them like FSDP (see _stage_memory)
@@ -1263,6 +1301,7 @@ def evaluate(
         "slowest_over_mean_stage": stage_factor,
         "fsdp_prefetch_blocked": blocked.astype(np.float64),
         "data_sync_exposed": xla_data_sync_exposed(shape, mm.net).astype(np.float64),
+        "fsdp_ring_latency_s": fsdp_latency(shape, mm),
     }
     return Terms(
         compute_s=compute_s,

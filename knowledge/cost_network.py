@@ -117,6 +117,34 @@ def _two_level(volume: np.ndarray, net: AxisNetwork, axis: int, nf: np.ndarray, 
     return fast + slow
 
 
+# NCCL's own latency model of a ring all-gather or reduce-scatter (NVIDIA/nccl src/graph/tuning.cc @ 5067397c,
+# ncclTunerConstantsDefaults, Simple protocol, the one NCCL picks for messages of megabytes): a base latency, then
+# nRanks - 1 steps, nNodes - 1 of them between nodes at the network's hop latency and the rest at NVLink's (the
+# intra-node latency is raised to 3x the CPU's network overhead, 1-2 us, when the ring spans nodes: 3.4 us still
+# holds on Intel hosts). Not fitted: NCCL's tuner uses these figures to choose its algorithms.
+NCCL_RING_BASE_S = 8.4e-6
+NCCL_NVLINK_STEP_S = 3.4e-6
+NCCL_NET_STEP_S = 14.0e-6
+
+
+def ring_latency(net: AxisNetwork, axis: int, group: np.ndarray | None = None) -> np.ndarray:
+    """Seconds of hop latency of ONE ring all-gather or reduce-scatter over the axis on GPUs (NCCL's model above), or
+    over its first ``group`` ranks (consecutive: the fast part first, as :func:`group_gather_time`).
+
+    Zero on a TPU torus (XLA's ICI collectives are not NCCL's rings; their per-hop latency is not modelled) and on an
+    axis of one rank. It grows with the ranks of the ring, so per-layer collectives over hundreds of GPUs (FSDP over a
+    whole cluster) pay milliseconds each that a bandwidth-only formula misses.
+    """
+    ranks = net.n_fast[:, axis] * net.n_slow[:, axis]
+    if group is not None:
+        ranks = np.minimum(ranks, np.maximum(group, 1.0))
+    nodes = np.maximum(ranks / net.n_fast[:, axis], 1.0)
+    lat = NCCL_RING_BASE_S + (ranks - nodes) * NCCL_NVLINK_STEP_S + (nodes - 1.0) * NCCL_NET_STEP_S
+    if net.torus:
+        return np.zeros_like(ranks)
+    return np.where(ranks > 1, lat, 0.0)
+
+
 def group_gather_time(volume: np.ndarray, net: AxisNetwork, axis: int, group: np.ndarray) -> np.ndarray:
     """:func:`gather_time` over the first ``group`` ranks of the axis (consecutive ranks: the fast part first),
     as Megatron's distributed-optimizer instances split the data-parallel ranks (``intra_distributed_optimizer_

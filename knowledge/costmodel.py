@@ -39,6 +39,7 @@ from knowledge.cost_core import (
     Terms,
     chip_efficiency,
     evaluate,
+    fsdp_calls,
     logit_bytes,
     moe_layer_s,
     reduce_bytes,
@@ -332,6 +333,7 @@ def _assumptions(shape: Shape, terms: Terms, chip: Chip, mesh: Mesh) -> list[str
             "FSDP prefetch: two gathered layers do not fit the usable HBM beside the rest, so XLA gathers each layer's "
             "weights only once the previous ones are freed: the FSDP all-gathers are priced on the critical path "
             "(comm.fsdp); a mesh with more memory headroom hides them")
+    assumptions.extend(_ring_latency_notes(shape, terms, mesh))
     if mesh.size("pipeline") > 1 and terms.stages is not None:
         st = {k: float(v[0]) for k, v in terms.stages.items()}
         assumptions.append(
@@ -340,6 +342,28 @@ def _assumptions(shape: Shape, terms: Terms, chip: Chip, mesh: Mesh) -> list[str
             "(the larger is checked against HBM)"
         )
     return assumptions
+
+
+# The share of the step's device time above which FSDP's ring latency is named in the answer.
+RING_LATENCY_NOTE_SHARE = 0.01
+
+
+def _ring_latency_notes(shape: Shape, terms: Terms, mesh: Mesh) -> list[str]:
+    """Name NCCL's ring latency in FSDP's collectives when it is a visible part of the step (FSDP over many GPUs)."""
+    if terms.stages is None:
+        return []
+    latency = float(terms.stages["fsdp_ring_latency_s"][0])
+    device = float(terms.compute_s[0] + terms.hbm_s[0])
+    if latency <= RING_LATENCY_NOTE_SHARE * device:
+        return []
+    calls = fsdp_calls(shape) * shape.layers / max(mesh.size("pipeline"), 1)
+    per_call = latency / max(calls * float(terms.micro_batches[0]), 1e-12)
+    return [
+        f"FSDP over {mesh.size('fsdp')} GPUs: its {calls:.0f} all-gathers and reduce-scatters per micro-batch (per "
+        f"layer) each pay NCCL's ring latency, {1e6 * per_call:,.0f} us over that many ranks (NCCL's own model: 8.4 "
+        f"us + 3.4 us per NVLink step + 14 us per step between nodes), {1e3 * latency:,.0f} ms per step before "
+        "overlap; sharding inside the node with replicas across (HSDP) keeps the rings short"
+    ]
 
 
 def _step_uncertainty(run: RunRecord, shape: Shape, mesh: Mesh, chip: Chip, calibration: Calibration | None,
