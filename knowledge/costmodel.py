@@ -359,8 +359,9 @@ def _ring_latency_notes(shape: Shape, terms: Terms, mesh: Mesh) -> list[str]:
     calls = fsdp_calls(shape) * shape.layers / max(mesh.size("pipeline"), 1)
     per_call = latency / max(calls * float(terms.micro_batches[0]), 1e-12)
     return [
-        f"FSDP over {mesh.size('fsdp')} GPUs: its {calls:.0f} all-gathers and reduce-scatters per micro-batch (per "
-        f"layer) each pay NCCL's ring latency, {1e6 * per_call:,.0f} us over that many ranks (NCCL's own model: 8.4 "
+        f"FSDP over {mesh.size('fsdp')} GPUs: its {calls:.0f} all-gathers and reduce-scatters per micro-batch "
+        f"({fsdp_calls(shape):.0f} per layer) each pay NCCL's ring latency, {1e6 * per_call:,.0f} us over that many "
+        "ranks (NCCL's own model: 8.4 "
         f"us + 3.4 us per NVLink step + 14 us per step between nodes), {1e3 * latency:,.0f} ms per step before "
         "overlap; sharding inside the node with replicas across (HSDP) keeps the rings short"
     ]
