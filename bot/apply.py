@@ -116,6 +116,23 @@ def _lock_holder(pulls: list[PullRequest], branch: str, config_path: str) -> Pul
     return None
 
 
+def _refuse_partial_or_empty(pset: ProposalSet, proposal: Proposal, index: int, where: str, *, changed: bool) -> None:
+    """Refuse a proposal apply cannot make whole: one whose change is partly or wholly in values the recorded launch
+    command sets (apply edits files only; the mesh alone is not the change that was predicted), or one the file
+    already has."""
+    owned = [c for c in proposal.settings_changes if "not written" in c]
+    if owned:
+        what = "values" if changed else "only what"
+        rest = (": committing the rest alone would not be the proposal that was predicted, so nothing is committed"
+                if changed else "")
+        raise AsapError(f"{where}: proposal {index} changes {what} the run's launch command sets "
+                        f"({'; '.join(owned)}){rest}; edit that command (run.yaml command:) — apply edits files only",
+                        field="proposal")
+    if not changed:
+        raise AsapError(f"{where} already has {change_summary(pset, proposal, short=True)}; nothing to apply",
+                        field="proposal")
+
+
 def apply_proposal(
     run_id: str,
     index: int,
@@ -169,17 +186,7 @@ def apply_proposal(
     mesh = Mesh(ici=proposal.mesh.get("ici", {}), dcn=proposal.mesh.get("dcn", {}))  # type: ignore[arg-type]
     new_text = apply_changes(cfg, mesh, dict(proposal.settings))
     _refuse_record(cfg, text, new_text, path, index)
-    owned = [c for c in proposal.settings_changes if "not written" in c]
-    if owned:  # part of the change is in values the recorded launch command sets, which apply does not edit
-        what = "only what" if new_text == text else "values"
-        rest = "" if new_text == text else (": committing the rest alone would not be the proposal that was "
-                                            "predicted, so nothing is committed")
-        raise AsapError(f"{path} on {base}: proposal {index} changes {what} the run's launch command sets "
-                        f"({'; '.join(owned)}){rest}; edit that command (run.yaml command:) — apply edits files only",
-                        field="proposal")
-    if new_text == text:
-        raise AsapError(f"{path} on {base} already has {change_summary(pset, proposal, short=True)}; nothing to apply",
-                        field="proposal")
+    _refuse_partial_or_empty(pset, proposal, index, f"{path} on {base}", changed=new_text != text)
     diff = diff_text(text, new_text, path)
     title = f"ASAP: {change_summary(pset, proposal, short=True)} in {path} (run {run.id}, proposal {index})"
     message = (f"asap: apply proposal {index} of run {run.id} to {path}\n\n"
