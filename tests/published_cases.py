@@ -28,6 +28,16 @@ def predict_case(case: str, **update: object) -> costmodel.Prediction:
     return costmodel.predict(run.record, mesh, settings=settings)
 
 
+def measured_step_ms(case: str, tflops_per_chip: float) -> float:
+    """The step time a published row's model TFLOP/s per chip means for ``case``, through ASAP's model-FLOP count."""
+    from bot.analysis.kpis import model_flops_per_step
+
+    run = LocalRunStore(EVAL).get(case)
+    flops = model_flops_per_step(run.record).per_step
+    assert flops is not None, f"{case}: no model-FLOP count"
+    return 1e3 * flops / (tflops_per_chip * 1e12 * run.record.num_chips)
+
+
 def propose_case(case: str):  # type: ignore[no-untyped-def]
     """The proposal engine's answer for ``case`` (analysis, proposals, advice), as ``asap propose`` gives it."""
     from bot.analysis.analyze import analyze_run

@@ -12,22 +12,13 @@ from __future__ import annotations
 
 import pytest
 
-from bot.analysis.kpis import model_flops_per_step
-from bot.runs.store import LocalRunStore
 from knowledge import cost_core
-from tests.published_cases import EVAL, predict_case
+from tests.published_cases import measured_step_ms, predict_case
 
 LONG = {  # case -> measured model TFLOP/s per GPU (rows '<size> | 32768 | 8 | a100_80gb')
     "llmfoundry-a100-80gb-mpt-125m-s32768-8gpu-mb2": 164.0,
     "llmfoundry-a100-80gb-mpt-350m-s32768-8gpu-mb2": 163.0,
 }
-
-
-def _measured_step_ms(case: str, tflops: float) -> float:
-    run = LocalRunStore(EVAL).get(case)
-    flops = model_flops_per_step(run.record).per_step
-    assert flops is not None
-    return 1e3 * flops / (tflops * 1e12 * run.record.num_chips)
 
 
 def test_head_dim_128_prices_as_before_and_64_and_256_around_it() -> None:
@@ -42,11 +33,11 @@ def test_head_dim_128_prices_as_before_and_64_and_256_around_it() -> None:
 @pytest.mark.parametrize("case", sorted(LONG))
 def test_small_heads_at_long_sequences_price_near_what_they_measured(case: str) -> None:
     """Uncalibrated, both 64-wide-head rows at 32,768 tokens are within 4% of their measured steps."""
-    assert predict_case(case).step_time_ms == pytest.approx(_measured_step_ms(case, LONG[case]), rel=0.04)
+    assert predict_case(case).step_time_ms == pytest.approx(measured_step_ms(case, LONG[case]), rel=0.04)
 
 
 def test_the_one_over_head_dim_term_would_price_them_slow(monkeypatch: pytest.MonkeyPatch) -> None:
     """With the exponent at 1 (the old matmul form) the MPT-125M row comes out over 10% slower than it measured."""
     case = "llmfoundry-a100-80gb-mpt-125m-s32768-8gpu-mb2"
     monkeypatch.setattr(cost_core, "ATTN_HEAD_EXPONENT", 1.0)
-    assert _measured_step_ms(case, LONG[case]) / predict_case(case).step_time_ms < 0.9
+    assert measured_step_ms(case, LONG[case]) / predict_case(case).step_time_ms < 0.9

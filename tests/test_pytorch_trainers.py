@@ -14,10 +14,9 @@ from __future__ import annotations
 
 import pytest
 
-from bot.analysis.kpis import model_flops_per_step
 from bot.runs.store import LocalRunStore
 from knowledge import cost_core
-from tests.published_cases import EVAL, predict_case
+from tests.published_cases import EVAL, measured_step_ms, predict_case
 
 # row -> measured model TFLOP/s per GPU, 'A100 80GB with 1600 Gbps node-node interconnect (RoCE)' table
 A100_80_2048 = {
@@ -28,17 +27,10 @@ A100_80_2048 = {
 }
 
 
-def _measured_step_ms(case: str, tflops: float) -> float:
-    run = LocalRunStore(EVAL).get(case)
-    flops = model_flops_per_step(run.record).per_step
-    assert flops is not None
-    return 1e3 * flops / (tflops * 1e12 * run.record.num_chips)
-
-
 @pytest.mark.parametrize("case", sorted(A100_80_2048))
 def test_small_mpt_models_on_a100_are_priced_near_what_they_measured(case: str) -> None:
     """Uncalibrated, each small MPT row is within 10% of its measured step (Megatron's constant: up to 21% slow)."""
-    measured = _measured_step_ms(case, A100_80_2048[case])
+    measured = measured_step_ms(case, A100_80_2048[case])
     predicted = predict_case(case).step_time_ms
     assert predicted == pytest.approx(measured, rel=0.10)
 
@@ -47,7 +39,7 @@ def test_megatrons_constant_would_price_the_row_far_slower(monkeypatch: pytest.M
     """The same MPT-350M row with Megatron's constant: its elementwise term doubles and the step comes out >15% slow
     against the measurement, which is what the table showed before the PyTorch trainers got their own fit."""
     case = "llmfoundry-a100-80gb-mpt-350m-s2048-8gpu-mb32"
-    measured = _measured_step_ms(case, A100_80_2048[case])
+    measured = measured_step_ms(case, A100_80_2048[case])
     pytorch = predict_case(case)
     monkeypatch.setattr(cost_core, "EW_BYTES_PYTORCH", cost_core.EW_BYTES)
     megatron = predict_case(case)
@@ -68,7 +60,7 @@ H100_13B_MB2 = {
 @pytest.mark.parametrize("case", sorted(H100_13B_MB2))
 def test_fsdp_heavy_rows_are_not_priced_as_if_fsdp_hid_entirely(case: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """Within 15% of the measured step with half of FSDP's traffic on the critical path; >15% fast without it."""
-    measured = _measured_step_ms(case, H100_13B_MB2[case])
+    measured = measured_step_ms(case, H100_13B_MB2[case])
     pred = predict_case(case)
     assert pred.step_time_ms == pytest.approx(measured, rel=0.15)
     assert any("50% of PyTorch's FSDP all-gathers and reduce-scatters" in a for a in pred.assumptions)
@@ -113,7 +105,7 @@ def test_fp8_in_a_pytorch_trainer_pays_its_casts() -> None:
     from knowledge.cost_shapes import resolve_shape
 
     bf16, fp8 = "llmfoundry-h100-bf16-mpt-3b-s512-8gpu-mb40", "llmfoundry-h100-fp8-mpt-3b-s512-8gpu-mb40"
-    measured = _measured_step_ms(bf16, 458.0) / _measured_step_ms(fp8, 598.0)
+    measured = measured_step_ms(bf16, 458.0) / measured_step_ms(fp8, 598.0)
     predicted = predict_case(bf16).step_time_ms / predict_case(fp8).step_time_ms
     assert predicted == pytest.approx(measured, abs=0.1)
     from knowledge.cost_settings import settings_for_run
