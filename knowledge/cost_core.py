@@ -298,9 +298,9 @@ ASYNC_TP_SHARE = 0.5
 SHAPE_TILE = 256.0
 
 # The attention core's head-dimension term (attention_core_factor): SHAPE_TILE / (4 x 128) = 0.5 at head_dim 128, as
-# the matmul form gave before, so 128-wide heads price as fitted; its exponent, fitted across the published tables (MPT-125M / 350M at
-# head_dim 64 against 760M-70B at 128 in llm-foundry's, 512 to 65k tokens; docs/cost-model.md, "Attention core: head
-# dimension"), makes head_dim 64 0.88x and 256 1.11x of 128's rate at long sequences.
+# the matmul form gave before, so 128-wide heads price as fitted. Its exponent, fitted across the published tables
+# (MPT-125M / 350M at head_dim 64 against 760M-70B at 128 in llm-foundry's, 512 to 65k tokens; docs/cost-model.md,
+# "Attention core: head dimension"), makes head_dim 64 0.88x and 256 1.11x of 128's rate at long sequences.
 ATTN_HEAD_EXPONENT = 0.5
 
 # Fixed seconds per MoE layer per micro-batch (forward + backward) beyond the layer's FLOPs, bytes and all-to-all:
