@@ -963,13 +963,14 @@ def node_dedup_share(experts: float, top_k: float, nodes: np.ndarray) -> np.ndar
     return np.where(nodes > 1, remote_nodes / np.maximum(remote_copies, 1e-12), 1.0)
 
 
-def _collectives(shape: Shape, chip: Chip, mm: _MeshSplit, st: Stages) -> tuple[dict[str, np.ndarray],
-                                                                                 dict[str, np.ndarray]]:
-    """Raw collective seconds per axis: (overlappable with compute, on the critical path)."""
+def _collectives(shape: Shape, chip: Chip, mm: _MeshSplit, st: Stages,
+                 fsdp_ring_s: np.ndarray) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+    """Raw collective seconds per axis: (overlappable with compute, on the critical path). ``fsdp_ring_s``: the fsdp
+    axis's ring latency per step (:func:`fsdp_latency`)."""
     zeros = np.zeros_like(mm.nd)
     comm_ovl = {k: zeros.copy() for k in AXIS_KEYS}  # overlappable with compute
     comm_crit = {k: zeros.copy() for k in AXIS_KEYS}  # on the critical path
-    _weight_collectives(shape, mm, comm_ovl)
+    _weight_collectives(shape, mm, comm_ovl, fsdp_ring_s)
     _exposed_gradient_sync(shape, comm_ovl, comm_crit)
     _xla_cross_slice_sync(shape, mm, comm_ovl, comm_crit)
     _activation_collectives(shape, chip, mm, st, comm_ovl, comm_crit)
@@ -989,13 +990,19 @@ def fsdp_calls(shape: Shape) -> float:
     return (1.0 if shape.fsdp_keep_gathered else 2.0) + (1.0 if shape.trainable_share > 0 else 0.0)
 
 
+def _fsdp_rounds(shape: Shape, mm: _MeshSplit) -> np.ndarray:
+    """FSDP's passes over the weights per step, in micro-batches: one per micro-batch, except torchtitan under
+    pipelining, which keeps the weights gathered and defers the reduce-scatter to the last micro-batch (see
+    _stage_memory): one all-gather and one reduce-scatter per step, 2/3 of a micro-batch's three passes."""
+    return np.where(mm.npp > 1, 2.0 / 3.0, mm.m) if _fsdp_unsharded_with_pp(shape) else mm.m
+
+
 def fsdp_latency(shape: Shape, mm: _MeshSplit, axis: int = FSDP, group: np.ndarray | None = None) -> np.ndarray:
     """Seconds per step of ring latency in FSDP's (or ZeRO-3's) collectives on GPUs: each layer is one unit (PyTorch
     FSDP's transformer-block wrapping, Megatron-FSDP's per-layer buckets) whose gathers and reduce-scatter each pay
     NCCL's ring latency over the axis's ranks, or a ``group`` of them (knowledge.cost_network.ring_latency), per
     micro-batch, for the layers of one pipeline stage."""
-    rounds = np.where(mm.npp > 1, 2.0 / 3.0, mm.m) if _fsdp_unsharded_with_pp(shape) else mm.m
-    return rounds * fsdp_calls(shape) * float(shape.layers) / mm.npp * ring_latency(mm.net, axis, group)
+    return _fsdp_rounds(shape, mm) * fsdp_calls(shape) * float(shape.layers) / mm.npp * ring_latency(mm.net, axis, group)
 
 
 def dp_replicas(shape: Shape, nd: np.ndarray) -> np.ndarray:
@@ -1022,8 +1029,9 @@ def _zeropp_gathers(shape: Shape, net: AxisNetwork, axis: int, weights: np.ndarr
     return gather_time(scale * weights, net, axis) + backward + gather_time(grads, net, axis)
 
 
-def _weight_collectives(shape: Shape, mm: _MeshSplit, comm_ovl: dict[str, np.ndarray]) -> None:
-    """Weight and gradient traffic, once per step or micro-batch: FSDP / ZeRO gathers, gradient reductions."""
+def _weight_collectives(shape: Shape, mm: _MeshSplit, comm_ovl: dict[str, np.ndarray], fsdp_ring_s: np.ndarray) -> None:
+    """Weight and gradient traffic, once per step or micro-batch: FSDP / ZeRO gathers, gradient reductions, and the
+    fsdp axis's ring latency ``fsdp_ring_s``."""
     nf, nt, npp = mm.nf, mm.nt, mm.npp
     m, net = mm.m, mm.net
     P_ne, P_e = shape.params_dense, shape.params_expert
@@ -1032,9 +1040,7 @@ def _weight_collectives(shape: Shape, mm: _MeshSplit, comm_ovl: dict[str, np.nda
     # "FSDP": AllGather fwd + AllGather bwd + ReduceScatter, each V/W]. Prefetch overlaps with compute.
     ep, etp = mm.grid.ep, mm.grid.etp  # expert weights live on the MoE layers' grid (knowledge.cost_moe_grid)
     gathered = BF16 * (P_ne / (nt * npp) + P_e / (etp * npp * ep))
-    # torchtitan under pipelining keeps the weights gathered and defers the reduce-scatter to the last
-    # micro-batch (see _stage_memory): one all-gather and one reduce-scatter per step.
-    fsdp_rounds = np.where(npp > 1, 2.0 / 3.0, m) if _fsdp_unsharded_with_pp(shape) else m
+    fsdp_rounds = _fsdp_rounds(shape, mm)
     # torchtitan reduce-scatters in fp32 (reduce_dtype float32): the third gather moves twice the bytes
     # LoRA: the gradient reduce-scatter moves only the adapters' gradients (trainable_share of the bytes)
     trained = shape.trainable_share
@@ -1042,7 +1048,7 @@ def _weight_collectives(shape: Shape, mm: _MeshSplit, comm_ovl: dict[str, np.nda
     if shape.zero_stage >= 3 and _zeropp(shape):  # DeepSpeed ZeRO-3 read onto the fsdp axis
         comm_ovl["fsdp"] = fsdp_rounds * _zeropp_gathers(shape, net, FSDP, gathered,
                                                          (_fsdp_passes(shape) - 2.0) * gathered)
-    comm_ovl["fsdp"] = comm_ovl["fsdp"] + fsdp_latency(shape, mm)  # NCCL's ring latency, per layer per collective
+    comm_ovl["fsdp"] = comm_ovl["fsdp"] + fsdp_ring_s  # NCCL's ring latency, per layer per collective
 
     # Data: one gradient all-reduce per step of the (FSDP-sharded) bf16 gradient, 2V/W [SB; DESIGN.md].
     # Sequence ranks hold replicated weights (Megatron context parallel), so their gradients are
@@ -1255,7 +1261,8 @@ def evaluate(
     n = (ici * dcn).astype(np.float64)
     mm = _split(shape, net, n)
     dev = _device_time(shape, chip, efficiency, mm)
-    comm_ovl, comm_crit = _collectives(shape, chip, mm, dev.stages)
+    fsdp_ring_s = fsdp_latency(shape, mm)
+    comm_ovl, comm_crit = _collectives(shape, chip, mm, dev.stages, fsdp_ring_s)
     nt, npp = mm.nt, mm.npp
     m, mb, tok_mb = mm.m, mm.mb, mm.tok_mb
     compute_s, hbm_s, stage_factor = dev.compute_s, dev.hbm_s, dev.stages.factor
@@ -1301,7 +1308,7 @@ def evaluate(
         "slowest_over_mean_stage": stage_factor,
         "fsdp_prefetch_blocked": blocked.astype(np.float64),
         "data_sync_exposed": xla_data_sync_exposed(shape, mm.net).astype(np.float64),
-        "fsdp_ring_latency_s": fsdp_latency(shape, mm),
+        "fsdp_ring_latency_s": fsdp_ring_s,
     }
     return Terms(
         compute_s=compute_s,
