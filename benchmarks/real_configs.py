@@ -3,7 +3,8 @@
 Usage::
 
     python benchmarks/real_configs.py --maxtext /work/.mirror/AI-Hypercomputer+maxtext/repo \\
-        [--megatron /work/.mirror/NVIDIA+Megatron-LM/repo] [--pai /work/.mirror/alibaba+Pai-Megatron-Patch/repo]
+        [--megatron /work/.mirror/NVIDIA+Megatron-LM/repo] [--pai /work/.mirror/alibaba+Pai-Megatron-Patch/repo] \\
+        [--torchtitan /work/.mirror/pytorch+torchtitan/repo]
 
 Each checkout is a git directory (a fetched mirror is enough): its files are materialized into a temporary
 folder with ``git archive``. The reference ("what the framework would build") is computed independently
@@ -19,6 +20,8 @@ of ASAP's readers:
   chain is merged with PyYAML like ``pyconfig`` (``base_config`` relative to the file; later wins; then the
   command's ``key=value`` overrides), and ``fill_unspecified_mesh_axes``'s rule fills the ``-1``.
 * **Megatron's settings** are the recorded argv read with argparse's rule (the last occurrence wins).
+* **torchtitan's config functions** (March 2026 on) are read from their source; the reference is the degrees their
+  names state (torchtitan's integration-test configs: ``llama3_debugmodel_fsdp2_tp2_pp2``), which their authors wrote.
 
 The device count of a MaxText recipe is taken from its comments (``v5p-512`` is 256 chips; ``v5e-256``,
 ``v6e-256``/``trillium-256`` are 256 chips; ``<N>vm`` GPU recipes are N nodes of 8 GPUs, one slice per
@@ -334,12 +337,66 @@ def _megatron_argv(argv: list[str]) -> bool:
     return any(re.search(r"(pretrain|finetune|train)[\w-]*\.py$", w) for w in argv)
 
 
+# torchtitan's integration-test config functions name their degrees (``llama3_debugmodel_fsdp2_tp2_pp2``,
+# ``..._hsdp2x2_ep2``): a reference written by torchtitan's authors, independent of ASAP's reading of the body
+_TITAN_NAMED = {"fsdp": "data_parallel_shard_degree", "tp": "tensor_parallel_degree", "pp": "pipeline_parallel_degree",
+                "cp": "context_parallel_degree", "ep": "expert_parallel_degree", "ddp": "data_parallel_replicate_degree"}
+
+
+def _titan_named(name: str) -> dict[str, int]:
+    named: dict[str, int] = {}
+    for tok in name.split("_"):
+        m = re.fullmatch(r"(fsdp|tp|pp|cp|ep|ddp)(\d+)", tok)
+        if m:
+            named[_TITAN_NAMED[m.group(1)]] = int(m.group(2))
+        m = re.fullmatch(r"hsdp(\d+)x(\d+)", tok)
+        if m:
+            named[_TITAN_NAMED["ddp"]], named[_TITAN_NAMED["fsdp"]] = int(m.group(1)), int(m.group(2))
+    return named
+
+
+def torchtitan_functions(root: Path) -> tuple[int, int, int, int, list[str]]:
+    """Every ``-> Trainer.Config`` function of a torchtitan checkout (torchtitan of March 2026 on) read from its
+    source: (functions, read, named in the function's name, agreeing with the name, problems)."""
+    total = read = named_n = agree = 0
+    bad: list[str] = []
+    for f in sorted(root.rglob("*.py")):
+        text = f.read_text(encoding="utf-8", errors="replace")
+        if "Trainer.Config" not in text:
+            continue
+        try:
+            module = ast.parse(text)
+        except SyntaxError:
+            continue
+        for fn in (n for n in module.body if isinstance(n, ast.FunctionDef) and n.returns is not None
+                   and ast.unparse(n.returns) == "Trainer.Config"):
+            total += 1
+            try:
+                cfg = load_config(f, command=f"torchrun -m torchtitan.train --config {fn.name}", root=root)
+            except AsapError as exc:
+                bad.append(f"refused {f.relative_to(root)}::{fn.name}: {exc.message[:120]}")
+                continue
+            read += 1
+            named = _titan_named(fn.name)
+            if not named:
+                continue
+            named_n += 1
+            got = {k.key: k.value for k in cfg.keys}
+            default = {"data_parallel_shard_degree": -1}
+            if all(got.get(k, default.get(k, 1)) == v for k, v in named.items()):
+                agree += 1
+            else:
+                bad.append(f"DIFFERS {f.relative_to(root)}::{fn.name}: named {named}, read {got}")
+    return total, read, named_n, agree, bad
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--maxtext", type=Path)
     ap.add_argument("--rev", default="HEAD", help="the MaxText commit to read (default HEAD)")
     ap.add_argument("--megatron", type=Path)
     ap.add_argument("--pai", type=Path)
+    ap.add_argument("--torchtitan", type=Path, help="a pytorch/torchtitan checkout of March 2026 on")
     ap.add_argument("-v", "--verbose", action="store_true", help="list every disagreement")
     a = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
@@ -366,6 +423,15 @@ def main() -> None:
             total, agree, bad = megatron_scripts(root, label)
             print(f"{label} example launch scripts: {agree}/{total} read with the launch's TP/PP/CP/EP/MBS/GBS")
             for line in bad if a.verbose else [bad[0]] + [x for x in bad if x.startswith("DIFFERS")][:10]:
+                print("   ", line)
+        if a.torchtitan:
+            root = Path(tmp) / "torchtitan"
+            root.mkdir()
+            materialize(a.torchtitan, ["torchtitan", "torchtitan_recipes"], root)
+            total, read, named, agree, bad = torchtitan_functions(root)
+            print(f"torchtitan config functions: {read}/{total} read from their Python source; the degrees of "
+                  f"{agree}/{named} agree with those their names state (fsdp2_tp2_pp2 ...)")
+            for line in bad if a.verbose else bad[:10]:
                 print("   ", line)
 
 

@@ -9,7 +9,8 @@ Formats (``docs/config-formats.md``): ``maxtext`` (``ici_*_parallelism`` / ``dcn
 ``ici_mesh`` (``ici_mesh:`` / ``dcn_mesh:`` mappings), ``megatron`` (``tensor_model_parallel_size``
 and friends, top level or nested) and ``torchtitan`` (a TOML file: a ``.toml`` name, or a first line opening
 a table such as ``[training]``; :mod:`bot.configs.torchtitan`; or, for torchtitan of March 2026 on, the JSON record
-of its config function, :mod:`bot.configs.torchtitan_json`); a Kubernetes manifest (``apiVersion`` + ``kind``) is read
+of its config function, :mod:`bot.configs.torchtitan_json`, or the function's Python source, read without running it,
+:mod:`bot.configs.torchtitan_py`); a Kubernetes manifest (``apiVersion`` + ``kind``) is read
 through its training container's command (:mod:`bot.configs.k8s`). Every problem is a :class:`ConfigError`: unreadable or non-UTF-8
 files, files over 1 MiB, malformed YAML (with line and column), no known keys (listing the expected
 ones), keys of two formats at once, duplicate keys, and sizes that are not integers.
@@ -43,8 +44,8 @@ def expected_keys() -> str:
         "MaxText: ici_<axis>_parallelism / dcn_<axis>_parallelism (e.g. ici_fsdp_parallelism); "
         "plain mesh: ici_mesh / dcn_mesh; "
         "Megatron: tensor_model_parallel_size, pipeline_model_parallel_size, context_parallel_size, "
-        "expert_model_parallel_size; torchtitan: a .toml file with [parallelism] (or [training]) degrees, or the "
-        "JSON record a run writes (debug.save_config_file)"
+        "expert_model_parallel_size; torchtitan: a .toml file with [parallelism] (or [training]) degrees, the "
+        "JSON record a run writes (debug.save_config_file), or the Python module of its config function"
     )
 
 
@@ -90,6 +91,10 @@ def _parse(text: str, source: str, path: Path | None, command: str | None, overl
 
         dump = torchtitan_json.parse(text, source)  # or torchtitan's JSON record of its Trainer.Config
         return dump if dump is not None else deepspeed.read_text(text, source)
+    from bot.configs import torchtitan_py
+
+    if torchtitan_py.looks_like(text, source):  # a torchtitan config function (2026 on): read, never run
+        return torchtitan_py.read(text, source, command, torchtitan_py.module_loader(files))
     if is_script(text, source):
         return launch.script_config(text, source, files, args_after(command, source), command)
     if is_toml(text, source):

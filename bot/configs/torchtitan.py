@@ -304,6 +304,20 @@ def notes(config: ShardingConfig, num_devices: int, num_slices: int) -> list[str
     return out
 
 
+def _refuse_function_source(config: ShardingConfig, want: dict[str, int], present: dict[str, ConfigKey]) -> None:
+    """A config function's Python source is not rewritten: the degrees that change, as assignments to make in it."""
+    from bot.configs.torchtitan_json import FUNCTION_SOURCE, refuse_edit
+
+    if config.vintage != FUNCTION_SOURCE:
+        return
+    changed: dict[str, object] = {}
+    for name, value in want.items():
+        now = present[name].value if name in present else (-1 if name == "data_parallel_shard_degree" else 1)
+        if now != value and now != -1:  # dp_shard -1 takes the rest, whatever it comes to
+            changed[f"parallelism.{name}"] = value
+    raise refuse_edit(config, changed or {f"parallelism.{n}": v for n, v in want.items()})
+
+
 def allowed_axes(config: ShardingConfig) -> set[Axis]:
     """Every canonical axis; the 2024 layout has no expert parallelism."""
     axes: set[Axis] = {"data", "fsdp", "tensor", "sequence", "pipeline"}
@@ -329,6 +343,7 @@ def plan(config: ShardingConfig, root: object, target: Mesh) -> list[Splice]:
             "context_parallel_degree": t["sequence"], "tensor_parallel_degree": t["tensor"],
             "pipeline_parallel_degree": t["pipeline"], "expert_parallel_degree": t["expert"]}
     present = {k.key: k for k in config.keys}
+    _refuse_function_source(config, want, present)
     rest = target.num_devices // (want["data_parallel_replicate_degree"] * want["context_parallel_degree"]
                                   * want["tensor_parallel_degree"] * want["pipeline_parallel_degree"])
     splices: list[Splice] = []

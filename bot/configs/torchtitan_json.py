@@ -35,12 +35,21 @@ from bot.errors import ConfigError
 
 DUMP = ("torchtitan of March 2026 on (a config function's Trainer.Config, as torchtitan dumps it to JSON: "
         "debug.save_config_file)")
+# the same configuration read from the config function's own Python source (bot.configs.torchtitan_py)
+FUNCTION_SOURCE = ("torchtitan of March 2026 on (a config function returning Trainer.Config, read from its Python "
+                   "source without running it)")
 _AC_BASE = {"preserve_rng_state", "determinism_check", "debug"}
 
 
 def is_record(config: ShardingConfig) -> bool:
     """Whether ``config`` was read from such a record (not from a TOML file)."""
     return config.vintage == DUMP
+
+
+def is_function_config(config: ShardingConfig) -> bool:
+    """torchtitan of 2026: a config function's Trainer.Config, read from its JSON record or its Python source (its
+    names and policies, e.g. per-op SelectiveAC only, not the TOML era's)."""
+    return config.vintage in (DUMP, FUNCTION_SOURCE)
 
 
 def looks_like(data: object) -> bool:
@@ -58,7 +67,7 @@ def read(doc: JsonDoc) -> ShardingConfig:
     data, source = doc.data, doc.source
     keys = [_key(doc, name) for name in KEYS if name in data["parallelism"]]
     keys.sort(key=lambda k: k.line)
-    settings, reading = _settings(doc)
+    settings, reading = settings_of(doc)
     return ShardingConfig(format="torchtitan", source=source, text=doc.text, keys=keys, settings=settings,
                           vintage=DUMP, reading=[f"read as {DUMP}", *reading])
 
@@ -92,8 +101,9 @@ def _int(doc: JsonDoc, dotted: str, *, allow_minus_one: bool = False) -> int | N
                       source=doc.source, field=dotted)
 
 
-def _settings(doc: JsonDoc) -> tuple[dict[str, Scalar], list[str]]:
-    """Batch, sequence, remat, compile and model name in the names :mod:`knowledge.cost_settings_titan` reads."""
+def settings_of(doc: JsonDoc, *, record: bool = True) -> tuple[dict[str, Scalar], list[str]]:
+    """Batch, sequence, remat, compile and model name in the names :mod:`knowledge.cost_settings_titan` reads
+    (``record``: ``doc`` is the JSON record, not the function's source: the notes on what a record lacks)."""
     data = doc.data
     out: dict[str, Scalar] = {}
     notes: list[str] = []
@@ -133,10 +143,14 @@ def _settings(doc: JsonDoc) -> tuple[dict[str, Scalar], list[str]]:
         for field in ("name", "flavor"):
             if isinstance(spec.get(field), str):
                 out[f"model.{field}"] = spec[field]
-    notes.append("torchtitan does not read this record back: a proposal is shown as an edit of it, to be made as the "
-                 "same assignments in the config function that built it (config.parallelism.<degree> = ...)")
-    notes.append("the dump does not record quantization converters (Float8 / MXFP8 / NVFP4 linears serialise like "
-                 "bf16 ones): state training.dtype in run.yaml if the run trains in fp8")
+    if record:
+        notes.append("torchtitan does not read this record back: a proposal is shown as an edit of it, to be made as "
+                     "the same assignments in the config function that built it (config.parallelism.<degree> = ...)")
+        notes.append("the dump does not record quantization converters (Float8 / MXFP8 / NVFP4 linears serialise like "
+                     "bf16 ones): state training.dtype in run.yaml if the run trains in fp8")
+    else:
+        notes.append("ASAP does not rewrite Python: a proposal is given as the assignments to make in the config "
+                     "function (config.parallelism.<degree> = ...)")
     return out, notes
 
 
@@ -187,7 +201,12 @@ def python_assignments(values: dict[str, object]) -> str:
 
 def refuse_edit(config: ShardingConfig, values: dict[str, object]) -> ConfigError:
     """The error for a change the record cannot carry: torchtitan does not read it back; the assignment to make in
-    the config function instead (an activation-checkpointing policy is a class, not a value in the record)."""
+    the config function instead (an activation-checkpointing policy is a class, not a value in the record). The
+    function's own Python source is not rewritten either: the same assignments, to make in it."""
+    if config.vintage == FUNCTION_SOURCE:
+        return ConfigError(f"{config.source} is a torchtitan config function (Python), which ASAP does not rewrite; "
+                           f"in it set {python_assignments(values)}", source=config.source,
+                           field=next(iter(values), "mesh"))
     return ConfigError(f"{config.source} is torchtitan's record of a config function, which torchtitan does not read "
                        f"back; in that function set {python_assignments(values)}", source=config.source,
                        field=next(iter(values), "mesh"))
@@ -292,6 +311,24 @@ def _moe(moe: dict[str, Any]) -> dict[str, int | bool]:
 _FIELD = {"parallelism.enable_async_tensor_parallel": "compile.enable_async_tensor_parallel",
           "compile.enable": "compile.enable"}
 _TOKENS = "training.num_tokens_per_microbatch_per_dp_rank"
+
+
+def function_fields(config: ShardingConfig, values: dict[str, object]) -> dict[str, object]:
+    """``values`` (the TOML era's setting names a proposal writes) under the config function's own fields: a batch in
+    token slots, async TP under compile; the rest as named."""
+    seq = config.settings.get("training.seq_len")
+    seq = seq if isinstance(seq, int) and not isinstance(seq, bool) else 0
+    out: dict[str, object] = {}
+    for name, value in values.items():
+        if name in _FIELD:
+            out[_FIELD[name]] = bool(value)
+        elif name == "training.global_batch_size" and seq:
+            out["training.num_tokens_per_train_step"] = int(value) * seq  # type: ignore[call-overload]
+        elif name == "parallelism.pipeline_parallel_microbatch_size" and seq:
+            out[_TOKENS] = int(value) * seq  # type: ignore[call-overload]
+        else:
+            out[name] = value
+    return out
 
 
 def apply_settings(config: ShardingConfig, values: dict[str, object]) -> str:

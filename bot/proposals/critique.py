@@ -171,12 +171,12 @@ def _torchtitan_batch(ctx: Context, cand: Candidate) -> list[str]:
     if dp == old_dp:
         return []
     batch = st.local_batch * old_dp
-    from bot.configs.torchtitan_json import is_record
+    from bot.configs.torchtitan_json import is_function_config
     from bot.proposals.rebatch import titan_batch_key
 
     key = titan_batch_key(ctx.cfg)
     seq = ctx.cfg.settings.get("training.seq_len") if ctx.cfg is not None else None
-    if ctx.cfg is not None and is_record(ctx.cfg) and isinstance(seq, int):
+    if ctx.cfg is not None and is_function_config(ctx.cfg) and isinstance(seq, int):
         fix = f"set config.training.num_tokens_per_train_step = {batch * seq} in the config function"
     elif key == "training.local_batch_size":
         fix = f"set global_batch_size = {batch}"

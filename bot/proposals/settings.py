@@ -217,9 +217,9 @@ def _remat_changes(move: SettingsMove, settings: TrainingSettings | None, config
         names = heavier_torchtitan(spec) if fmt == "torchtitan" else heavier_policies(spec)
     else:
         names = lighter_torchtitan(spec) if fmt == "torchtitan" else lighter_policies(spec)
-    from bot.configs.torchtitan_json import is_record
+    from bot.configs.torchtitan_json import is_function_config
 
-    if config is not None and is_record(config):  # torchtitan of 2026: SelectiveAC is per-op only
+    if config is not None and is_function_config(config):  # torchtitan of 2026: SelectiveAC is per-op only
         names = [n for n in names if not n.startswith("selective_layer")]
     key = key_for(settings or TrainingSettings(), "remat", config) if config is not None else None
     from knowledge.remat_state import remat_state

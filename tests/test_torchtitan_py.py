@@ -1,0 +1,194 @@
+"""torchtitan of March 2026 on, before a run: its config function read from the Python source (bot/configs/torchtitan_py.py).
+
+Since pytorch/torchtitan #2386 a run is ``--module llama3 --config llama3_70b``: a function in
+``torchtitan/models/llama3/config_registry.py`` returning ``Trainer.Config``. Before this reader, a run.yaml naming that
+file (a pre-flight question, or a pull request editing it) got "no readable sharding config". The files here are
+torchtitan's own at b5bcd76c (tests/data/real/README.md); the JSON records of two of their functions, written by
+torchtitan's own code at the same commit, are the independent check of what the source is read as.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+import bot.cli.proposals  # noqa: F401  (registers propose)
+from bot.cli import cli
+from bot.configs.detect import load_config, parse_config
+from bot.configs.edit import apply_settings, config_diff
+from bot.configs.mesh import Mesh
+from bot.configs.torchtitan_json import FUNCTION_SOURCE
+from bot.errors import ConfigError
+from knowledge.cost_settings import settings_from_config
+
+REAL = Path(__file__).parent / "data" / "real" / "torchtitan"
+LLAMA = REAL / "2026-source" / "torchtitan" / "models" / "llama3" / "config_registry.py"
+DSV3 = REAL / "2026-source" / "torchtitan" / "models" / "deepseek_v3" / "config_registry.py"
+DUMPS = REAL / "2026-dump"
+LAUNCH = "torchrun --nproc_per_node=8 -m torchtitan.train --module {module} --config {fn}"
+
+
+def _read(path: Path, fn: str, extra: str = "") -> object:
+    module = path.parent.name
+    return load_config(path, command=LAUNCH.format(module=module, fn=fn) + extra)
+
+
+@pytest.mark.parametrize(("source", "fn", "dump", "chips", "slices"), [
+    (LLAMA, "llama3_70b", "llama3_70b.json", 64, 8),
+    (DSV3, "deepseek_v3_16b", "deepseek_v3_16b.json", 8, 1),
+])
+def test_the_source_reads_as_torchtitans_own_record_of_the_same_function(source: Path, fn: str, dump: str,
+                                                                          chips: int, slices: int) -> None:
+    """What torchtitan itself built from the function (its JSON record) is what ASAP reads from the source."""
+    cfg, record = _read(source, fn), load_config(DUMPS / dump)
+    assert cfg.format == "torchtitan" and cfg.vintage == FUNCTION_SOURCE  # type: ignore[attr-defined]
+    assert cfg.mesh(chips, slices) == record.mesh(chips, slices)  # type: ignore[attr-defined]
+    mine, theirs = settings_from_config(cfg), settings_from_config(record)  # type: ignore[arg-type]
+    for name in ("seq_len", "local_batch", "micro_batch", "global_batch", "remat_policy", "loss_compiled",
+                 "tp_comm_overlap"):
+        assert getattr(mine, name) == getattr(theirs, name), name
+    assert mine.model_dims is not None and theirs.model_dims is not None
+    for name, value in theirs.model_dims.stated().items():
+        if name in ("layers", "d_model", "heads", "kv_heads", "vocab", "experts", "experts_per_token"):
+            assert mine.model_dims.stated().get(name) == value, name
+
+
+def test_llama3_70b_is_tensor_8_inside_the_node_and_fsdp_over_nodes() -> None:
+    cfg = _read(LLAMA, "llama3_70b")
+    assert cfg.mesh(64, 8) == Mesh(ici={"tensor": 8}, dcn={"fsdp": 8})  # type: ignore[attr-defined]
+    tp = cfg.key("tensor_parallel_degree")  # type: ignore[attr-defined]
+    assert tp.value == 8 and tp.line == 294 and "llama3_70b" in tp.via  # the literal in ParallelismConfig(...)
+
+
+def test_a_derived_function_keeps_its_base_and_applies_its_own_assignments() -> None:
+    """llama3_8b_mxfp8: ``config = llama3_8b()``, then compile on and MXFP8 linears through model_registry."""
+    st = settings_from_config(_read(LLAMA, "llama3_8b_mxfp8"))  # type: ignore[arg-type]
+    assert (st.seq_len, st.local_batch) == (8192, 1)  # from llama3_8b's TrainingConfig
+    assert st.quantization == "mxfp8" and st.loss_compiled
+    base = settings_from_config(_read(LLAMA, "llama3_8b"))  # type: ignore[arg-type]
+    assert base.quantization is None and not base.loss_compiled
+
+
+def test_float8_defaults_to_rowwise_and_async_tp_comes_from_a_named_compile_config() -> None:
+    """llama3_405b binds ``compile_config = CompileConfig(enable=True, enable_async_tensor_parallel=True)`` and passes
+    the name; its Float8LinearConverter states no recipe, and torchtitan's default recipe is now rowwise."""
+    st = settings_from_config(_read(LLAMA, "llama3_405b"))  # type: ignore[arg-type]
+    assert st.quantization == "fp8_rowwise" and st.tp_comm_overlap and st.remat_policy == "full"
+
+
+def test_the_launch_flags_still_win_over_the_function() -> None:
+    cfg = _read(LLAMA, "llama3_70b", " --parallelism.pipeline_parallel_degree 2 --parallelism.tensor_parallel_degree 4")
+    assert cfg.mesh(64, 8) == Mesh(ici={"tensor": 4, "fsdp": 2}, dcn={"fsdp": 4, "pipeline": 2})  # type: ignore[attr-defined]
+    assert any("--parallelism.tensor_parallel_degree 4" in r and "line 294" in r for r in cfg.reading)  # type: ignore[attr-defined]
+
+
+def test_run_train_sh_style_config_variable_names_the_function() -> None:
+    cfg = load_config(LLAMA, command="MODULE=llama3 CONFIG=llama3_70b ./run_train.sh")
+    assert cfg.key("tensor_parallel_degree").value == 8
+
+
+def test_a_statement_asap_does_not_evaluate_is_named_in_the_reading() -> None:
+    """deepseek_v3_16b_minimal_async_ep calls ``enable_fused_swiglu(config)``: said, not guessed at."""
+    cfg = _read(DSV3, "deepseek_v3_16b_minimal_async_ep")
+    # its own ParallelismConfig replaces the base's: every degree 1, a one-GPU config, which 8 GPUs cannot run
+    assert {k.key: k.value for k in cfg.keys}["expert_parallel_degree"] == 1  # type: ignore[attr-defined]
+    with pytest.raises(ConfigError, match=r"!= WORLD_SIZE\(8\)"):
+        cfg.mesh(8, 1)  # type: ignore[attr-defined]
+    assert any("does not evaluate" in r and "deepseek_v3_16b_minimal_async_ep" in r for r in cfg.reading)  # type: ignore[attr-defined]
+
+
+def test_a_proposal_is_given_as_the_assignments_to_make_not_as_a_rewrite() -> None:
+    cfg = _read(LLAMA, "llama3_70b")
+    with pytest.raises(ConfigError, match=r"config\.parallelism\.tensor_parallel_degree = 4") as err:
+        config_diff(cfg, Mesh(ici={"tensor": 4, "sequence": 2}, dcn={"fsdp": 8}), None, "config_registry.py")  # type: ignore[arg-type]
+    assert "does not rewrite" in err.value.message and "context_parallel_degree = 2" in err.value.message
+    with pytest.raises(ConfigError, match=r"config\.training\.num_tokens_per_train_step = 524288"):
+        apply_settings(cfg, {"training.global_batch_size": 64})  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(("text", "command", "field", "words"), [
+    ("from torchtitan.trainer import Trainer\ndef a() -> Trainer.Config:\n    return Trainer.Config(\n",
+     None, None, "not valid Python"),
+    (LLAMA.read_text(), "x --config llama3_7b", "command", "does not define"),
+    (LLAMA.read_text(), None, "command", "functions return Trainer.Config"),
+    (LLAMA.read_text(), "x --config 'a;b'", "command", "not a Python function name"),
+    ("import os\nfrom torchtitan.trainer import Trainer\nfrom torchtitan.config import ParallelismConfig\n"
+     "def a() -> Trainer.Config:\n    return Trainer.Config(parallelism=ParallelismConfig(\n"
+     "        tensor_parallel_degree=int(os.environ['TP'])))\n",
+     None, "parallelism.tensor_parallel_degree", "line 6"),
+    ("from torchtitan.trainer import Trainer\nN = " + "+".join(["1"] * 20000) + "\ndef a() -> Trainer.Config:\n"
+     "    return Trainer.Config()\n", None, None,
+     "cannot be parsed as Python"),  # an expression bomb: refused, not a RecursionError traceback
+    ("from torchtitan.trainer import Trainer\ndef a() -> Trainer.Config:\n    config = b()\n    return config\n"
+     "def b() -> Trainer.Config:\n    config = a()\n    return config\n", "x --config a", "b", "deep"),
+])
+def test_what_cannot_be_read_is_an_error_naming_the_place(text: str, command: str | None, field: str | None,
+                                                           words: str) -> None:
+    with pytest.raises(ConfigError, match=words) as err:
+        parse_config(text, "torchtitan_recipes/mine.py", command=command)
+    assert err.value.field == field
+
+
+def test_the_file_is_read_never_run(tmp_path: Path) -> None:
+    marker = tmp_path / "ran"
+    text = (f"open({str(marker)!r}, 'w').write('x')\nfrom torchtitan.trainer import Trainer\n"
+            "from torchtitan.config import ParallelismConfig\n"
+            f"def a() -> Trainer.Config:\n    open({str(marker)!r}, 'w')\n"
+            "    return Trainer.Config(parallelism=ParallelismConfig(tensor_parallel_degree=2))\n")
+    cfg = parse_config(text, "mine.py")
+    assert cfg.key("tensor_parallel_degree").value == 2 and not marker.exists()
+
+
+def test_propose_answers_a_run_that_names_only_the_config_function(tmp_path: Path) -> None:
+    """The pre-flight question a torchtitan user asks today: run.yaml points at the registry and the launch."""
+    run = tmp_path / "runs" / "tt70b"
+    shutil.copytree(LLAMA.parent, run / "torchtitan" / "models" / "llama3")
+    (run / "run.yaml").write_text(
+        "id: tt70b\nframework: other\ntags: [torchtitan]\nchip: h100\nnum_chips: 64\nnum_slices: 8\n"
+        "config: torchtitan/models/llama3/config_registry.py\n"
+        f"command: \"{LAUNCH.format(module='llama3', fn='llama3_70b')}\"\nprofile: []\n")
+    out = CliRunner().invoke(cli, ["--runs-dir", str(tmp_path / "runs"), "propose", "tt70b"])
+    assert out.exit_code == 0, out.output
+    said = " ".join(out.output.split())
+    assert "current mesh tensor=8 | dcn fsdp=8" in said
+    assert "function llama3_70b" in said and "no readable sharding config" not in said
+
+
+RECIPE = '''"""Configs of my cluster, as torchtitan's README says to write them (torchtitan_recipes/llama3.py)."""
+from torchtitan.models.llama3.config_registry import llama3_70b
+from torchtitan.trainer import Trainer
+
+
+def llama3_70b_tp4_cp2_h100() -> Trainer.Config:
+    config = llama3_70b()
+    config.parallelism.tensor_parallel_degree = 4
+    config.parallelism.context_parallel_degree = 2
+    return config
+'''
+
+
+def test_a_recipe_deriving_from_torchtitans_registry_is_read_through_the_import(tmp_path: Path) -> None:
+    """torchtitan_recipes/<model>.py imports its base from torchtitan/models/<model>/config_registry.py: the base is
+    found inside the repository (never imported), its model and settings kept, the recipe's assignments applied."""
+    shutil.copytree(LLAMA.parent, tmp_path / "torchtitan" / "models" / "llama3")
+    (tmp_path / "torchtitan_recipes").mkdir()
+    recipe = tmp_path / "torchtitan_recipes" / "llama3.py"
+    recipe.write_text(RECIPE)
+    cfg = load_config(recipe, command="torchrun -m torchtitan.train --module torchtitan_recipes.llama3 "
+                                      "--config llama3_70b_tp4_cp2_h100", root=tmp_path)
+    assert cfg.mesh(64, 8) == Mesh(ici={"tensor": 4, "sequence": 2}, dcn={"fsdp": 8})
+    st = settings_from_config(cfg)
+    assert st.remat_policy == "full" and (st.seq_len, st.local_batch) == (8192, 8)  # llama3_70b's, kept
+    assert st.model_dims is not None and st.model_dims.stated()["layers"] == 80  # llama3's 70B via model_registry
+
+
+def test_a_base_outside_the_repository_is_named_not_guessed(tmp_path: Path) -> None:
+    (tmp_path / "torchtitan_recipes").mkdir()
+    recipe = tmp_path / "torchtitan_recipes" / "llama3.py"
+    recipe.write_text(RECIPE)
+    with pytest.raises(ConfigError, match=r"torchtitan\.models\.llama3\.config_registry\.llama3_70b") as err:
+        load_config(recipe, command="x --config llama3_70b_tp4_cp2_h100", root=tmp_path)
+    assert "cannot find inside the repository" in err.value.message
