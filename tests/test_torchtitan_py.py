@@ -18,7 +18,7 @@ from click.testing import CliRunner
 import bot.cli.proposals  # noqa: F401  (registers propose)
 from bot.cli import cli
 from bot.configs.detect import load_config, parse_config
-from bot.configs.edit import apply_settings, config_diff
+from bot.configs.edit import apply_mesh, apply_settings, config_diff, reparse
 from bot.configs.mesh import Mesh
 from bot.configs.torchtitan_json import FUNCTION_SOURCE
 from bot.errors import ConfigError
@@ -65,6 +65,8 @@ def test_llama3_70b_is_tensor_8_inside_the_node_and_fsdp_over_nodes() -> None:
 
 def test_a_derived_function_keeps_its_base_and_applies_its_own_assignments() -> None:
     """llama3_8b_mxfp8: ``config = llama3_8b()``, then compile on and MXFP8 linears through model_registry."""
+    assert any("llama3_8b is also the base of 2 other" in r and "llama3_8b_mxfp8" in r
+               for r in _read(LLAMA, "llama3_8b").reading)  # type: ignore[attr-defined]  # an edit reaches them too
     st = settings_from_config(_read(LLAMA, "llama3_8b_mxfp8"))  # type: ignore[arg-type]
     assert (st.seq_len, st.local_batch) == (8192, 1)  # from llama3_8b's TrainingConfig
     assert st.quantization == "mxfp8" and st.loss_compiled
@@ -100,13 +102,59 @@ def test_a_statement_asap_does_not_evaluate_is_named_in_the_reading() -> None:
     assert any("does not evaluate" in r and "deepseek_v3_16b_minimal_async_ep" in r for r in cfg.reading)  # type: ignore[attr-defined]
 
 
-def test_a_proposal_is_given_as_the_assignments_to_make_not_as_a_rewrite() -> None:
+def _changed(diff: str) -> list[str]:
+    return [ln for ln in diff.splitlines() if ln[:1] in "+-" and not ln.startswith(("+++", "---"))]
+
+
+def test_a_mesh_proposal_is_written_as_assignments_in_the_launched_function_and_reads_back() -> None:
+    """torchtitan's README: change a run by editing its config function. llama3_70b returns Trainer.Config(...)
+    directly, so the edit binds it, assigns the changed degrees and returns it; nothing else in the file moves."""
     cfg = _read(LLAMA, "llama3_70b")
-    with pytest.raises(ConfigError, match=r"config\.parallelism\.tensor_parallel_degree = 4") as err:
-        config_diff(cfg, Mesh(ici={"tensor": 4, "sequence": 2}, dcn={"fsdp": 8}), None, "config_registry.py")  # type: ignore[arg-type]
-    assert "does not rewrite" in err.value.message and "context_parallel_degree = 2" in err.value.message
-    with pytest.raises(ConfigError, match=r"config\.training\.num_tokens_per_train_step = 524288"):
-        apply_settings(cfg, {"training.global_batch_size": 64})  # type: ignore[arg-type]
+    target = Mesh(ici={"tensor": 4, "sequence": 2}, dcn={"fsdp": 8})
+    diff = config_diff(cfg, target, None, "config_registry.py")  # type: ignore[arg-type]
+    assert sorted(_changed(diff)) == sorted(["-    return Trainer.Config(", "+    config = Trainer.Config(",
+                                             "+    config.parallelism.tensor_parallel_degree = 4",
+                                             "+    config.parallelism.context_parallel_degree = 2", "+    return config"])
+    text = apply_mesh(cfg, target)  # type: ignore[arg-type]
+    assert reparse(cfg, {cfg.source: text}).mesh(64, 8) == target  # type: ignore[arg-type, attr-defined]
+    assert text.count("config.parallelism") == LLAMA.read_text().count("config.parallelism") + 2  # only these two
+
+
+def test_settings_are_written_in_the_functions_own_fields() -> None:
+    cfg = _read(LLAMA, "llama3_70b")
+    text = apply_settings(cfg, {"training.global_batch_size": 64, "compile.enable": True})  # type: ignore[arg-type]
+    assert "    config.training.num_tokens_per_train_step = 524288\n" in text  # 64 sequences of 8,192 tokens
+    again = settings_from_config(reparse(cfg, {cfg.source: text}))  # type: ignore[arg-type]
+    assert again.global_batch == 64 and again.remat_policy == "full"
+    text = apply_settings(cfg, {"activation_checkpoint.mode": "selective",  # type: ignore[arg-type]
+                                "activation_checkpoint.selective_ac_option": "op"})
+    assert "    config.activation_checkpoint = SelectiveAC.Config()\n" in text
+    assert settings_from_config(reparse(cfg, {cfg.source: text})).remat_policy == "selective_op"  # type: ignore[arg-type]
+
+
+def test_a_derived_function_is_edited_in_place_and_gets_the_policy_import_it_lacks(tmp_path: Path) -> None:
+    shutil.copytree(LLAMA.parent, tmp_path / "torchtitan" / "models" / "llama3")
+    (tmp_path / "torchtitan_recipes").mkdir()
+    recipe = tmp_path / "torchtitan_recipes" / "llama3.py"
+    recipe.write_text(RECIPE)
+    cfg = load_config(recipe, command="x --config llama3_70b_tp4_cp2_h100", root=tmp_path)
+    diff = config_diff(cfg, Mesh(ici={"tensor": 8}, dcn={"fsdp": 8}), {"activation_checkpoint.mode": "none"},
+                       "torchtitan_recipes/llama3.py")
+    assert sorted(_changed(diff)) == sorted(["-    config.parallelism.tensor_parallel_degree = 4",
+                                             "+    config.parallelism.tensor_parallel_degree = 8",
+                                             "-    config.parallelism.context_parallel_degree = 2",
+                                             "+    config.parallelism.context_parallel_degree = 1",
+                                             "+    config.activation_checkpoint = None"])
+    text = apply_settings(cfg, {"activation_checkpoint.mode": "full"})
+    assert "from torchtitan.distributed.activation_checkpoint import FullAC\n" in text  # the recipe imports none
+    assert (tmp_path / "torchtitan" / "models" / "llama3" / "config_registry.py").read_text() == LLAMA.read_text()
+
+
+def test_a_value_the_launch_command_sets_is_not_written_into_the_function() -> None:
+    cfg = _read(LLAMA, "llama3_70b", " --parallelism.tensor_parallel_degree 8")
+    with pytest.raises(ConfigError, match=r"--parallelism\.tensor_parallel_degree 8") as err:
+        apply_mesh(cfg, Mesh(ici={"tensor": 4, "fsdp": 2}, dcn={"fsdp": 8}))  # type: ignore[arg-type]
+    assert err.value.field == "parallelism.tensor_parallel_degree"
 
 
 @pytest.mark.parametrize(("text", "command", "field", "words"), [
@@ -192,3 +240,47 @@ def test_a_base_outside_the_repository_is_named_not_guessed(tmp_path: Path) -> N
     with pytest.raises(ConfigError, match=r"torchtitan\.models\.llama3\.config_registry\.llama3_70b") as err:
         load_config(recipe, command="x --config llama3_70b_tp4_cp2_h100", root=tmp_path)
     assert "cannot find inside the repository" in err.value.message
+
+
+def test_apply_commits_the_assignments_to_the_launched_function_in_the_repository(tmp_path: Path) -> None:
+    """``asap apply``: a bot branch whose only change is the launched function's new assignments, and that reads back
+    to the proposal's mesh with the run's own command."""
+    import subprocess
+
+    from bot.analysis.analyze import analyze_run
+    from bot.apply import apply_proposal
+    from bot.proposals.engine import propose
+    from bot.runs.store import LocalRunStore
+    from integrations.codehost.localgit import LocalGitHost
+
+    command = LAUNCH.format(module="llama3", fn="llama3_8b") + " --parallelism.tensor_parallel_degree 2"
+    run_dir = tmp_path / "runs" / "tt"
+    shutil.copytree(LLAMA.parent, run_dir / "torchtitan" / "models" / "llama3")
+    (run_dir / "run.yaml").write_text(
+        "id: tt\nframework: other\ntags: [torchtitan]\nchip: h100\nnum_chips: 8\nnum_slices: 1\n"
+        f"config: torchtitan/models/llama3/config_registry.py\ncommand: \"{command}\"\n")
+    repo = tmp_path / "titan"
+    shutil.copytree(LLAMA.parent, repo / "torchtitan" / "models" / "llama3")
+    for args in (["init", "-q", "-b", "main"], ["add", "."],
+                 ["-c", "user.name=Dev", "-c", "user.email=dev@acme.dev", "commit", "-qm", "init"]):
+        subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True)
+    runs = LocalRunStore(tmp_path / "runs")
+    run = runs.get("tt")
+    pset = propose(run, analyze_run(run))
+    assert pset.proposals, "a run read from its config function gets proposals"
+    p = pset.proposals[0]
+    path = "torchtitan/models/llama3/config_registry.py"
+    res = apply_proposal("tt", p.rank, None, LocalGitHost(repo), runs=runs, proposals=pset, config_path=path)
+    after = subprocess.run(["git", "-C", str(repo), "show", f"{res.branch}:{path}"], check=True, capture_output=True,
+                           text=True).stdout
+    added = [ln for ln in _changed(config_diff_text(LLAMA.read_text(), after)) if ln.startswith("+")]
+    assert added and all(ln.startswith(("+    config", "+    return config")) for ln in added)
+    again = parse_config(after, path, command=command)
+    assert again.mesh(8, 1).short() == p.mesh_short
+    assert "tensor_parallel_degree" not in after.split("def llama3_8b()")[1].split("def ")[0]  # the command's to set
+
+
+def config_diff_text(before: str, after: str) -> str:
+    from bot.configs.edit import diff_text
+
+    return diff_text(before, after, "config_registry.py")

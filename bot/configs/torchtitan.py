@@ -304,18 +304,22 @@ def notes(config: ShardingConfig, num_devices: int, num_slices: int) -> list[str
     return out
 
 
-def _refuse_function_source(config: ShardingConfig, want: dict[str, int], present: dict[str, ConfigKey]) -> None:
-    """A config function's Python source is not rewritten: the degrees that change, as assignments to make in it."""
-    from bot.configs.torchtitan_json import FUNCTION_SOURCE, refuse_edit
+def _function_source_plan(config: ShardingConfig, want: dict[str, int],
+                          present: dict[str, ConfigKey]) -> list[Splice] | None:
+    """A config function's Python source: the degrees that change, as assignments in the launched function
+    (:mod:`bot.configs.torchtitan_py_edit`); None for the other layouts."""
+    from bot.configs.torchtitan_json import FUNCTION_SOURCE
 
     if config.vintage != FUNCTION_SOURCE:
-        return
+        return None
+    from bot.configs.torchtitan_py_edit import plan_fields
+
     changed: dict[str, object] = {}
     for name, value in want.items():
         now = present[name].value if name in present else (-1 if name == "data_parallel_shard_degree" else 1)
         if now != value and now != -1:  # dp_shard -1 takes the rest, whatever it comes to
             changed[f"parallelism.{name}"] = value
-    raise refuse_edit(config, changed or {f"parallelism.{n}": v for n, v in want.items()})
+    return plan_fields(config, changed) if changed else []
 
 
 def allowed_axes(config: ShardingConfig) -> set[Axis]:
@@ -343,7 +347,9 @@ def plan(config: ShardingConfig, root: object, target: Mesh) -> list[Splice]:
             "context_parallel_degree": t["sequence"], "tensor_parallel_degree": t["tensor"],
             "pipeline_parallel_degree": t["pipeline"], "expert_parallel_degree": t["expert"]}
     present = {k.key: k for k in config.keys}
-    _refuse_function_source(config, want, present)
+    python = _function_source_plan(config, want, present)
+    if python is not None:
+        return python
     rest = target.num_devices // (want["data_parallel_replicate_degree"] * want["context_parallel_degree"]
                                   * want["tensor_parallel_degree"] * want["pipeline_parallel_degree"])
     splices: list[Splice] = []

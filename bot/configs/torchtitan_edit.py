@@ -107,13 +107,15 @@ def set_on_command(config: ShardingConfig, values: dict[str, Scalar]) -> str | N
 def apply_settings(config: ShardingConfig, values: dict[str, object]) -> str:
     """The TOML text with each setting in ``values`` (dotted path, or a key name the layout reads) written;
     ConfigError for a setting the file cannot carry. The result reads back as requested (module docstring)."""
-    from bot.configs.torchtitan_json import FUNCTION_SOURCE, function_fields, is_record, refuse_edit
+    from bot.configs.torchtitan_json import FUNCTION_SOURCE, is_record
     from bot.configs.torchtitan_json import apply_settings as apply_to_dump
 
     if is_record(config):
         return apply_to_dump(config, values)
-    if config.vintage == FUNCTION_SOURCE:  # Python: not rewritten; the assignments to make in the function
-        raise refuse_edit(config, function_fields(config, values))
+    if config.vintage == FUNCTION_SOURCE:  # Python: assignments in the launched function (torchtitan_py_edit)
+        from bot.configs.torchtitan_py_edit import apply_fields, fields_of
+
+        return apply_fields(config, fields_of(config, values))
     wanted = {_path_of(config, name): value for name, value in values.items()}
     new_text = apply_splices(config.text, plan_settings(config, wanted))
     _verify(config, new_text, wanted)

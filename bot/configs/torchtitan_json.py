@@ -149,8 +149,8 @@ def settings_of(doc: JsonDoc, *, record: bool = True) -> tuple[dict[str, Scalar]
         notes.append("the dump does not record quantization converters (Float8 / MXFP8 / NVFP4 linears serialise like "
                      "bf16 ones): state training.dtype in run.yaml if the run trains in fp8")
     else:
-        notes.append("ASAP does not rewrite Python: a proposal is given as the assignments to make in the config "
-                     "function (config.parallelism.<degree> = ...)")
+        notes.append("a proposal is written as assignments in this function before it returns "
+                     "(config.parallelism.<degree> = ...); its base functions are left as they are")
     return out, notes
 
 
@@ -202,11 +202,7 @@ def python_assignments(values: dict[str, object]) -> str:
 def refuse_edit(config: ShardingConfig, values: dict[str, object]) -> ConfigError:
     """The error for a change the record cannot carry: torchtitan does not read it back; the assignment to make in
     the config function instead (an activation-checkpointing policy is a class, not a value in the record). The
-    function's own Python source is not rewritten either: the same assignments, to make in it."""
-    if config.vintage == FUNCTION_SOURCE:
-        return ConfigError(f"{config.source} is a torchtitan config function (Python), which ASAP does not rewrite; "
-                           f"in it set {python_assignments(values)}", source=config.source,
-                           field=next(iter(values), "mesh"))
+    (A config function's own Python source is edited instead: bot.configs.torchtitan_py_edit.)"""
     return ConfigError(f"{config.source} is torchtitan's record of a config function, which torchtitan does not read "
                        f"back; in that function set {python_assignments(values)}", source=config.source,
                        field=next(iter(values), "mesh"))
@@ -326,6 +322,11 @@ def function_fields(config: ShardingConfig, values: dict[str, object]) -> dict[s
             out["training.num_tokens_per_train_step"] = int(value) * seq  # type: ignore[call-overload]
         elif name == "parallelism.pipeline_parallel_microbatch_size" and seq:
             out[_TOKENS] = int(value) * seq  # type: ignore[call-overload]
+        elif name == "training.local_batch_size" and seq:  # sequences per rank per step: per micro-batch under PP
+            degrees = {k.key: k.value for k in config.keys}
+            pp_mb = int(config.settings.get("parallelism.num_pp_microbatches") or 1)  # type: ignore[call-overload]
+            per = pp_mb if degrees.get("pipeline_parallel_degree", 1) > 1 else 1
+            out[_TOKENS] = int(value) // per * seq  # type: ignore[call-overload]
         else:
             out[name] = value
     return out

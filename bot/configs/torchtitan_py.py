@@ -20,8 +20,9 @@ Values are taken only from literals; a degree or batch written as anything else 
 ASAP does not know) is an error naming its line, and a statement ASAP does not evaluate (``if`` / ``for``) is named in
 the reading. What is read lands in the names torchtitan's JSON record uses (:mod:`bot.configs.torchtitan_json`), so
 the cost model reads both alike; the model is ``model_registry``'s flavor of the module's model
-(:mod:`bot.configs.torchtitan_models`). ASAP does not rewrite Python: a proposal is given as the assignments to make
-in the function (``config.parallelism.tensor_parallel_degree = 4``), as torchtitan's README says a run is changed.
+(:mod:`bot.configs.torchtitan_models`). A proposal is written as assignments in the launched function
+(``config.parallelism.tensor_parallel_degree = 4``), as torchtitan's README says a run is changed
+(:mod:`bot.configs.torchtitan_py_edit`).
 """
 
 from __future__ import annotations
@@ -122,12 +123,22 @@ def read(text: str, source: str, command: str | None = None, load: Loader | None
     keys = [_key(name_, data["parallelism"][name_], built.where.get(f"parallelism.{name_}"), given, source)
             for name_ in KEYS if name_ in data.get("parallelism", {})]
     keys.sort(key=lambda k: k.line)
-    reading = [f"read as {FUNCTION_SOURCE}: function {name}", *built.notes, *notes]
+    reading = [f"read as {FUNCTION_SOURCE}: function {name}", *built.notes, *notes, *_dependents(reader, name)]
     reading += torchtitan_cli.notes(given, lambda path: _before(built, path), source)
     if "data_parallel_shard_degree" not in data.get("parallelism", {}):
         reading.append("data_parallel_shard_degree not set: torchtitan's default -1 (the rest of the GPUs) applies")
     return ShardingConfig(format="torchtitan", source=source, text=text, keys=keys, settings=settings,
                           vintage=FUNCTION_SOURCE, reading=reading)
+
+
+def _dependents(reader: _Reader, name: str) -> list[str]:
+    """A note when other config functions of the module derive from the launched one: an edit of it is theirs too."""
+    users = sorted(f.name for f in reader.functions.values() if f.name != name and any(
+        isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == name for n in ast.walk(f)))
+    if not users:
+        return []
+    return [f"{name} is also the base of {len(users)} other config function(s) in this module "
+            f"({', '.join(users[:6])}{', ...' if len(users) > 6 else ''}): an edit of it changes them too"]
 
 
 def _with_defaults(data: dict[str, Any], notes: list[str]) -> dict[str, Any]:
@@ -504,7 +515,7 @@ def _converter_settings(data: dict[str, Any]) -> dict[str, Any]:
 
 def _key(name: str, value: Any, where: tuple[str, int, int] | None, given: dict[tuple[str, ...], Any],
          source: str) -> ConfigKey:
-    """A degree and where it was written; not editable in place (ASAP does not rewrite Python)."""
+    """A degree and where it was written (edits go through bot.configs.torchtitan_py_edit, not its span)."""
     dotted = f"parallelism.{name}"
     shard = name == "data_parallel_shard_degree"
     if isinstance(value, bool) or not isinstance(value, int) or not (value >= 1 or (shard and value == -1)):
@@ -514,7 +525,7 @@ def _key(name: str, value: Any, where: tuple[str, int, int] | None, given: dict[
     if flag is not None:
         via = flag.via.replace("over the TOML", "over the config function")
     elif where is not None:
-        via = f"written in config function {where[0]} (Python, line {where[1]}): ASAP does not rewrite it"
+        via = f"written in config function {where[0]} (Python, line {where[1]})"
     else:
         via = "torchtitan's default"
     line, column = (where[1], where[2]) if where is not None and flag is None else (0, 0)
