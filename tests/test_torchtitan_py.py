@@ -284,3 +284,34 @@ def config_diff_text(before: str, after: str) -> str:
     from bot.configs.edit import diff_text
 
     return diff_text(before, after, "config_registry.py")
+
+
+def _edited(fn: str, old: str, new: str) -> str:
+    """The registry with one function's text changed."""
+    text = LLAMA.read_text()
+    start = text.index(f"def {fn}()")
+    end = text.index("\ndef ", start + 1)
+    return text[:start] + text[start:end].replace(old, new) + text[end:]
+
+
+def test_review_of_a_pull_request_reads_the_one_function_it_changes(tmp_path: Path) -> None:
+    """A PR that edits llama3_70b's ParallelismConfig in the registry: no run names a function, so the review reads the
+    function the change touches, on both sides."""
+    from bot.proposals.review import review
+
+    new = tmp_path / "config_registry.py"
+    new.write_text(_edited("llama3_70b", "tensor_parallel_degree=8,", "tensor_parallel_degree=4,\n"
+                           "            context_parallel_degree=2,"))
+    result = review(LLAMA, new, num_chips=64, num_slices=8)
+    assert (result.old.mesh_short, result.new.mesh_short) == ("tensor=8 | dcn fsdp=8", "tensor=4 sequence=2 | dcn fsdp=8")
+
+
+def test_review_of_a_change_to_several_functions_asks_which_one_runs(tmp_path: Path) -> None:
+    from bot.proposals.review import review
+
+    new = tmp_path / "config_registry.py"
+    text = _edited("llama3_70b", "tensor_parallel_degree=8,", "tensor_parallel_degree=4,")
+    new.write_text(text.replace("num_tokens_per_microbatch_per_dp_rank=1 * 8192", "num_tokens_per_microbatch_per_dp_rank=2 * 8192"))
+    with pytest.raises(ConfigError, match=r"touches 2 config functions \(llama3_70b, llama3_8b\)") as err:
+        review(LLAMA, new, num_chips=64, num_slices=8)
+    assert err.value.field == "command"

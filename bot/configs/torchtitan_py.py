@@ -141,6 +141,33 @@ def _dependents(reader: _Reader, name: str) -> list[str]:
             f"({', '.join(users[:6])}{', ...' if len(users) > 6 else ''}): an edit of it changes them too"]
 
 
+def review_command(old_text: str, new_text: str, source: str, command: str | None) -> str | None:
+    """The launch a review of a change to this module reads both sides with: the linked run's (it names its
+    function), else ``--config F`` for the one config function the change touches (a function whose body changed, or
+    one that derives from it in the module). ConfigError naming them when the change touches several and no run says
+    which one runs."""
+    if _named_in_command(command, source) is not None:
+        return command
+    old_fns, new_fns = _config_functions(old_text, source), _config_functions(new_text, source)
+    touched = sorted(n for n in new_fns if old_fns.get(n) != new_fns[n])
+    if len(touched) == 1:
+        return f"{command or ''} --config {touched[0]}".strip()
+    if not touched:
+        return command
+    raise ConfigError(f"the change touches {len(touched)} config functions ({', '.join(touched[:8])}) and no linked run "
+                      "names the one it launches", source=source, field="command",
+                      hint="link the run that launches it (its command: names --config <function>), or review one "
+                           "function per change")
+
+
+def _config_functions(text: str, source: str) -> dict[str, str]:
+    """Each ``-> Trainer.Config`` function of the module and a fingerprint of its body (``ast.dump``: comments and
+    layout do not count)."""
+    module = _parse(text, source)
+    return {n.name: ast.dump(n) for n in module.body if isinstance(n, ast.FunctionDef) and n.returns is not None
+            and ast.unparse(n.returns) == RETURNS}
+
+
 def _with_defaults(data: dict[str, Any], notes: list[str]) -> dict[str, Any]:
     """What ``Trainer.Config`` fills in where the function is silent (torchtitan/trainer.py, config/configs.py @
     b5bcd76c): SelectiveAC, and torch.compile's components ``["model", "loss"]``; the JSON record has them written."""
@@ -540,4 +567,4 @@ def _before(built: _Built, path: tuple[str, ...]) -> str:
     return f"the value in config function {where[0]} (line {where[1]})"
 
 
-__all__ = ["Loader", "looks_like", "module_loader", "read"]
+__all__ = ["Loader", "looks_like", "module_loader", "read", "review_command"]

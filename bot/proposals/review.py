@@ -59,8 +59,9 @@ def review(
     """
     from bot.configs.detect import for_run, load_config
 
-    old_cfg = load_config(Path(old_path))
-    new_cfg = load_config(Path(new_path))
+    command = _python_config_command(Path(old_path), Path(new_path), run)
+    old_cfg = load_config(Path(old_path), command=command)
+    new_cfg = load_config(Path(new_path), command=command)
     findings: list[ReviewFinding] = []
     skipped: list[str] = []
 
@@ -257,6 +258,20 @@ def review(
         skipped=skipped,
         ok=not any(f.severity == "problem" for f in findings),
     )
+
+
+def _python_config_command(old_path: Path, new_path: Path, run: Run | None) -> str | None:
+    """A torchtitan config module (Python) is read through a launch that names its function: the linked run's, else
+    the one function the change touches (:func:`bot.configs.torchtitan_py.review_command`). Other formats are
+    compared as files, without a command."""
+    from bot.configs import torchtitan_py
+    from bot.configs.detect import read_config_text
+
+    new_text = read_config_text(new_path)
+    if not torchtitan_py.looks_like(new_text, str(new_path)):
+        return None
+    command = getattr(run.record, "command", None) if run is not None else None
+    return torchtitan_py.review_command(read_config_text(old_path), new_text, str(new_path), command)
 
 
 def _side(path: str | Path, cfg: ShardingConfig, mesh: Mesh | None, pred: Any | None) -> ReviewSide:
