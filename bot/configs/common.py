@@ -305,19 +305,25 @@ def apply_splices(text: str, splices: Sequence[Splice]) -> str:
     return "".join(out)
 
 
+def command_words(command: str, source: str) -> list[str]:
+    """A recorded launch command split as the shell would (comments dropped); ConfigError naming ``command``."""
+    import shlex
+
+    try:
+        return shlex.split(command, comments=True)
+    except ValueError as exc:
+        raise ConfigError(f"the recorded launch command cannot be split into words: {exc}", source=source,
+                          field="command", hint="check its quotes") from None
+
+
 def args_after(command: str | None, source: str) -> list[str] | None:
     """The words after the config's own name in a recorded launch command (``bash train.sh 4 full 1`` -> the script's
     positional arguments; ``composer train.py mpt-7b.yaml k=v`` -> its overrides); None when it does not name it."""
     if not command:
         return None
-    import shlex
     from pathlib import PurePath
 
-    try:
-        words = shlex.split(command, comments=True)
-    except ValueError as exc:
-        raise ConfigError(f"the recorded launch command cannot be split into words: {exc}", source=source,
-                          field="command") from None
+    words = command_words(command, source)
     name = PurePath(source).name
     for i, w in enumerate(words):
         if PurePath(w).name == name:

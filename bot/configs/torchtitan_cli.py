@@ -18,7 +18,6 @@ as in argparse and tyro. Only flags ASAP reads (``known``) are kept; the rest (`
 from __future__ import annotations
 
 import re
-import shlex
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import PurePath
@@ -84,12 +83,10 @@ def flags(command: str, source: str, known: Callable[[tuple[str, ...]], Kinds | 
 
 
 def _words(command: str, source: str) -> list[str]:
-    try:
-        words = shlex.split(command, comments=True)
-    except ValueError as exc:
-        raise ConfigError(f"the recorded launch command cannot be split into words: {exc}", source=source,
-                          field="command", hint="check its quotes") from None
-    return [w for w in words if w.strip()]  # a backslash-newline continuation leaves a lone newline
+    from bot.configs.common import command_words
+
+    # a backslash-newline continuation leaves a lone newline
+    return [w for w in command_words(command, source) if w.strip()]
 
 
 def _path(name: str, known: Callable[[tuple[str, ...]], Kinds | None]) -> tuple[tuple[str, ...], Kinds | None, bool]:

@@ -309,27 +309,24 @@ _FIELD = {"parallelism.enable_async_tensor_parallel": "compile.enable_async_tens
 _TOKENS = "training.num_tokens_per_microbatch_per_dp_rank"
 
 
-def function_fields(config: ShardingConfig, values: dict[str, object]) -> dict[str, object]:
-    """``values`` (the TOML era's setting names a proposal writes) under the config function's own fields: a batch in
-    token slots, async TP under compile; the rest as named."""
-    seq = config.settings.get("training.seq_len")
-    seq = seq if isinstance(seq, int) and not isinstance(seq, bool) else 0
+def function_fields(values: dict[str, object], seq: int, pp: int, pp_microbatches: int) -> tuple[dict[str, object],
+                                                                                        dict[str, object]]:
+    """``values`` (the TOML era's setting names a proposal writes) under the config function's own fields, and the
+    ones with no such field: a batch in token slots (``seq`` tokens per sequence; under pipelining, ``pp`` > 1, a
+    rank's batch is ``pp_microbatches`` micro-batches), async TP under compile."""
     out: dict[str, object] = {}
+    rest: dict[str, object] = {}
     for name, value in values.items():
         if name in _FIELD:
             out[_FIELD[name]] = bool(value)
         elif name == "training.global_batch_size" and seq:
             out["training.num_tokens_per_train_step"] = int(value) * seq  # type: ignore[call-overload]
-        elif name == "parallelism.pipeline_parallel_microbatch_size" and seq:
-            out[_TOKENS] = int(value) * seq  # type: ignore[call-overload]
-        elif name == "training.local_batch_size" and seq:  # sequences per rank per step: per micro-batch under PP
-            degrees = {k.key: k.value for k in config.keys}
-            pp_mb = int(config.settings.get("parallelism.num_pp_microbatches") or 1)  # type: ignore[call-overload]
-            per = pp_mb if degrees.get("pipeline_parallel_degree", 1) > 1 else 1
+        elif name in ("parallelism.pipeline_parallel_microbatch_size", "training.local_batch_size") and seq:
+            per = pp_microbatches if pp > 1 and name == "training.local_batch_size" else 1
             out[_TOKENS] = int(value) // per * seq  # type: ignore[call-overload]
         else:
-            out[name] = value
-    return out
+            rest[name] = value
+    return out, rest
 
 
 def apply_settings(config: ShardingConfig, values: dict[str, object]) -> str:
@@ -338,20 +335,11 @@ def apply_settings(config: ShardingConfig, values: dict[str, object]) -> str:
     from bot.configs.common import Splice, apply_splices
 
     doc = load(config.text, config.source)
-    seq = _int(doc, "training.max_context_length") or 0
-    wanted: dict[str, object] = {}
-    for name, value in values.items():
-        if name in _FIELD:
-            wanted[_FIELD[name]] = bool(value)
-        elif name == "training.global_batch_size" and seq:
-            wanted["training.num_tokens_per_train_step"] = int(value) * seq  # type: ignore[call-overload]
-        elif name in ("parallelism.pipeline_parallel_microbatch_size", "training.local_batch_size") and seq:
-            pp = _int(doc, "parallelism.pipeline_parallel_degree") or 1
-            mbs = _int(doc, "parallelism.num_pp_microbatches") or 1
-            per_mb = int(value) // (mbs if pp > 1 and name == "training.local_batch_size" else 1)  # type: ignore[call-overload]
-            wanted[_TOKENS] = per_mb * seq
-        else:
-            raise refuse_edit(config, {name: value})
+    wanted, rest = function_fields(values, _int(doc, "training.max_context_length") or 0,
+                                   _int(doc, "parallelism.pipeline_parallel_degree") or 1,
+                                   _int(doc, "parallelism.num_pp_microbatches") or 1)
+    if rest:
+        raise refuse_edit(config, dict([next(iter(rest.items()))]))
     splices = []
     for path, value in wanted.items():
         span = doc.spans.get(path)

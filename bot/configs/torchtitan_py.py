@@ -30,13 +30,13 @@ from __future__ import annotations
 import ast
 import copy
 import re
-import shlex
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import PurePath
 from typing import Any
 
 from bot.configs import torchtitan_cli
+from bot.configs.common import command_words
 from bot.configs.jsonspans import JsonDoc
 from bot.configs.sharding import ConfigKey, ShardingConfig
 from bot.configs.torchtitan import AXIS_OF, KEYS
@@ -238,11 +238,7 @@ def _named_in_command(command: str | None, source: str) -> str | None:
     """``--config NAME`` / ``--config=NAME`` of ``-m torchtitan.train``, or run_train.sh's ``CONFIG=NAME``."""
     if not command:
         return None
-    try:
-        words = shlex.split(command, comments=True)
-    except ValueError as exc:
-        raise ConfigError(f"the recorded launch command cannot be split into words: {exc}", source=source,
-                          field="command") from None
+    words = command_words(command, source)
     found = None
     for i, word in enumerate(words):
         if word == "--config" and i + 1 < len(words):

@@ -177,4 +177,10 @@ def fields_of(config: ShardingConfig, values: dict[str, Any]) -> dict[str, objec
             out["activation_checkpoint"] = AC_CLASS[mode]
         elif name != "activation_checkpoint.selective_ac_option":
             rest[name] = value
-    return {**function_fields(config, rest), **out}
+    st = config.settings
+    seq, local, micro = (st.get(k) for k in ("training.seq_len", "training.local_batch_size",
+                                              "parallelism.pipeline_parallel_microbatch_size"))
+    pp = next((k.value for k in config.keys if k.key == "pipeline_parallel_degree"), 1)
+    pp_mb = local // micro if isinstance(local, int) and isinstance(micro, int) and micro else 1
+    mapped, named = function_fields(rest, seq if isinstance(seq, int) else 0, pp, pp_mb)
+    return {**mapped, **named, **out}
