@@ -7,7 +7,7 @@ only the mesh, chip and profile known the analysis still runs and says what it c
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, NonNegativeInt, PositiveFloat, PositiveInt, model_validator
 
@@ -424,6 +424,15 @@ class DerivedFrom(BaseModel):
     proposal: PositiveInt = Field(description="rank of that proposal in the run's `asap propose` answer")
 
 
+# what people call their training stack -> the framework ASAP prices it as (Megatron-Core under NeMo and
+# Megatron-Bridge; the PyTorch trainers are "other", whose config format tells them apart)
+FRAMEWORK_ALIASES: dict[str, str] = {
+    "torchtitan": "other", "pytorch": "other", "fsdp": "other", "deepspeed": "other", "llm-foundry": "other",
+    "llmfoundry": "other", "composer": "other", "nemo": "megatron", "megatron-lm": "megatron",
+    "megatron-core": "megatron", "megatron-bridge": "megatron", "max-text": "maxtext",
+}
+
+
 class RunRecord(BaseModel):
     """One training run as stored in ``run.yaml``."""
 
@@ -453,6 +462,22 @@ class RunRecord(BaseModel):
         default=None,
         description="the proposal this run applied; when it is analysed, predicted vs measured is recorded as history",
     )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _framework_alias(cls, data: Any) -> Any:
+        """The names people write for their stack (``framework: torchtitan``, ``nemo``, ``deepspeed``) read as the
+        framework ASAP prices them by; ``torchtitan`` also tags the run (its eager-PyTorch memory behaviour)."""
+        if not isinstance(data, dict) or not isinstance(data.get("framework"), str):
+            return data
+        name = data["framework"].strip().lower()
+        if name not in FRAMEWORK_ALIASES:
+            return data
+        out = {**data, "framework": FRAMEWORK_ALIASES[name]}
+        tags = out.get("tags")
+        if name == "torchtitan" and (tags is None or isinstance(tags, list)) and "torchtitan" not in (tags or []):
+            out["tags"] = [*(tags or []), "torchtitan"]
+        return out
 
     @model_validator(mode="after")
     def _slices_divide(self) -> RunRecord:
