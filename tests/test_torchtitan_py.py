@@ -315,3 +315,17 @@ def test_review_of_a_change_to_several_functions_asks_which_one_runs(tmp_path: P
     with pytest.raises(ConfigError, match=r"touches 2 config functions \(llama3_70b, llama3_8b\)") as err:
         review(LLAMA, new, num_chips=64, num_slices=8)
     assert err.value.field == "command"
+
+
+def test_gpt_oss_120b_is_torchtitans_gpt_oss_with_its_windowed_layers() -> None:
+    """torchtitan's gpt_oss_120b (``model_registry("120b")``): the sizes of ``_120b`` in
+    torchtitan/models/gpt_oss/__init__.py @ b5bcd76c, every other layer over a 128-token window."""
+    source = REAL / "2026-source" / "torchtitan" / "models" / "gpt_oss" / "config_registry.py"
+    st = settings_from_config(_read(source, "gpt_oss_120b"))  # type: ignore[arg-type]
+    assert st.model_dims is not None
+    dims = st.model_dims.stated()
+    assert {k: dims.get(k) for k in ("layers", "d_model", "heads", "kv_heads", "head_dim", "experts",
+                                     "experts_per_token", "d_ff", "vocab", "sliding_window", "global_every")} == {
+        "layers": 36, "d_model": 2880, "heads": 64, "kv_heads": 8, "head_dim": 64, "experts": 128,
+        "experts_per_token": 4, "d_ff": 2880, "vocab": 201088, "sliding_window": 128, "global_every": 2}
+    assert (st.seq_len, st.local_batch, st.remat_policy) == (8192, 1, "full")

@@ -93,9 +93,22 @@ DEEPSEEK_V3: dict[str, dict[str, int | bool]] = {
 }
 
 
+# GPT-OSS as torchtitan builds it (``_20b`` / ``_120b`` in torchtitan/models/gpt_oss/__init__.py @ b5bcd76c, a config
+# function's ``model_registry("120b")``): width 2880, 64 query heads and 8 KV heads of 64, experts 2880 wide with top-4,
+# vocabulary 201,088 with its own output layer, and every even layer attending over a 128-token window
+# (``_build_gptoss_layers``: sliding_window_size=128 if layer_id % 2 == 0).
+GPT_OSS_TABLE = "torchtitan/models/gpt_oss/__init__.py @b5bcd76c"
+_GPT_OSS_COMMON: dict[str, int | bool] = {"d_model": 2880, "d_ff": 2880, "heads": 64, "kv_heads": 8, "head_dim": 64,
+                                          "vocab": 201088, "mlp_matrices": 3, "tied_embeddings": False,
+                                          "experts_per_token": 4, "sliding_window": 128, "global_every": 2}
+GPT_OSS: dict[str, dict[str, int | bool]] = {"20b": {"layers": 24, "experts": 32}, "120b": {"layers": 36, "experts": 128}}
+
+
 def moe_model(name: str, flavor: str) -> tuple[dict[str, int | bool], str] | None:
-    """(run.yaml model fields, where they came from) for a Qwen3 or DeepSeek-V3 flavor; None when there is none.
-    (MLA models: kv_heads = heads, the latent's up-projection gives every head its own K and V.)"""
+    """(run.yaml model fields, where they came from) for a Qwen3, DeepSeek-V3 or GPT-OSS flavor; None when there is
+    none. (MLA models: kv_heads = heads, the latent's up-projection gives every head its own K and V.)"""
+    if name == "gpt_oss" and flavor in GPT_OSS:
+        return {**_GPT_OSS_COMMON, **GPT_OSS[flavor]}, GPT_OSS_TABLE
     if name == "qwen3" and flavor in QWEN3:
         return {**_QWEN3_COMMON, **QWEN3[flavor]}, MOE_TABLES[name]
     if name == "deepseek_v3" and flavor in DEEPSEEK_V3:
