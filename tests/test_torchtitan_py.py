@@ -329,3 +329,19 @@ def test_gpt_oss_120b_is_torchtitans_gpt_oss_with_its_windowed_layers() -> None:
         "layers": 36, "d_model": 2880, "heads": 64, "kv_heads": 8, "head_dim": 64, "experts": 128,
         "experts_per_token": 4, "d_ff": 2880, "vocab": 201088, "sliding_window": 128, "global_every": 2}
     assert (st.seq_len, st.local_batch, st.remat_policy) == (8192, 1, "full")
+
+
+def test_moonlight_is_deepseek_v3s_layout_with_kimis_vocabulary() -> None:
+    """``model_registry("moonlight-16B-A3B")`` of torchtitan's kimi_k2_7 (``_moonlight_16b_a3b_config`` @ b5bcd76c)."""
+    text = ("from torchtitan.models.kimi_k2_7 import model_registry\nfrom torchtitan.trainer import Trainer\n"
+            "from torchtitan.config import TrainingConfig\n\n\ndef moonlight() -> Trainer.Config:\n"
+            "    return Trainer.Config(model_spec=model_registry(\"moonlight-16B-A3B\"),\n"
+            "                          training=TrainingConfig(num_tokens_per_microbatch_per_dp_rank=4 * 4096,\n"
+            "                                                  max_context_length=4096))\n")
+    dims = settings_from_config(parse_config(text, "torchtitan_recipes/kimi.py")).model_dims
+    assert dims is not None
+    got = dims.stated()
+    assert {k: got.get(k) for k in ("vocab", "d_model", "layers", "dense_layers", "experts", "experts_per_token",
+                                    "shared_experts", "kv_lora_rank", "d_ff")} == {
+        "vocab": 163840, "d_model": 2048, "layers": 27, "dense_layers": 1, "experts": 64, "experts_per_token": 6,
+        "shared_experts": 2, "kv_lora_rank": 512, "d_ff": 1408}

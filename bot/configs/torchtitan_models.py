@@ -102,13 +102,22 @@ _GPT_OSS_COMMON: dict[str, int | bool] = {"d_model": 2880, "d_ff": 2880, "heads"
                                           "vocab": 201088, "mlp_matrices": 3, "tied_embeddings": False,
                                           "experts_per_token": 4, "sliding_window": 128, "global_every": 2}
 GPT_OSS: dict[str, dict[str, int | bool]] = {"20b": {"layers": 24, "experts": 32}, "120b": {"layers": 36, "experts": 128}}
+# Moonlight 16B-A3B, the text-only model of torchtitan's kimi_k2_7 (``_moonlight_16b_a3b_config`` in
+# torchtitan/models/kimi_k2_7/__init__.py @ b5bcd76c): DeepSeek-V3's layout (MLA without a query latent) with Kimi's
+# 163,840-token vocabulary. Kimi-VL and Kimi-K2.5 add a vision tower ASAP does not price: not in the table.
+KIMI_TABLE = "torchtitan/models/kimi_k2_7/__init__.py @b5bcd76c"
+MOONLIGHT: dict[str, int | bool] = {"vocab": 163840, "d_model": 2048, "dense_d_ff": 11264, "d_ff": 1408, "layers": 27,
+                                    "dense_layers": 1, "heads": 16, "kv_heads": 16, "experts": 64, "shared_experts": 2,
+                                    "experts_per_token": 6}
 
 
 def moe_model(name: str, flavor: str) -> tuple[dict[str, int | bool], str] | None:
-    """(run.yaml model fields, where they came from) for a Qwen3, DeepSeek-V3 or GPT-OSS flavor; None when there is
-    none. (MLA models: kv_heads = heads, the latent's up-projection gives every head its own K and V.)"""
+    """(run.yaml model fields, where they came from) for a Qwen3, DeepSeek-V3, GPT-OSS or Moonlight flavor; None when
+    there is none. (MLA models: kv_heads = heads, the latent's up-projection gives every head its own K and V.)"""
     if name == "gpt_oss" and flavor in GPT_OSS:
         return {**_GPT_OSS_COMMON, **GPT_OSS[flavor]}, GPT_OSS_TABLE
+    if name == "kimi_k2_7" and flavor == "moonlight-16B-A3B":
+        return {**_MLA, **MOONLIGHT}, KIMI_TABLE
     if name == "qwen3" and flavor in QWEN3:
         return {**_QWEN3_COMMON, **QWEN3[flavor]}, MOE_TABLES[name]
     if name == "deepseek_v3" and flavor in DEEPSEEK_V3:
