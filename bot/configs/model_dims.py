@@ -253,7 +253,10 @@ def _torchtitan(config: ShardingConfig) -> ModelDims:
         return d.build()
     got = llama3(str(flavor), legacy) if name == "llama3" else None
     if got is None:
-        d.problems.append(f"torchtitan model {name!r} flavor {flavor!r} is not in ASAP's table of torchtitan models "
+        from bot.configs.torchtitan_models import UNPRICED
+
+        why = f" ({UNPRICED[str(name)]})" if str(name) in UNPRICED else ""
+        d.problems.append(f"torchtitan model {name!r} flavor {flavor!r}{why} is not in ASAP's table of torchtitan models "
                           "(llama3 8B, 70B, 405B, debugmodel; qwen3 0.6B-32B, 30B-A3B, 235B-A22B; deepseek_v3 16B, 236B, 671B; "
                           "gpt_oss 20b, 120b; kimi_k2_7 moonlight-16B-A3B); "
                           "give the model dimensions in run.yaml")

@@ -106,6 +106,10 @@ GPT_OSS: dict[str, dict[str, int | bool]] = {"20b": {"layers": 24, "experts": 32
 # torchtitan/models/kimi_k2_7/__init__.py @ b5bcd76c): DeepSeek-V3's layout (MLA without a query latent) with Kimi's
 # 163,840-token vocabulary. Kimi-VL and Kimi-K2.5 add a vision tower ASAP does not price: not in the table.
 KIMI_TABLE = "torchtitan/models/kimi_k2_7/__init__.py @b5bcd76c"
+# torchtitan models whose layers the cost model has no terms for (torchtitan @ b5bcd76c): said when one is named
+UNPRICED = {"qwen3_5": "Qwen3.5 mixes Gated DeltaNet linear-attention layers with its attention layers",
+            "kimi_k2_7": "Kimi-VL and Kimi-K2.5 train a vision tower besides the text layers",
+            "muse_glimmer": "a text decoder with an optional vision path", "flux": "a diffusion model"}
 MOONLIGHT: dict[str, int | bool] = {"vocab": 163840, "d_model": 2048, "dense_d_ff": 11264, "d_ff": 1408, "layers": 27,
                                     "dense_layers": 1, "heads": 16, "kv_heads": 16, "experts": 64, "shared_experts": 2,
                                     "experts_per_token": 6}
