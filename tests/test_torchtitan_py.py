@@ -345,3 +345,15 @@ def test_moonlight_is_deepseek_v3s_layout_with_kimis_vocabulary() -> None:
                                     "shared_experts", "kv_lora_rank", "d_ff")} == {
         "vocab": 163840, "d_model": 2048, "layers": 27, "dense_layers": 1, "experts": 64, "experts_per_token": 6,
         "shared_experts": 2, "kv_lora_rank": 512, "d_ff": 1408}
+
+
+def test_a_python_file_that_is_no_torchtitan_config_function_says_what_to_point_at(tmp_path: Path) -> None:
+    """A Megatron-Bridge perf recipe (Python building a ConfigContainer) was reported as 'malformed YAML at line 14'."""
+    recipe = tmp_path / "llama3.py"
+    recipe.write_text('"""GB200 performance recipes."""\nfrom megatron.bridge.perf_recipes.llama.common import '
+                      'ConfigContainer\n\n\ndef llama3_8b() -> ConfigContainer:\n    cfg = base()\n    return cfg\n')
+    with pytest.raises(ConfigError, match="run_config.yaml Megatron-Bridge writes") as err:
+        load_config(recipe)
+    assert "YAML" not in err.value.message.split("run_config")[0] and err.value.field == "config"
+    with pytest.raises(ConfigError, match="only as a torchtitan config function"):
+        parse_config("print('hello')\n", "train.py")

@@ -95,6 +95,10 @@ def _parse(text: str, source: str, path: Path | None, command: str | None, overl
 
     if torchtitan_py.looks_like(text, source):  # a torchtitan config function (2026 on): read, never run
         return torchtitan_py.read(text, source, command, torchtitan_py.module_loader(files))
+    if source.lower().endswith(".py"):
+        raise ConfigError(_python_hint(text), source=source, field="config",
+                          hint="point config: at the file the job reads its settings from (YAML, TOML, a launch script, "
+                               "or the resolved config the framework writes)")
     if is_script(text, source):
         return launch.script_config(text, source, files, args_after(command, source), command)
     if is_toml(text, source):
@@ -131,6 +135,16 @@ def _parse(text: str, source: str, path: Path | None, command: str | None, overl
 
         cfg = with_precision_recipe(cfg, files.find, files.text)
     return cfg
+
+
+def _python_hint(text: str) -> str:
+    """What ASAP reads of a Python config: torchtitan's config functions only; a Megatron-Bridge recipe is read from
+    the ``run_config.yaml`` Megatron-Bridge writes with each checkpoint (the resolved ConfigContainer)."""
+    if "ConfigContainer" in text:
+        return ("a Megatron-Bridge recipe (Python building a ConfigContainer) is not read from its source: use the "
+                "run_config.yaml Megatron-Bridge writes with each checkpoint, or a YAML of the recipe's overrides")
+    return ("a Python file is read only as a torchtitan config function (one returning Trainer.Config); this one "
+            "builds none")
 
 
 def _detect(root: MappingNode, source: str) -> Format:
