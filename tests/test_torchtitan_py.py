@@ -357,3 +357,15 @@ def test_a_python_file_that_is_no_torchtitan_config_function_says_what_to_point_
     assert "YAML" not in err.value.message.split("run_config")[0] and err.value.field == "config"
     with pytest.raises(ConfigError, match="only as a torchtitan config function"):
         parse_config("print('hello')\n", "train.py")
+
+
+def test_bases_called_many_times_are_read_once() -> None:
+    """A module whose functions each call their base several times: read in linear time, not 3^depth."""
+    lines = ["from torchtitan.trainer import Trainer", "from torchtitan.config import ParallelismConfig", "",
+             "def f0() -> Trainer.Config:",
+             "    return Trainer.Config(parallelism=ParallelismConfig(tensor_parallel_degree=2))"]
+    for i in range(1, 8):
+        lines += [f"def f{i}() -> Trainer.Config:", f"    a = f{i - 1}()", f"    b = f{i - 1}()", f"    config = f{i - 1}()",
+                  "    return config"]
+    cfg = parse_config("\n".join(lines) + "\n", "mine.py", command="x --config f7")
+    assert cfg.key("tensor_parallel_degree").value == 2

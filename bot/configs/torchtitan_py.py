@@ -259,6 +259,7 @@ class _Reader:
                  readers: dict[str, _Reader] | None = None) -> None:
         self.text, self.source, self.module, self.load = text, source, module, load
         self.readers = readers if readers is not None else {source: self}  # one reader per module file
+        self.built: dict[str, _Built] = {}  # config functions already read
         self.functions = {n.name: n for n in module.body if isinstance(n, ast.FunctionDef)}
         # ``from torchtitan.models.llama3.config_registry import llama3_8b``: name -> (module as written, its name)
         self.imported = {(a.asname or a.name): ("." * n.level + (n.module or ""), a.name)
@@ -286,6 +287,13 @@ class _Reader:
 
     # ---------------------------------------------------------------------------------------------- statements
     def function(self, name: str, depth: int) -> _Built:
+        """The config ``name`` builds (read once per module: a function calling its bases many times, or bases
+        calling theirs, would otherwise be read exponentially often), a copy the caller may change."""
+        if name not in self.built:
+            self.built[name] = self._read_function(name, depth)
+        return copy.deepcopy(self.built[name])
+
+    def _read_function(self, name: str, depth: int) -> _Built:
         """The config ``name`` builds, read statement by statement."""
         if depth > MAX_DEPTH:
             raise ConfigError(f"config function {name} derives from others more than {MAX_DEPTH} deep (a cycle?)",
@@ -323,7 +331,7 @@ class _Reader:
             fn = self.functions[name]
             if fn.returns is None or ast.unparse(fn.returns) != RETURNS:
                 return None
-            return copy.deepcopy(self.function(name, depth + 1))
+            return self.function(name, depth + 1)
         imported = {**self.imported, **env.get("__imports__", {})}
         if name not in imported:
             return None
@@ -336,7 +344,7 @@ class _Reader:
         target = other.functions.get(original)
         if target is None or target.returns is None or ast.unparse(target.returns) != RETURNS:
             return None
-        return copy.deepcopy(other.function(original, depth + 1))
+        return other.function(original, depth + 1)
 
     def _module(self, written: str) -> _Reader | None:
         """The reader of an imported module's file inside the repository (None when ASAP cannot find it there)."""
