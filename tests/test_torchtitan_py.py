@@ -369,3 +369,31 @@ def test_bases_called_many_times_are_read_once() -> None:
                   "    return config"]
     cfg = parse_config("\n".join(lines) + "\n", "mine.py", command="x --config f7")
     assert cfg.key("tensor_parallel_degree").value == 2
+
+
+@pytest.mark.parametrize(("chips", "outside", "hint"), [
+    (4, False, "make run.yaml's chip count"),  # tensor 8 on 4 GPUs: torchtitan's own ParallelDims error
+    (64, True, "fix what the config's error names"),  # the registry symlinked from outside the run's repository
+])
+def test_why_a_config_cannot_be_used_gets_the_hint_that_fits(tmp_path: Path, chips: int, outside: bool,
+                                                              hint: str) -> None:
+    from bot.analysis.analyze import analyze_run
+    from bot.errors import AsapError
+    from bot.runs.store import LocalRunStore
+
+    run = tmp_path / "runs" / "tt"
+    (run / "torchtitan" / "models").mkdir(parents=True)
+    if outside:
+        (tmp_path / "elsewhere").mkdir()
+        shutil.copytree(LLAMA.parent, tmp_path / "elsewhere" / "llama3")
+        (run / "torchtitan" / "models" / "llama3").symlink_to(tmp_path / "elsewhere" / "llama3")
+    else:
+        shutil.copytree(LLAMA.parent, run / "torchtitan" / "models" / "llama3")
+    (run / "run.yaml").write_text(
+        f"id: tt\nframework: torchtitan\nchip: h100\nnum_chips: {chips}\nnum_slices: {max(chips // 8, 1)}\n"
+        "config: torchtitan/models/llama3/config_registry.py\n"
+        f"command: \"{LAUNCH.format(module='llama3', fn='llama3_70b')}\"\n")
+    with pytest.raises(AsapError) as err:
+        analyze_run(LocalRunStore(tmp_path / "runs").get("tt"))
+    assert err.value.hint is not None and err.value.hint.startswith(hint), err.value.render()
+    assert ("outside the run folder" if outside else "WORLD_SIZE(4)") in err.value.message

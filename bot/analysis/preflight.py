@@ -260,10 +260,12 @@ def preflight_report(
         why_not = [w.removeprefix("sharding config not used: ") for w in (warnings or [])
                    if w.startswith("sharding config not used: ")]
         if record.config and why_not:
+            sizes = any(w in why_not[0] for w in ("WORLD_SIZE", "chips", "devices", "GPUs", "product"))
             raise AsapError("no profile, and the sharding config cannot be used for this run, so nothing can be "
                             f"predicted: {why_not[0]}", source=source, field="config",
                             hint="make run.yaml's chip count (num_chips, num_slices) and the config's parallel "
-                            "sizes agree, or add a profile")
+                            "sizes agree, or add a profile" if sizes else "fix what the config's error names, or add "
+                            "a profile")
         raise AsapError("no profile and no readable sharding config: nothing to analyse or predict", source=source,
                         field="config", hint="add 'config: <file>' (and the model) for a pre-flight answer, or a profile")
     settings = settings_for_run(run)
