@@ -53,7 +53,7 @@ _AC = {"FullAC": {}, "SelectiveAC": {"force_recompute_mm_shapes_by_fqns": []},
 _CONVERTERS = {"Float8LinearConverter": "float8", "Float8GroupedExpertsConverter": "float8",
                "MXFP8LinearConverter": "mx", "MXFP8GroupedExpertsConverter": "mx", "NVFP4LinearConverter": "nvfp4"}
 # command-line flags torchtitan still takes over the function (``--parallelism.tensor_parallel_degree 8``)
-_FLAG_KINDS: dict[tuple[str, ...], tuple[type, ...]] = {
+FLAG_KINDS: dict[tuple[str, ...], tuple[type, ...]] = {
     **{("parallelism", k): (int,) for k in KEYS},
     ("parallelism", "num_pp_microbatches"): (int,),
     ("training", "num_tokens_per_microbatch_per_dp_rank"): (int,),
@@ -69,8 +69,8 @@ _INT_FIELDS = {*(f"parallelism.{k}" for k in KEYS), "parallelism.num_pp_microbat
 class _Opaque:
     """A value ASAP does not evaluate (a call it does not know, an attribute of a module): its source text."""
 
-    def __init__(self, text: str, line: int) -> None:
-        self.text, self.line = text, line
+    def __init__(self, text: str) -> None:
+        self.text = text
 
 
 @dataclass
@@ -92,6 +92,11 @@ class _Built:
     notes: list[str]
 
 
+def _builds_config(fn: ast.FunctionDef | None) -> bool:
+    """``fn`` is annotated ``-> Trainer.Config``: a config function torchtitan can launch or derive from."""
+    return fn is not None and fn.returns is not None and ast.unparse(fn.returns) == RETURNS
+
+
 def looks_like(text: str, source: str) -> bool:
     """A Python file that builds torchtitan's ``Trainer.Config``."""
     return source.lower().endswith(".py") and RETURNS in text
@@ -106,14 +111,14 @@ def read(text: str, source: str, command: str | None = None, load: Loader | None
     does not parse, names no such function, or writes a degree ASAP cannot evaluate. ``load`` finds a module the
     file imports a base config function from (``from torchtitan.models.llama3.config_registry import llama3_8b``)
     inside the repository; without it such a base is an error naming the import."""
-    module = _parse(text, source)
+    module = parse_module(text, source)
     try:
         reader = _Reader(text, source, module, load)
-        name = _chosen(reader.functions, command, source)
+        name = chosen_function(reader.functions, command, source)
         built = reader.function(name, 0)
     except RecursionError:  # an expression nested past Python's own limit (1+1+...): not a config anyone wrote
         raise ConfigError("nests expressions too deeply to read", source=source) from None
-    given = torchtitan_cli.flags(command, source, _FLAG_KINDS.get) if command else {}
+    given = torchtitan_cli.flags(command, source, FLAG_KINDS.get) if command else {}
     data = _with_defaults(torchtitan_cli.merged(built.data, given), built.notes)
     spec = data.setdefault("model_spec", {})
     spec["name"] = spec.get("name") or reader.model_name()
@@ -163,9 +168,8 @@ def review_command(old_text: str, new_text: str, source: str, command: str | Non
 def _config_functions(text: str, source: str) -> dict[str, str]:
     """Each ``-> Trainer.Config`` function of the module and a fingerprint of its body (``ast.dump``: comments and
     layout do not count)."""
-    module = _parse(text, source)
-    return {n.name: ast.dump(n) for n in module.body if isinstance(n, ast.FunctionDef) and n.returns is not None
-            and ast.unparse(n.returns) == RETURNS}
+    module = parse_module(text, source)
+    return {n.name: ast.dump(n) for n in module.body if isinstance(n, ast.FunctionDef) and _builds_config(n)}
 
 
 def _with_defaults(data: dict[str, Any], notes: list[str]) -> dict[str, Any]:
@@ -206,7 +210,7 @@ def module_loader(files: Any) -> Loader:
     return load
 
 
-def _parse(text: str, source: str) -> ast.Module:
+def parse_module(text: str, source: str) -> ast.Module:
     try:
         return ast.parse(text, filename=source)
     except SyntaxError as exc:
@@ -216,11 +220,11 @@ def _parse(text: str, source: str) -> ast.Module:
         raise ConfigError(f"cannot be parsed as Python: {exc}", source=source) from None
 
 
-def _chosen(functions: dict[str, ast.FunctionDef], command: str | None, source: str) -> str:
+def chosen_function(functions: dict[str, ast.FunctionDef], command: str | None, source: str) -> str:
     """The config function the launch names (``--config NAME`` / ``CONFIG=NAME``), else the only one returning
     ``Trainer.Config``."""
     named = _named_in_command(command, source)
-    builders = [n for n, f in functions.items() if f.returns is not None and ast.unparse(f.returns) == RETURNS]
+    builders = [n for n, f in functions.items() if _builds_config(f)]
     if named is not None:
         if named not in functions:
             shown = ", ".join(builders[:12]) or "none"
@@ -300,7 +304,6 @@ class _Reader:
                               source=self.source, field=name)
         fn = self.functions[name]
         env: dict[str, Any] = {}
-        built: _Built | None = None
         for stmt in fn.body:
             if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant):
                 continue  # docstring
@@ -311,7 +314,7 @@ class _Reader:
                     {(a.asname or a.name): ("." * stmt.level + (stmt.module or ""), a.name) for a in stmt.names})
                 continue
             if isinstance(stmt, (ast.Assign, ast.AnnAssign)):
-                built = self._assign(stmt, env, name, depth) or built
+                self._assign(stmt, env, name, depth)
                 continue
             env.setdefault("__notes__", []).append(
                 f"{name}, line {stmt.lineno}: a {type(stmt).__name__.lower()} statement ASAP does not evaluate "
@@ -328,10 +331,7 @@ class _Reader:
             return None
         name = node.func.id
         if name in self.functions:
-            fn = self.functions[name]
-            if fn.returns is None or ast.unparse(fn.returns) != RETURNS:
-                return None
-            return self.function(name, depth + 1)
+            return self.function(name, depth + 1) if _builds_config(self.functions[name]) else None
         imported = {**self.imported, **env.get("__imports__", {})}
         if name not in imported:
             return None
@@ -341,10 +341,7 @@ class _Reader:
             if bound is not None:
                 env.setdefault("__unresolved__", {})[bound] = f"{written}.{original}"
             return None
-        target = other.functions.get(original)
-        if target is None or target.returns is None or ast.unparse(target.returns) != RETURNS:
-            return None
-        return other.function(original, depth + 1)
+        return other.function(original, depth + 1) if _builds_config(other.functions.get(original)) else None
 
     def _module(self, written: str) -> _Reader | None:
         """The reader of an imported module's file inside the repository (None when ASAP cannot find it there)."""
@@ -353,19 +350,19 @@ class _Reader:
             return None
         text, source = found
         if source not in self.readers:
-            self.readers[source] = _Reader(text, source, _parse(text, source), self.load, self.readers)
+            self.readers[source] = _Reader(text, source, parse_module(text, source), self.load, self.readers)
         return self.readers[source]
 
     def _returned(self, stmt: ast.Return, env: dict[str, Any], fn: str, depth: int) -> _Built:
         value = stmt.value
-        base = self._base(value, depth, env)
+        built: _Built | None
         if isinstance(value, ast.Name) and isinstance(env.get(value.id), _Built):
-            built: _Built = env[value.id]
+            built = env[value.id]
         elif isinstance(value, ast.Call) and ast.unparse(value.func) in self.builders:
             built = self._trainer_config(value, env, fn)
-        elif base is not None:
-            built = base
         else:
+            built = self._base(value, depth, env)
+        if built is None:
             shown = ast.unparse(value) if value is not None else "nothing"
             missing = env.get("__unresolved__", {}).get(value.id) if isinstance(value, ast.Name) else None
             if missing is not None:
@@ -377,25 +374,25 @@ class _Reader:
         built.notes.extend(env.get("__notes__", []))
         return built
 
-    def _assign(self, stmt: ast.Assign | ast.AnnAssign, env: dict[str, Any], fn: str, depth: int) -> _Built | None:
+    def _assign(self, stmt: ast.Assign | ast.AnnAssign, env: dict[str, Any], fn: str, depth: int) -> None:
+        """``name = <value>`` binds a local (a base's config, a Trainer.Config, any value); ``config.x.y = <value>``
+        sets a field of a config being built."""
         targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
         if stmt.value is None or len(targets) != 1:
-            return None
+            return
         target, value = targets[0], stmt.value
         if isinstance(target, ast.Name):
             base = self._base(value, depth, env, target.id)
             if base is not None:
                 env[target.id] = base
-                return base
-            if isinstance(value, ast.Call) and ast.unparse(value.func) in self.builders:
+            elif isinstance(value, ast.Call) and ast.unparse(value.func) in self.builders:
                 env[target.id] = self._trainer_config(value, env, fn)
-                return env[target.id]
-            env[target.id] = self.value(value, env, fn)
-            return None
-        chain = _attribute_chain(target)
+            else:
+                env[target.id] = self.value(value, env, fn)
+            return
+        chain = attribute_chain(target)
         if chain and isinstance(env.get(chain[0]), _Built):
             self._set(env[chain[0]], chain[1:], value, env, fn)
-        return None
 
     # ---------------------------------------------------------------------------------------------- config tree
     def _trainer_config(self, call: ast.Call, env: dict[str, Any], fn: str) -> _Built:
@@ -428,13 +425,14 @@ class _Reader:
         if not isinstance(value, _Call):
             raise ConfigError(f"{section} is {ast.unparse(node)[:80]} (function {fn}, line {node.lineno}), which ASAP "
                               "cannot read without running the file", source=self.source, field=section)
-        out: dict[str, Any] = {}
-        for key in value.kwargs:
-            out[key] = self._field(f"{section}.{key}", value.spans[key], env, fn, built)
-        return out
+        return {key: self._checked(f"{section}.{key}", v, value.spans[key], fn, built) for key, v in value.kwargs.items()}
 
     def _field(self, dotted: str, node: ast.expr, env: dict[str, Any], fn: str, built: _Built) -> Any:
-        value = self.value(node, env, fn)
+        return self._checked(dotted, self.value(node, env, fn), node, fn, built)
+
+    def _checked(self, dotted: str, value: Any, node: ast.expr, fn: str, built: _Built) -> Any:
+        """``value`` (written at ``node``) for field ``dotted``, an integer where torchtitan takes one; its place is
+        recorded for the reading."""
         if dotted in _INT_FIELDS and (isinstance(value, bool) or not isinstance(value, int)):
             shown = value.text if isinstance(value, _Opaque) else ast.unparse(node)
             raise ConfigError(f"{dotted} is {shown[:80]} (function {fn}, line {node.lineno}): ASAP reads only integer "
@@ -470,7 +468,7 @@ class _Reader:
 
 
 def _opaque(node: ast.expr) -> _Opaque:
-    return _Opaque(ast.unparse(node), getattr(node, "lineno", 0))
+    return _Opaque(ast.unparse(node))
 
 
 def _arith(op: ast.operator, left: Any, right: Any, node: ast.expr) -> Any:
@@ -488,7 +486,7 @@ def _arith(op: ast.operator, left: Any, right: Any, node: ast.expr) -> Any:
     return _opaque(node)
 
 
-def _attribute_chain(node: ast.expr) -> list[str]:
+def attribute_chain(node: ast.expr) -> list[str]:
     """``config.parallelism.tensor_parallel_degree`` -> ["config", "parallelism", "tensor_parallel_degree"]."""
     parts: list[str] = []
     while isinstance(node, ast.Attribute):
@@ -571,4 +569,5 @@ def _before(built: _Built, path: tuple[str, ...]) -> str:
     return f"the value in config function {where[0]} (line {where[1]})"
 
 
-__all__ = ["Loader", "looks_like", "module_loader", "read", "review_command"]
+__all__ = ["FLAG_KINDS", "Loader", "attribute_chain", "chosen_function", "looks_like", "module_loader", "parse_module",
+           "read", "review_command"]

@@ -36,18 +36,18 @@ def plan_fields(config: ShardingConfig, fields: dict[str, object]) -> list[Splic
     """Splices writing ``fields`` (the function's own dotted names: ``parallelism.tensor_parallel_degree``,
     ``training.num_tokens_per_train_step``, ``activation_checkpoint`` = a class name or None) in the launched
     function; ConfigError for one the launch command sets, or a function ASAP cannot extend."""
-    from bot.configs.torchtitan_py import _FLAG_KINDS, _chosen, _parse
+    from bot.configs.torchtitan_py import FLAG_KINDS, chosen_function, parse_module
 
-    given = torchtitan_cli.flags(config.command, config.source, _FLAG_KINDS.get) if config.command else {}
+    given = torchtitan_cli.flags(config.command, config.source, FLAG_KINDS.get) if config.command else {}
     for dotted in fields:
         flag = given.get(tuple(dotted.split(".")))
         if flag is not None:
             raise ConfigError(f"{dotted} is set by the recorded launch command ({flag.written}), which wins over the "
                               "config function: writing it there would change nothing", source=config.source,
                               field=dotted, hint=f"change {flag.name} on the launch command")
-    module = _parse(config.text, config.source)
+    module = parse_module(config.text, config.source)
     functions = {n.name: n for n in module.body if isinstance(n, ast.FunctionDef)}
-    fn = functions[_chosen(functions, config.command, config.source)]
+    fn = functions[chosen_function(functions, config.command, config.source)]
     doc = _Text(config.text)
     last = fn.body[-1]
     if not isinstance(last, ast.Return) or last.value is None:
@@ -86,12 +86,12 @@ def _free_name(fn: ast.FunctionDef) -> str:
 def _in_place(fn: ast.FunctionDef, var: str, fields: dict[str, object], doc: _Text) -> tuple[list[Splice], dict[str, str]]:
     """Splices replacing the values of top-level ``var.<field> = ...`` the function already has (the last one of
     each wins, as Python runs them), and the rest as source lines still to add."""
-    from bot.configs.torchtitan_py import _attribute_chain
+    from bot.configs.torchtitan_py import attribute_chain
 
     last_at: dict[str, ast.Assign] = {}
     for stmt in fn.body:
         if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1:
-            chain = _attribute_chain(stmt.targets[0])
+            chain = attribute_chain(stmt.targets[0])
             if chain and chain[0] == var:
                 last_at[".".join(chain[1:])] = stmt
     splices: list[Splice] = []
@@ -111,7 +111,7 @@ def _in_place(fn: ast.FunctionDef, var: str, fields: dict[str, object], doc: _Te
 def _literal(dotted: str, value: object) -> str:
     if dotted == "activation_checkpoint":
         return "None" if value is None else f"{value}.Config()"
-    if isinstance(value, bool) or isinstance(value, int) or isinstance(value, str):
+    if isinstance(value, (bool, int, str)):
         return repr(value)
     raise ConfigError(f"internal error: no Python literal for {dotted} = {value!r:.40}", field=dotted)
 
